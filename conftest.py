@@ -1,0 +1,50 @@
+"""Fixtures shared by every test suite in the repository.
+
+Each test that touches storage runs twice: on local files and on S3 through a
+moto server on loopback, with the table path and the storage path in two
+different buckets, as in production.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fedcore.testing import Backend, LoopbackS3
+
+SHARED = Path(__file__).resolve().parent.parent / "shared"
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[LoopbackS3]:
+    with LoopbackS3() as server:
+        yield server
+
+
+@pytest.fixture(params=["local", "s3"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+    if request.param == "local":
+        return Backend("local", f"file://{tmp_path}/tables/trips", f"file://{tmp_path}/storage", None)
+    server: LoopbackS3 = request.getfixturevalue("s3_server")
+    tables, storage = server.create_bucket("tables"), server.create_bucket("storage")
+    return Backend("s3", f"{tables}/trips", storage, server.storage_options())
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    if not SHARED.is_dir():
+        pytest.fail(f"{SHARED} is missing: the repository expects shared/ beside its root")
+    return SHARED
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_ambient_aws_credentials() -> Iterator[None]:
+    # Tests must reach only the loopback server, whatever the machine's AWS setup says.
+    saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("AWS_")}
+    os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
+    yield
+    os.environ.pop("AWS_EC2_METADATA_DISABLED", None)
+    os.environ.update(saved)

@@ -1,0 +1,7 @@
+"""``python -m fedcore`` is the ``fed`` command."""
+
+import sys
+
+from fedcore.cli import main
+
+sys.exit(main())

@@ -1,0 +1,132 @@
+"""The ``fed`` command line.
+
+Errors fedcore raises on purpose print as one line and exit 2; anything else is a
+bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from datetime import date, timedelta
+
+from fedcore import properties as P
+from fedcore.exceptions import FedError
+from fedcore.layout import preview_layout
+from fedcore.storage.loader import load_storage_strategy
+
+EXIT_ERROR = 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args))
+    except FedError as exc:
+        print(f"fed: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fed", description="Federated storage layout for Hudi-style lakehouse tables."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    layout = commands.add_parser(
+        "layout",
+        help="show where a storage strategy puts a table's files",
+        description="Preview a storage strategy: where generated files would land, how many "
+        "prefixes they use and how evenly they spread.",
+    )
+    layout.add_argument(
+        "--preview",
+        action="store_true",
+        required=True,
+        help="place generated file ids instead of reading a table",
+    )
+    layout.add_argument("--table-path", default="s3://lake-tables/trips", help="logical table path")
+    layout.add_argument("--table-name", default="trips")
+    layout.add_argument(
+        "--storage-strategy",
+        default=P.STORAGE_STRATEGY_OBJECT_STORE,
+        help="hive, object_store, partition_map, an entry-point name or a class path",
+    )
+    layout.add_argument("--storage-path", help="storage path for object_store (default s3://lake-storage)")
+    layout.add_argument(
+        "-p",
+        "--property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"any table property, e.g. {P.STORAGE_PREFIX_COUNT}=256 or {P.STORAGE_HASH_FUNCTION}=xxh64",
+    )
+    layout.add_argument("--files", type=_positive_int, default=10_000, help="file groups to place")
+    group = layout.add_mutually_exclusive_group()
+    group.add_argument(
+        "--partitions",
+        type=_non_negative_int,
+        default=10,
+        help="generate this many day=YYYY-MM-DD partitions (0: non-partitioned)",
+    )
+    group.add_argument(
+        "--partition",
+        action="append",
+        dest="partition_paths",
+        metavar="PATH",
+        help="a partition path to place files in (repeatable), e.g. country=us",
+    )
+    layout.add_argument("--seed", type=int, default=0, help="seed for the generated file ids")
+    layout.add_argument("--samples", type=_non_negative_int, default=5, help="placements to print")
+    layout.add_argument("--plot", metavar="PNG", help="also draw files per prefix into this file")
+    layout.set_defaults(run=_run_layout_preview)
+    return parser
+
+
+def _run_layout_preview(args: argparse.Namespace) -> int:
+    properties = _properties(args.property)
+    properties[P.TABLE_NAME] = args.table_name
+    properties.setdefault(P.STORAGE_STRATEGY_CLASS, args.storage_strategy)
+    if args.storage_path:
+        properties[P.STORAGE_PATH] = args.storage_path
+    elif properties[P.STORAGE_STRATEGY_CLASS] == P.STORAGE_STRATEGY_OBJECT_STORE:
+        properties.setdefault(P.STORAGE_PATH, "s3://lake-storage")
+    strategy = load_storage_strategy(args.table_path, properties)
+    partitions = args.partition_paths or [
+        f"day={date(2026, 1, 1) + timedelta(days=i)}" for i in range(args.partitions)
+    ]
+    report = preview_layout(strategy, partitions, args.files, seed=args.seed, samples=args.samples)
+    print(report.format())
+    if args.plot:
+        report.plot(args.plot)
+        print(f"Plot written to {args.plot}")
+    return 0
+
+
+def _properties(pairs: Sequence[str]) -> dict[str, str]:
+    properties: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise FedError(f"--property {pair!r}: expected KEY=VALUE")
+        properties[key.strip()] = value.strip()
+    return properties
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
+    return value
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""Hudi data file names: the only thing a storage location is derived from.
+
+A physical path is computed from the logical path's file name, so the file id must
+be recoverable from every data file name, base or log, and the two kinds must
+agree on it; that is what keeps a file group's files under one storage prefix.
+Names are validated strictly because a name that parses loosely could be mapped
+to two different locations by two versions of the code.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Final, NamedTuple
+
+from fedcore.exceptions import InvalidFileNameError
+from fedcore.properties import PARTITION_METADATA_FILE
+
+BASE_FILE_EXTENSIONS: Final = ("parquet", "orc", "hfile")
+
+_FILE_ID = r"[A-Za-z0-9][A-Za-z0-9-]*"  # unbounded: a bounded repeat is slower in re
+_WRITE_TOKEN = r"[0-9]+-[0-9]+-[0-9]+"
+_INSTANT = r"[0-9]{14}(?:[0-9]{3})?"  # Hudi's millisecond instants, and its older second ones
+
+# Group 1 is the file id (for both patterns), then instant and write token: positional
+# groups match measurably faster than named ones, and this runs on every path conversion.
+BASE_FILE_RE: Final = re.compile(
+    rf"({_FILE_ID})_({_WRITE_TOKEN})_({_INSTANT})\.(?:{'|'.join(BASE_FILE_EXTENSIONS)})", re.ASCII
+)
+LOG_FILE_RE: Final = re.compile(
+    rf"\.({_FILE_ID})_({_INSTANT})\.log\.[0-9]+_({_WRITE_TOKEN})(?:\.cdc)?", re.ASCII
+)
+_FILE_ID_RE: Final = re.compile(_FILE_ID, re.ASCII)
+_WRITE_TOKEN_RE: Final = re.compile(_WRITE_TOKEN, re.ASCII)
+_INSTANT_RE: Final = re.compile(_INSTANT, re.ASCII)
+
+
+class DataFileName(NamedTuple):
+    """The parts of a base or log file name that fedcore relies on."""
+
+    file_id: str
+    instant: str
+    write_token: str
+    is_log: bool
+
+
+def _match(name: str) -> re.Match[str] | None:
+    # Log file names start with a dot, base file names never do: one regex per call.
+    return (LOG_FILE_RE if name.startswith(".") else BASE_FILE_RE).fullmatch(name)
+
+
+def _invalid(name: str) -> InvalidFileNameError:
+    return InvalidFileNameError(
+        f"{name!r} is not a Hudi data file name "
+        "(<fileId>_<writeToken>_<instant>.parquet or .<fileId>_<instant>.log.<n>_<writeToken>)"
+    )
+
+
+def parse_data_file_name(name: str) -> DataFileName:
+    """Split a base or log file name into its parts, or raise InvalidFileNameError."""
+    match = _match(name)
+    if match is None:
+        raise _invalid(name)
+    is_log = name.startswith(".")
+    file_id, *rest = match.groups()
+    instant, write_token = rest if is_log else reversed(rest)
+    return DataFileName(file_id, instant, write_token, is_log)
+
+
+def file_id_of(name: str) -> str:
+    """The file id a data file name belongs to; the key every strategy hashes."""
+    match = _match(name)
+    if match is None:
+        raise _invalid(name)
+    return match[1]
+
+
+def data_file_id(name: str) -> str | None:
+    """The file id of a data file name, or None for any other name (metadata, folders)."""
+    # _match inlined: this runs on every path conversion.
+    match = (LOG_FILE_RE if name.startswith(".") else BASE_FILE_RE).fullmatch(name)
+    return None if match is None else match[1]
+
+
+def is_partition_metadata(name: str) -> bool:
+    """Partition metadata (plain or with a format suffix) always lives under the table path."""
+    return name == PARTITION_METADATA_FILE or name.startswith(PARTITION_METADATA_FILE + ".")
+
+
+def new_file_id() -> str:
+    """A fresh file group id in Hudi's form: a UUID and the index of the file in its group."""
+    return f"{uuid.uuid4()}-0"
+
+
+def base_file_name(file_id: str, write_token: str, instant: str, extension: str = "parquet") -> str:
+    _check_parts(file_id, write_token, instant)
+    if extension not in BASE_FILE_EXTENSIONS:
+        raise InvalidFileNameError(f"base file extension {extension!r} is not one of {BASE_FILE_EXTENSIONS}")
+    return f"{file_id}_{write_token}_{instant}.{extension}"
+
+
+def log_file_name(file_id: str, base_instant: str, version: int, write_token: str) -> str:
+    _check_parts(file_id, write_token, base_instant)
+    if version < 1:
+        raise InvalidFileNameError(f"log file version must be at least 1, got {version}")
+    return f".{file_id}_{base_instant}.log.{version}_{write_token}"
+
+
+def _check_parts(file_id: str, write_token: str, instant: str) -> None:
+    if not _FILE_ID_RE.fullmatch(file_id):
+        raise InvalidFileNameError(f"file id {file_id!r} must be letters, digits and '-'")
+    if not _WRITE_TOKEN_RE.fullmatch(write_token):
+        raise InvalidFileNameError(f"write token {write_token!r} must look like 0-12-34")
+    if not _INSTANT_RE.fullmatch(instant):
+        raise InvalidFileNameError(f"instant {instant!r} must be yyyyMMddHHmmss[SSS]")

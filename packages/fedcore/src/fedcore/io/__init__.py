@@ -1,0 +1,1 @@
+"""File I/O: URIs, per-root filesystems, atomic creates and the federated filesystem."""

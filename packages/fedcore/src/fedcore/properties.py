@@ -1,0 +1,79 @@
+"""Table-property keys and their defaults, in one place.
+
+Keys are Apache Hudi's own wherever Hudi has one, so that a table written by
+fedcore is recognisable to Hudi tools. The storage keys follow Hudi's RFC-60
+(federated storage layout) naming. The same keys are accepted wherever a user
+passes options: the Python API, the CLI and the engine adapters.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+HOODIE_FOLDER: Final = ".hoodie"
+PROPERTIES_FILE: Final = "hoodie.properties"
+PARTITION_METADATA_FILE: Final = ".hoodie_partition_metadata"
+
+# --- Hudi table config (hoodie.properties) ---------------------------------------
+TABLE_NAME: Final = "hoodie.table.name"
+DATABASE_NAME: Final = "hoodie.database.name"
+TABLE_TYPE: Final = "hoodie.table.type"
+TABLE_VERSION: Final = "hoodie.table.version"
+RECORD_KEY_FIELDS: Final = "hoodie.table.recordkey.fields"
+PARTITION_FIELDS: Final = "hoodie.table.partition.fields"
+PRECOMBINE_FIELD: Final = "hoodie.table.precombine.field"
+HIVE_STYLE_PARTITIONING: Final = "hoodie.datasource.write.hive_style_partitioning"
+URL_ENCODE_PARTITIONING: Final = "hoodie.datasource.write.partitionpath.urlencode"
+KEY_GENERATOR_CLASS: Final = "hoodie.table.keygenerator.class"
+TIMELINE_LAYOUT_VERSION: Final = "hoodie.timeline.layout.version"
+ARCHIVELOG_FOLDER: Final = "hoodie.archivelog.folder"
+BASE_FILE_FORMAT: Final = "hoodie.table.base.file.format"
+DROP_PARTITION_COLUMNS: Final = "hoodie.datasource.write.drop.partition.columns"
+TABLE_CHECKSUM: Final = "hoodie.table.checksum"
+METADATA_ENABLE: Final = "hoodie.metadata.enable"
+
+TABLE_TYPE_COW: Final = "COPY_ON_WRITE"
+TABLE_TYPE_MOR: Final = "MERGE_ON_READ"
+DEFAULT_TABLE_VERSION: Final = 6
+DEFAULT_TIMELINE_LAYOUT_VERSION: Final = 1
+
+SIMPLE_KEY_GENERATOR: Final = "org.apache.hudi.keygen.SimpleKeyGenerator"
+COMPLEX_KEY_GENERATOR: Final = "org.apache.hudi.keygen.ComplexKeyGenerator"
+NON_PARTITIONED_KEY_GENERATOR: Final = "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
+
+# --- Storage strategy (fedcore / RFC-60) ------------------------------------------
+STORAGE_STRATEGY_CLASS: Final = "hoodie.storage.strategy.class"
+STORAGE_PATH: Final = "hoodie.storage.path"
+STORAGE_HASH_FUNCTION: Final = "hoodie.storage.hash.function"
+STORAGE_HASH_INPUT: Final = "hoodie.storage.hash.input"
+STORAGE_PREFIX_COUNT: Final = "hoodie.storage.prefix.count"
+STORAGE_PARTITION_LOCATIONS: Final = "hoodie.storage.partition.locations"
+
+STORAGE_STRATEGY_HIVE: Final = "hive"
+STORAGE_STRATEGY_OBJECT_STORE: Final = "object_store"
+STORAGE_STRATEGY_PARTITION_MAP: Final = "partition_map"
+DEFAULT_STORAGE_STRATEGY: Final = STORAGE_STRATEGY_HIVE
+
+HASH_XXH32: Final = "xxh32"
+HASH_XXH64: Final = "xxh64"
+HASH_FUNCTIONS: Final = (HASH_XXH32, HASH_XXH64)
+DEFAULT_HASH_FUNCTION: Final = HASH_XXH32
+
+HASH_INPUT_FILE_ID: Final = "file_id"
+HASH_INPUT_PARTITION_AND_FILE_ID: Final = "partition_and_file_id"
+HASH_INPUTS: Final = (HASH_INPUT_FILE_ID, HASH_INPUT_PARTITION_AND_FILE_ID)
+DEFAULT_HASH_INPUT: Final = HASH_INPUT_FILE_ID
+
+#: Every key that defines where data files live. A table's values for these are
+#: fixed at creation; a caller passing other values gets StorageStrategyMismatchError.
+STORAGE_KEYS: Final = (
+    STORAGE_STRATEGY_CLASS,
+    STORAGE_PATH,
+    STORAGE_HASH_FUNCTION,
+    STORAGE_HASH_INPUT,
+    STORAGE_PREFIX_COUNT,
+    STORAGE_PARTITION_LOCATIONS,
+)
+
+#: Entry-point group through which other packages register storage strategies by name.
+STORAGE_STRATEGY_ENTRY_POINT_GROUP: Final = "fedcore.storage_strategies"

@@ -1,0 +1,53 @@
+"""The object-store layout: data spread over hashed prefixes of a separate storage path."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from fedcore import properties as P
+from fedcore.storage.base import StorageLocation, StorageStrategy, storage_uri, table_name_for_paths
+from fedcore.storage.hashing import PrefixHasher
+
+
+class ObjectStoreStorageStrategy(StorageStrategy):
+    """``<storage_path>/<hash>/<table_name>/<partition>/<file>``.
+
+    The hash comes first so that consecutive writes land in different key ranges;
+    the table name follows it so that many tables can share one storage path and
+    a prefix listing still tells them apart.
+    """
+
+    name = P.STORAGE_STRATEGY_OBJECT_STORE
+    accepted_keys = frozenset(
+        {P.STORAGE_PATH, P.STORAGE_HASH_FUNCTION, P.STORAGE_HASH_INPUT, P.STORAGE_PREFIX_COUNT}
+    )
+
+    def __init__(self, table_path: str, properties: Mapping[str, str]) -> None:
+        super().__init__(table_path, properties)
+        self.storage_path = storage_uri(properties, P.STORAGE_PATH, self.table_path)
+        self.table_name = table_name_for_paths(properties)
+        self.hasher = PrefixHasher.from_properties(properties)
+        self._head = self.storage_path + "/"
+        self._tail = "/" + self.table_name
+        self._prefix = self.hasher.prefix
+        self._bucket = self.hasher.bucket
+        # With a bounded prefix count there are at most N locations: build each once.
+        self._by_bucket: dict[int, StorageLocation] = {}
+
+    def locate(self, partition_path: str, file_id: str) -> StorageLocation:
+        if self._bucket is None:
+            return StorageLocation(
+                self._head + self._prefix(partition_path, file_id) + self._tail, self.storage_path
+            )
+        bucket = self._bucket(partition_path, file_id)
+        location = self._by_bucket.get(bucket)
+        if location is None:
+            uri = self._head + self.hasher.format_bucket(bucket) + self._tail
+            location = self._by_bucket[bucket] = StorageLocation(uri, self.storage_path)
+        return location
+
+    def roots(self) -> tuple[str, ...]:
+        return (self.storage_path,)
+
+    def properties(self) -> dict[str, str]:
+        return {P.STORAGE_PATH: self.storage_path, **self.hasher.properties()}

@@ -1,0 +1,34 @@
+"""The README's first Quick start command, run as a user runs it: a new process."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def quickstart_commands() -> list[str]:
+    text = README.read_text()
+    section = text.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\s*\$ (.+)$", section, flags=re.M)
+
+
+def test_readme_quick_start_has_exactly_two_commands() -> None:
+    commands = quickstart_commands()
+    assert len(commands) == 2
+    assert "tox" in commands[1]
+
+
+def test_main_job_runs_from_a_new_process() -> None:
+    # The install half of the command has already happened in this environment.
+    job = quickstart_commands()[0].split("&&")[-1].strip()
+    assert job.startswith("python3 -m fedcore ")
+    argv = [sys.executable, "-m", "fedcore", *job.split()[3:]]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "Storage layout preview: object_store" in result.stdout
+    assert re.search(r"-> s3://lake-storage/[0-9a-f]{8}/trips/", result.stdout)
+    assert "Prefixes used:" in result.stdout
