@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from fedcore.exceptions import FedError
 from fedcore.filenames import base_file_name
 from fedcore.storage.base import StorageStrategy
 
@@ -118,8 +119,6 @@ class LayoutReport:
             matplotlib.use("Agg")
             import matplotlib.pyplot as plt
         except ImportError as exc:  # pragma: no cover - depends on the install
-            from fedcore.exceptions import FedError
-
             raise FedError("plotting needs matplotlib: pip install 'fedcore[plot]'") from exc
         counts = sorted(self.files_per_prefix.values(), reverse=True)
         figure, axes = plt.subplots(figsize=(10, 4.5), layout="constrained")
