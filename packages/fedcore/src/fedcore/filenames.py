@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import Final, NamedTuple
+from typing import Final
 
 from fedcore.exceptions import InvalidFileNameError
 from fedcore.properties import PARTITION_METADATA_FILE
@@ -35,49 +35,9 @@ _WRITE_TOKEN_RE: Final = re.compile(_WRITE_TOKEN, re.ASCII)
 _INSTANT_RE: Final = re.compile(_INSTANT, re.ASCII)
 
 
-class DataFileName(NamedTuple):
-    """The parts of a base or log file name that fedcore relies on."""
-
-    file_id: str
-    instant: str
-    write_token: str
-    is_log: bool
-
-
-def _match(name: str) -> re.Match[str] | None:
-    # Log file names start with a dot, base file names never do: one regex per call.
-    return (LOG_FILE_RE if name.startswith(".") else BASE_FILE_RE).fullmatch(name)
-
-
-def _invalid(name: str) -> InvalidFileNameError:
-    return InvalidFileNameError(
-        f"{name!r} is not a Hudi data file name "
-        "(<fileId>_<writeToken>_<instant>.parquet or .<fileId>_<instant>.log.<n>_<writeToken>)"
-    )
-
-
-def parse_data_file_name(name: str) -> DataFileName:
-    """Split a base or log file name into its parts, or raise InvalidFileNameError."""
-    match = _match(name)
-    if match is None:
-        raise _invalid(name)
-    is_log = name.startswith(".")
-    file_id, *rest = match.groups()
-    instant, write_token = rest if is_log else reversed(rest)
-    return DataFileName(file_id, instant, write_token, is_log)
-
-
-def file_id_of(name: str) -> str:
-    """The file id a data file name belongs to; the key every strategy hashes."""
-    match = _match(name)
-    if match is None:
-        raise _invalid(name)
-    return match[1]
-
-
 def data_file_id(name: str) -> str | None:
     """The file id of a data file name, or None for any other name (metadata, folders)."""
-    # _match inlined: this runs on every path conversion.
+    # Log file names start with a dot, base file names never do: one regex per call.
     match = (LOG_FILE_RE if name.startswith(".") else BASE_FILE_RE).fullmatch(name)
     return None if match is None else match[1]
 

@@ -30,7 +30,6 @@ ARCHIVELOG_FOLDER: Final = "hoodie.archivelog.folder"
 BASE_FILE_FORMAT: Final = "hoodie.table.base.file.format"
 DROP_PARTITION_COLUMNS: Final = "hoodie.datasource.write.drop.partition.columns"
 TABLE_CHECKSUM: Final = "hoodie.table.checksum"
-METADATA_ENABLE: Final = "hoodie.metadata.enable"
 
 TABLE_TYPE_COW: Final = "COPY_ON_WRITE"
 TABLE_TYPE_MOR: Final = "MERGE_ON_READ"

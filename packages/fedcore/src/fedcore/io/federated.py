@@ -198,16 +198,18 @@ class FederatedFileSystem(AbstractFileSystem):
         )
 
     def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
-        target = self._resolve(path)
-        info = dict(target.fs.info(target.path, **kwargs))
-        info["name"] = self.relative(path)
-        return info
+        rel = self.relative(path)
+        return self._info(self._resolve(rel), rel, **kwargs)
+
+    @staticmethod
+    def _info(target: Target, rel: str, **kwargs: Any) -> dict[str, Any]:
+        return {**target.fs.info(target.path, **kwargs), "name": rel}
 
     def ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
         rel = self.relative(path)
         target = self._resolve(rel)
         if target.is_data:
-            entries = [self.info(rel)]
+            entries = [self._info(target, rel)]
         elif not self._listable(rel):
             raise ListingNotSupportedError(
                 f"cannot list {rel or 'the table root'!r}: with the {self.strategy.display_name()} "

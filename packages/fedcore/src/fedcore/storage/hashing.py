@@ -54,11 +54,6 @@ class PrefixHasher:
             props[P.STORAGE_PREFIX_COUNT] = str(self.prefix_count)
         return props
 
-    @property
-    def width(self) -> int:
-        """Characters in every prefix this hasher makes."""
-        return len(self.prefix("", "0"))
-
     def format_bucket(self, bucket: int) -> str:
         """The fixed-width hex prefix of a bucket (bounded hashers only)."""
         return format(bucket, self._spec)
