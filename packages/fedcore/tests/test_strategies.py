@@ -290,3 +290,19 @@ def test_split_physical_inverts_placement_for_each_builtin() -> None:
         for partition in ("a=1", "a=1/b=2", "a=1/b=3/c=x"):
             physical = strategy.storage_location(partition, FILE_ID).join(f"{partition}/{BASE}")
             assert strategy.split_physical(physical) == (partition, BASE)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {},
+        {P.STORAGE_HASH_FUNCTION: "xxh64", P.STORAGE_HASH_INPUT: "partition_and_file_id"},
+        {P.STORAGE_PREFIX_COUNT: "16"},
+    ],
+)
+def test_fast_placement_agrees_with_locate(extra: dict[str, str]) -> None:
+    strategy = object_store(**extra)
+    for partition in ("", "a=1", "a=1/b=2"):
+        relative = f"{partition}/{BASE}" if partition else BASE
+        location = strategy.locate(partition, FILE_ID)
+        assert strategy.place(partition, FILE_ID, relative) == (location.root, location.join(relative))

@@ -19,8 +19,9 @@ from fedcore.properties import PARTITION_METADATA_FILE
 BASE_FILE_EXTENSIONS: Final = ("parquet", "orc", "hfile")
 
 _FILE_ID = r"[A-Za-z0-9][A-Za-z0-9-]*"  # unbounded: a bounded repeat is slower in re
-_WRITE_TOKEN = r"[0-9]+-[0-9]+-[0-9]+"
-_INSTANT = r"[0-9]{14}(?:[0-9]{3})?"  # Hudi's millisecond instants, and its older second ones
+# \d, not [0-9]: with re.ASCII they match alike, and a category test is faster than a set.
+_WRITE_TOKEN = r"\d+-\d+-\d+"
+_INSTANT = r"\d{14}(?:\d{3})?"  # Hudi's millisecond instants, and its older second ones
 
 # Group 1 is the file id (for both patterns), then instant and write token: positional
 # groups match measurably faster than named ones, and this runs on every path conversion.
@@ -28,7 +29,7 @@ BASE_FILE_RE: Final = re.compile(
     rf"({_FILE_ID})_({_WRITE_TOKEN})_({_INSTANT})\.(?:{'|'.join(BASE_FILE_EXTENSIONS)})", re.ASCII
 )
 LOG_FILE_RE: Final = re.compile(
-    rf"\.({_FILE_ID})_({_INSTANT})\.log\.[0-9]+_({_WRITE_TOKEN})(?:\.cdc)?", re.ASCII
+    rf"\.({_FILE_ID})_({_INSTANT})\.log\.\d+_({_WRITE_TOKEN})(?:\.cdc)?", re.ASCII
 )
 _FILE_ID_RE: Final = re.compile(_FILE_ID, re.ASCII)
 _WRITE_TOKEN_RE: Final = re.compile(_WRITE_TOKEN, re.ASCII)

@@ -71,6 +71,7 @@ class FederatedFileSystem(AbstractFileSystem):
                 f"strategy was built for {strategy.table_path}, not for the table at {self.table_path}"
             )
         self.strategy = strategy
+        self._place = strategy.place
         self._options = storage_options
         #: The raw table-path filesystem: timeline, table config and metadata go through it.
         self.table_fs = filesystem_for(self.table_path, storage_options)
@@ -148,8 +149,7 @@ class FederatedFileSystem(AbstractFileSystem):
         # filenames.data_file_id, inlined: a call is a twentieth of the conversion budget.
         match = (LOG_FILE_RE if name.startswith(".") else BASE_FILE_RE).fullmatch(name)
         if match is not None and not rel.startswith(_HOODIE_PREFIX):
-            location = self.strategy.locate(folder, match[1])
-            return location.root, location.join(rel)
+            return self._place(folder, match[1], rel)
         _check_name(name)
         if writing and not (
             rel.startswith(_HOODIE_PREFIX) or rel == P.HOODIE_FOLDER or is_partition_metadata(name)

@@ -68,6 +68,16 @@ class StorageStrategy(ABC):
         Called on every path conversion: keep it to string work, no I/O.
         """
 
+    def place(self, partition_path: str, file_id: str, relative_path: str) -> tuple[str, str]:
+        """``(root, physical path)`` of the data file ``relative_path`` (``<partition>/<file>``).
+
+        What the federated filesystem calls on every conversion. The default goes
+        through ``locate``; a built-in strategy overrides it to skip building a
+        ``StorageLocation``, and must then place every file exactly as ``locate`` does.
+        """
+        location = self.locate(partition_path, file_id)
+        return location.root, f"{location.uri}/{relative_path}"
+
     @abstractmethod
     def roots(self) -> tuple[str, ...]:
         """Every root a location can fall under; the repair tool lists these."""

@@ -46,6 +46,13 @@ class ObjectStoreStorageStrategy(StorageStrategy):
             location = self._by_bucket[bucket] = StorageLocation(uri, self.storage_path)
         return location
 
+    def place(self, partition_path: str, file_id: str, relative_path: str) -> tuple[str, str]:
+        if self._bucket is None:
+            return self.storage_path, (
+                f"{self._head}{self._prefix(partition_path, file_id)}{self._tail}/{relative_path}"
+            )
+        return self.storage_path, f"{self.locate(partition_path, file_id).uri}/{relative_path}"
+
     def roots(self) -> tuple[str, ...]:
         return (self.storage_path,)
 
