@@ -27,8 +27,13 @@ def test_main_job_runs_from_a_new_process() -> None:
     job = quickstart_commands()[0].split("&&")[-1].strip()
     assert job.startswith("python3 -m fedcore ")
     argv = [sys.executable, "-m", "fedcore", *job.split()[3:]]
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=240, check=False)
     assert result.returncode == 0, result.stderr
-    assert "Storage layout preview: object_store" in result.stdout
-    assert re.search(r"-> s3://lake-storage/[0-9a-f]{8}/trips/", result.stdout)
-    assert "Prefixes used:" in result.stdout
+    out = result.stdout
+    assert "rows, all as expected" in out
+    pruned = re.search(r"from (\d+) of (\d+) file slices \((\d+) of 35 partitions\)", out)
+    assert pruned is not None, out
+    assert int(pruned[1]) < int(pruned[2])
+    assert pruned[3] == "3"
+    assert "Storage layout of the table: object_store" in out
+    assert re.search(r"-> s3://lake-storage-[0-9a-f]{12}/[0-9a-f]{8}/trips/country=", out)

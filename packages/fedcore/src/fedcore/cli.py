@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from datetime import date, timedelta
 
 from fedcore import properties as P
+from fedcore.cli_table import open_table, parse_pairs, table_commands
 from fedcore.exceptions import FedError
-from fedcore.layout import preview_layout
+from fedcore.layout import preview_layout, table_layout
 from fedcore.storage.loader import load_storage_strategy
 
 EXIT_ERROR = 2
@@ -40,10 +41,10 @@ def _parser() -> argparse.ArgumentParser:
         description="Preview a storage strategy: where generated files would land, how many "
         "prefixes they use and how evenly they spread.",
     )
+    layout.add_argument("table", nargs="?", help="an existing table: show where its files are")
     layout.add_argument(
         "--preview",
         action="store_true",
-        required=True,
         help="place generated file ids instead of reading a table",
     )
     layout.add_argument("--table-path", default="s3://lake-tables/trips", help="logical table path")
@@ -80,12 +81,27 @@ def _parser() -> argparse.ArgumentParser:
     layout.add_argument("--seed", type=int, default=0, help="seed for the generated file ids")
     layout.add_argument("--samples", type=_non_negative_int, default=5, help="placements to print")
     layout.add_argument("--plot", metavar="PNG", help="also draw files per prefix into this file")
-    layout.set_defaults(run=_run_layout_preview)
+    layout.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE")
+    layout.set_defaults(run=_run_layout)
+    table_commands(commands)
     return parser
 
 
+def _run_layout(args: argparse.Namespace) -> int:
+    if args.preview == bool(args.table):
+        raise FedError("give either a TABLE or --preview")
+    if args.preview:
+        return _run_layout_preview(args)
+    report = table_layout(open_table(args))
+    print(report.format())
+    if args.plot:
+        report.plot(args.plot)
+        print(f"Plot written to {args.plot}")
+    return 0
+
+
 def _run_layout_preview(args: argparse.Namespace) -> int:
-    properties = _properties(args.property)
+    properties = parse_pairs(args.property, "--property")
     properties[P.TABLE_NAME] = args.table_name
     properties.setdefault(P.STORAGE_STRATEGY_CLASS, args.storage_strategy)
     if args.storage_path:
@@ -102,16 +118,6 @@ def _run_layout_preview(args: argparse.Namespace) -> int:
         report.plot(args.plot)
         print(f"Plot written to {args.plot}")
     return 0
-
-
-def _properties(pairs: Sequence[str]) -> dict[str, str]:
-    properties: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise FedError(f"--property {pair!r}: expected KEY=VALUE")
-        properties[key.strip()] = value.strip()
-    return properties
 
 
 def _positive_int(text: str) -> int:

@@ -71,3 +71,64 @@ class ListingNotSupportedError(FedError):
 
 class AtomicWriteUnsupportedError(FedError):
     """The filesystem offers no atomic exclusive create, so a commit cannot be made safely."""
+
+
+class UnsupportedTableVersionError(FedError):
+    """The table was written in a Hudi table version fedcore does not read or write."""
+
+
+# --- timeline and commits -------------------------------------------------------------
+
+
+class InvalidInstantError(FedError, ValueError):
+    """A string is not an instant time, or names no instant of the table."""
+
+
+class InstantConflictError(FedError):
+    """An instant file already exists: another writer got there first."""
+
+
+class CommitConflictError(FedError):
+    """Another writer changed the same file groups first; this write left no visible data.
+
+    Writers are optimistic: each claims the file-group versions it supersedes, and
+    of two writers that supersede the same version exactly one commits.
+    """
+
+
+class RollbackError(FedError):
+    """An instant cannot be rolled back (it is not the latest write, or not a write at all)."""
+
+
+# --- data -------------------------------------------------------------------------------
+
+
+class InvalidRecordsError(FedError, ValueError):
+    """Input records cannot be written: missing key columns, null keys, unreadable input."""
+
+
+class SchemaMismatchError(InvalidRecordsError):
+    """Input records do not fit the table's schema."""
+
+
+class InvalidPartitionValueError(InvalidRecordsError):
+    """A partition value would make a folder name outside its partition (``..``, ``/``)."""
+
+
+class InvalidFilterError(FedError, ValueError):
+    """A read filter names an unknown column, an unsupported operator or a bad literal."""
+
+
+# --- metadata table ----------------------------------------------------------------------
+
+
+class MetadataTableError(FedError):
+    """The metadata table cannot be read; there is no fallback to listing storage."""
+
+
+class MetadataTableRequiredError(ConfigError):
+    """A layout that spreads data over prefixes cannot work without the metadata table."""
+
+
+class InstantNotRetainedError(FedError):
+    """Time travel to an instant whose files were already cleaned."""

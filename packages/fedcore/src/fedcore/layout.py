@@ -15,10 +15,14 @@ import uuid
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from fedcore.exceptions import FedError
 from fedcore.filenames import base_file_name
 from fedcore.storage.base import StorageStrategy
+
+if TYPE_CHECKING:
+    from fedcore.table import Table
 
 #: Below this many files per prefix a chi-square test says nothing reliable.
 MIN_EXPECTED_PER_PREFIX = 5
@@ -36,6 +40,8 @@ class LayoutReport:
     partitions: Sequence[str]
     files_per_prefix: Counter[str]
     samples: list[Placement] = field(default_factory=list)
+    #: Set for an existing table: bytes per prefix, next to files per prefix.
+    bytes_per_prefix: Counter[str] | None = None
 
     @property
     def files(self) -> int:
@@ -77,8 +83,9 @@ class LayoutReport:
 
     def format(self) -> str:
         counts = self.files_per_prefix.values()
+        title = "Storage layout preview" if self.bytes_per_prefix is None else "Storage layout of the table"
         lines = [
-            f"Storage layout preview: {self.strategy.display_name()} "
+            f"{title}: {self.strategy.display_name()} "
             + " ".join(f"{k}={v}" for k, v in sorted(self.strategy.properties().items())),
             f"table path {self.strategy.table_path}: {self.files:,} files "
             f"in {max(len(self.partitions), 1):,} partition(s)",
@@ -94,6 +101,14 @@ class LayoutReport:
             f"skew (max/mean) {self.skew:.2f}",
             self._verdict(),
         ]
+        if self.bytes_per_prefix:
+            sizes = self.bytes_per_prefix.values()
+            mean = sum(sizes) / len(sizes)
+            lines.insert(
+                -1,
+                f"Bytes per prefix: min {min(sizes):,}, mean {mean:,.0f}, max {max(sizes):,}; "
+                f"skew (max/mean) {max(sizes) / mean:.2f}",
+            )
         return "\n".join(lines)
 
     def _verdict(self) -> str:
@@ -130,6 +145,25 @@ class LayoutReport:
         axes.legend()
         figure.savefig(path, dpi=110)
         plt.close(figure)
+
+
+def table_layout(table: Table, samples: int = 3) -> LayoutReport:
+    """Files and bytes per storage location of every file the table's metadata holds."""
+    files: Counter[str] = Counter()
+    sizes: Counter[str] = Counter()
+    report = LayoutReport(table.strategy, table.file_index.partitions(), files, bytes_per_prefix=sizes)
+    for partition, partition_files in table.file_index.files().items():
+        for name, size in partition_files.files.items():
+            logical = f"{partition}/{name}" if partition else name
+            physical = table.fs.to_physical(logical)
+            location = physical[: -len(logical) - 1]
+            files[location] += 1
+            sizes[location] += size
+            if len(report.samples) < samples:
+                report.samples.append(Placement(logical, physical))
+    if not files:
+        raise FedError(f"table {table.name} has no data files yet")
+    return report
 
 
 def preview_layout(

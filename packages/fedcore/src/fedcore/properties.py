@@ -40,6 +40,24 @@ SIMPLE_KEY_GENERATOR: Final = "org.apache.hudi.keygen.SimpleKeyGenerator"
 COMPLEX_KEY_GENERATOR: Final = "org.apache.hudi.keygen.ComplexKeyGenerator"
 NON_PARTITIONED_KEY_GENERATOR: Final = "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
 
+# --- Metadata table, writes, cleaning (Hudi's keys and defaults) --------------------
+METADATA_ENABLE: Final = "hoodie.metadata.enable"
+METADATA_COMPACT_DELTAS: Final = "hoodie.metadata.compact.max.delta.commits"
+DEFAULT_METADATA_COMPACT_DELTAS: Final = 10
+HEARTBEAT_INTERVAL_MS: Final = "hoodie.client.heartbeat.interval_in_ms"
+DEFAULT_HEARTBEAT_INTERVAL_MS: Final = 60_000
+HEARTBEAT_TOLERABLE_MISSES: Final = "hoodie.client.heartbeat.tolerable.misses"
+DEFAULT_HEARTBEAT_TOLERABLE_MISSES: Final = 2
+MAX_FILE_SIZE: Final = "hoodie.parquet.max.file.size"
+DEFAULT_MAX_FILE_SIZE: Final = 120 * 2**20
+SMALL_FILE_LIMIT: Final = "hoodie.parquet.small.file.limit"
+DEFAULT_SMALL_FILE_LIMIT: Final = 100 * 2**20
+RECORD_SIZE_ESTIMATE: Final = "hoodie.copyonwrite.record.size.estimate"
+DEFAULT_RECORD_SIZE_ESTIMATE: Final = 1024
+CLEANER_COMMITS_RETAINED: Final = "hoodie.cleaner.commits.retained"
+DEFAULT_CLEANER_COMMITS_RETAINED: Final = 10
+CLEAN_AUTOMATIC: Final = "hoodie.clean.automatic"
+
 # --- Storage strategy (fedcore / RFC-60) ------------------------------------------
 STORAGE_STRATEGY_CLASS: Final = "hoodie.storage.strategy.class"
 STORAGE_PATH: Final = "hoodie.storage.path"

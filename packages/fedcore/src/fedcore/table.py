@@ -9,17 +9,32 @@ two different places.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from fedcore import properties as P
-from fedcore.exceptions import StorageStrategyMismatchError
+from fedcore.commit_metadata import CommitMetadata
+from fedcore.exceptions import (
+    MetadataTableRequiredError,
+    StorageStrategyMismatchError,
+    UnsupportedTableVersionError,
+)
 from fedcore.io.federated import FederatedFileSystem
 from fedcore.io.filesystems import StorageOptions, filesystem_for
 from fedcore.io.uris import normalize_uri
+from fedcore.metadata import FileIndex, ListingFileIndex, MetadataTable
+from fedcore.partitioning import PartitionScheme
+from fedcore.reader import FileSlice, FilterSpec, Reader
+from fedcore.records import strip_meta
 from fedcore.storage.base import StorageStrategy
 from fedcore.storage.loader import load_storage_strategy, strategy_spec
 from fedcore.table_config import TableConfig
+from fedcore.timeline import WRITE_ACTIONS, Instant, Timeline, instant_path
+from fedcore.transaction import is_failed, roll_back_pending
 
 
 class Table:
@@ -29,11 +44,15 @@ class Table:
         config: TableConfig,
         strategy: StorageStrategy,
         storage_options: StorageOptions | None = None,
+        options: Mapping[str, str] | None = None,
     ) -> None:
         self.path = normalize_uri(path)
         self.config = config
         self.strategy = strategy
         self.storage_options = storage_options
+        #: Runtime settings (heartbeat, file sizing, cleaning): the caller's over the table's.
+        self.options: dict[str, str] = {**config, **{str(k): str(v) for k, v in (options or {}).items()}}
+        check_supported(config, strategy)
 
     @property
     def name(self) -> str:
@@ -43,6 +62,103 @@ class Table:
     def fs(self) -> FederatedFileSystem:
         """Every file of the table, addressed by logical path."""
         return FederatedFileSystem(self.path, self.strategy, self.storage_options)
+
+    @cached_property
+    def partition_scheme(self) -> PartitionScheme:
+        return PartitionScheme.from_config(self.config)
+
+    def option(self, key: str, default: int) -> int:
+        return int(self.options.get(key, default))
+
+    @property
+    def heartbeat_interval_ms(self) -> int:
+        return self.option(P.HEARTBEAT_INTERVAL_MS, P.DEFAULT_HEARTBEAT_INTERVAL_MS)
+
+    @property
+    def heartbeat_tolerable_misses(self) -> int:
+        return self.option(P.HEARTBEAT_TOLERABLE_MISSES, P.DEFAULT_HEARTBEAT_TOLERABLE_MISSES)
+
+    # --- timeline and file index ---------------------------------------------------------
+
+    def timeline(self) -> Timeline:
+        return Timeline.load(self.fs.table_fs, self.path)
+
+    @property
+    def metadata_enabled(self) -> bool:
+        return self.config.get(P.METADATA_ENABLE, "false").strip().lower() == "true"
+
+    @cached_property
+    def file_index(self) -> FileIndex:
+        """The metadata table; a listing only for Hive-layout tables created without one."""
+        if self.metadata_enabled:
+            return MetadataTable(self.fs.table_fs, self.path, self.timeline)
+        return ListingFileIndex(self.fs.table_fs, self.path, self.timeline)
+
+    def metadata_table_or_none(self) -> MetadataTable | None:
+        index = self.file_index
+        return index if isinstance(index, MetadataTable) else None
+
+    def commit_metadata(self, instant: Instant) -> CommitMetadata:
+        path = instant_path(self.path, instant)
+        return CommitMetadata.from_bytes(bytes(self.fs.table_fs.cat_file(path)), path)
+
+    def schema(self) -> pa.Schema | None:
+        """The data schema (without Hudi's meta columns), from the newest base file; None when empty."""
+        timeline = self.timeline()
+        for instant in reversed(timeline.completed(WRITE_ACTIONS)):
+            for stat in self.commit_metadata(instant).stats:
+                with self.fs.open(stat.path, "rb") as handle:
+                    return strip_meta(pq.read_schema(handle).empty_table()).schema.remove_metadata()
+        return None
+
+    # --- reads (see ``reader``) ------------------------------------------------------------
+
+    def read(
+        self,
+        filters: Sequence[FilterSpec] = (),
+        columns: Sequence[str] | None = None,
+        as_of: str | None = None,
+    ) -> pa.Table:
+        """Snapshot (or, with ``as_of``, time-travel) read with partition pruning."""
+        return Reader(self, as_of).read(filters, columns)
+
+    def read_batches(
+        self,
+        filters: Sequence[FilterSpec] = (),
+        columns: Sequence[str] | None = None,
+        as_of: str | None = None,
+    ) -> pa.RecordBatchReader:
+        """Like ``read``, one file slice at a time."""
+        tables = Reader(self, as_of).batches(filters, columns)
+        first = next(tables, None)
+        if first is None:
+            empty = Reader(self, as_of).read(filters, columns)
+            return pa.RecordBatchReader.from_batches(empty.schema, iter(()))
+        chained = (batch for t in itertools.chain([first], tables) for batch in t.to_batches())
+        return pa.RecordBatchReader.from_batches(first.schema, chained)
+
+    def file_slices(self, filters: Sequence[FilterSpec] = (), as_of: str | None = None) -> list[FileSlice]:
+        """The latest committed file slice of every file group the filters keep: for engines."""
+        return Reader(self, as_of).plan(filters).slices
+
+    # --- protocol paths ----------------------------------------------------------------------
+
+    def marker_folder(self, instant: str) -> str:
+        return f"{self.path}/{P.HOODIE_FOLDER}/.temp/{instant}"
+
+    def outcome_path(self, instant: str) -> str:
+        return f"{self.path}/{P.HOODIE_FOLDER}/.fed/outcome/{instant}"
+
+    def claim_path(self, name: str) -> str:
+        return f"{self.path}/{P.HOODIE_FOLDER}/.fed/claims/{name}"
+
+    def roll_back_if_failed(self, instant_time: str) -> bool:
+        """Roll back ``instant_time`` if it is pending and its writer is dead; True if it was."""
+        instant = self.timeline().find(instant_time)
+        if instant is None or instant.is_completed or not is_failed(self, instant):
+            return False
+        roll_back_pending(self, instant)
+        return True
 
     def __repr__(self) -> str:
         return f"Table({self.path!r}, name={self.name!r}, strategy={self.strategy!r})"
@@ -64,6 +180,12 @@ def create_table(
     table_path = normalize_uri(path)
     requested = {str(k): str(v) for k, v in (properties or {}).items()}
     strategy = load_storage_strategy(table_path, {**requested, P.TABLE_NAME: name})
+    if not strategy.data_under_table_path and requested.get(P.METADATA_ENABLE, "true").lower() != "true":
+        raise MetadataTableRequiredError(
+            P.METADATA_ENABLE,
+            f"the {strategy.display_name()} layout spreads data files over storage prefixes that "
+            "cannot be listed; the metadata table is the only record of them and cannot be disabled",
+        )
     other = {
         k: v for k, v in requested.items() if k not in P.STORAGE_KEYS and k not in strategy.accepted_keys
     }
@@ -91,7 +213,21 @@ def load_table(
     config = TableConfig.load(filesystem_for(table_path, storage_options), table_path)
     strategy = load_storage_strategy(table_path, config)
     check_storage_properties(strategy, config, properties or {})
-    return Table(table_path, config, strategy, storage_options)
+    runtime = {k: v for k, v in (properties or {}).items() if k not in P.STORAGE_KEYS}
+    return Table(table_path, config, strategy, storage_options, runtime)
+
+
+def check_supported(config: TableConfig, strategy: StorageStrategy) -> None:
+    if config.version != P.DEFAULT_TABLE_VERSION:
+        raise UnsupportedTableVersionError(
+            f"table {config.name} has table version {config.version}; fedcore reads and writes "
+            f"version {P.DEFAULT_TABLE_VERSION} (Hudi 0.14/0.15)"
+        )
+    metadata = config.get(P.METADATA_ENABLE, "false").strip().lower() == "true"
+    if not strategy.data_under_table_path and not metadata:
+        raise MetadataTableRequiredError(
+            P.METADATA_ENABLE, f"is false, but the {strategy.display_name()} layout needs the metadata table"
+        )
 
 
 def persisted_storage_properties(strategy: StorageStrategy, requested: Mapping[str, str]) -> dict[str, str]:

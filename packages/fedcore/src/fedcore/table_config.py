@@ -70,7 +70,8 @@ class TableConfig(Mapping[str, str]):
             P.BASE_FILE_FORMAT: "PARQUET",
             P.RECORD_KEY_FIELDS: ",".join(f.strip() for f in record_key_fields),
             P.HIVE_STYLE_PARTITIONING: str(hive_style_partitioning).lower(),
-            P.URL_ENCODE_PARTITIONING: "false",
+            P.URL_ENCODE_PARTITIONING: "true",
+            P.METADATA_ENABLE: "true",
             P.DROP_PARTITION_COLUMNS: "false",
             P.KEY_GENERATOR_CLASS: _key_generator(record_key_fields, partition_fields),
         }

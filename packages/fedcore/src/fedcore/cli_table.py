@@ -1,0 +1,259 @@
+"""``fed`` commands that work on a table: create, write, read, files, timeline, clean, rollback, demo."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+from tqdm import tqdm
+
+from fedcore import properties as P
+from fedcore.cleaning import clean
+from fedcore.demo import run_demo
+from fedcore.exceptions import FedError, InvalidRecordsError
+from fedcore.filters import parse_where
+from fedcore.io.filesystems import StorageOptions
+from fedcore.rollback import rollback
+from fedcore.table import Table, create_table, load_table
+from fedcore.write_client import OPERATIONS, UPSERT, WriteClient
+
+
+def table_commands(commands: Any) -> None:
+    def add(name: str, help_text: str) -> argparse.ArgumentParser:
+        parser = commands.add_parser(name, help=help_text, description=help_text)
+        if name != "demo":
+            parser.add_argument("table", help="table path (local path, file:// or s3:// URI)")
+            parser.add_argument(
+                "--storage-option",
+                action="append",
+                default=[],
+                metavar="KEY=VALUE",
+                help="fsspec option for s3 roots, e.g. endpoint_url=http://127.0.0.1:9000, key=..., "
+                "secret=..., profile=...",
+            )
+        return parser
+
+    create = add("create", "create a table and persist its storage strategy")
+    create.add_argument("--name", required=True)
+    create.add_argument("--record-key", required=True, help="record key field(s), comma separated")
+    create.add_argument("--partition-by", default="", help="partition field(s), comma separated")
+    create.add_argument("--precombine", help="field whose greatest value wins among duplicates")
+    create.add_argument("--storage-strategy", default=P.DEFAULT_STORAGE_STRATEGY)
+    create.add_argument("--storage-path", help="where data files go (object_store)")
+    create.add_argument("--plain-partitions", action="store_true", help="value folders, not field=value")
+    create.add_argument("-p", "--property", action="append", default=[], metavar="KEY=VALUE")
+    create.set_defaults(run=_create)
+
+    write = add("write", "write records from a Parquet or CSV file")
+    write.add_argument("input", help="INPUT.parquet or INPUT.csv")
+    write.add_argument("--operation", choices=OPERATIONS, default=UPSERT)
+    write.add_argument("-p", "--property", action="append", default=[], metavar="KEY=VALUE")
+    write.set_defaults(run=_write)
+
+    read = add("read", "read the table (snapshot, or --as-of an instant)")
+    read.add_argument("--where", help="e.g. \"country = 'usa' AND day >= '2026-01-01'\"")
+    read.add_argument("--columns", help="comma separated")
+    read.add_argument("--limit", type=int, default=20, help="rows to print (default 20)")
+    read.add_argument("--as-of", help="instant time yyyyMMddHHmmssSSS")
+    read.add_argument("--output", help="write all rows to FILE.parquet or FILE.csv instead")
+    read.set_defaults(run=_read)
+
+    files = add("files", "list the file slices a read would use")
+    files.add_argument("--where")
+    files.add_argument("--as-of")
+    files.add_argument("--physical", action="store_true", help="show physical paths")
+    files.set_defaults(run=_files)
+
+    timeline = add("timeline", "list the table's instants")
+    timeline.set_defaults(run=_timeline)
+
+    cleaner = add("clean", "delete file slices older than the retained commits")
+    cleaner.add_argument(
+        "--retain", type=int, help=f"commits to keep (default: {P.CLEANER_COMMITS_RETAINED})"
+    )
+    cleaner.set_defaults(run=_clean)
+
+    undo = add("rollback", "roll back a failed write or the latest completed one")
+    undo.add_argument("instant")
+    undo.set_defaults(run=_rollback)
+
+    demo = add("demo", "write and query a table on an in-process S3 endpoint (moto)")
+    demo.add_argument("--rows", type=int, default=10_000)
+    demo.add_argument("--days", type=int, default=7)
+    demo.add_argument("--plot", metavar="PNG", help="also draw files per prefix into this file")
+    demo.set_defaults(run=_demo)
+
+
+def parse_pairs(pairs: Sequence[str], flag: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise FedError(f"{flag} {pair!r}: expected KEY=VALUE")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def storage_options(args: argparse.Namespace) -> StorageOptions | None:
+    pairs = parse_pairs(args.storage_option, "--storage-option")
+    if not pairs:
+        return None
+    options: dict[str, Any] = {}
+    for key, value in pairs.items():
+        if key in ("endpoint_url", "region_name"):
+            options.setdefault("client_kwargs", {})[key] = value
+        else:
+            options[key] = value
+    return {"s3": options}
+
+
+def open_table(args: argparse.Namespace, properties: dict[str, str] | None = None) -> Table:
+    return load_table(args.table, properties=properties, storage_options=storage_options(args))
+
+
+def _fields(text: str) -> list[str]:
+    return [f.strip() for f in text.split(",") if f.strip()]
+
+
+def _create(args: argparse.Namespace) -> int:
+    properties = parse_pairs(args.property, "--property")
+    properties.setdefault(P.STORAGE_STRATEGY_CLASS, args.storage_strategy)
+    if args.storage_path:
+        properties[P.STORAGE_PATH] = args.storage_path
+    table = create_table(
+        args.table,
+        name=args.name,
+        record_key_fields=_fields(args.record_key),
+        partition_fields=_fields(args.partition_by),
+        precombine_field=args.precombine,
+        hive_style_partitioning=not args.plain_partitions,
+        properties=properties,
+        storage_options=storage_options(args),
+    )
+    print(f"Created table {table.name} at {table.path} ({table.strategy.display_name()} layout)")
+    return 0
+
+
+def _read_input(path: str) -> pa.Table:
+    suffix = Path(path).suffix.lower()
+    try:
+        if suffix == ".parquet":
+            return pq.read_table(path)
+        if suffix == ".csv":
+            return pacsv.read_csv(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise InvalidRecordsError(f"cannot read {path}: {exc}") from exc
+    raise InvalidRecordsError(f"{path}: input must be a .parquet or .csv file")
+
+
+def _write(args: argparse.Namespace) -> int:
+    data = _read_input(args.input)
+    table = open_table(args)
+    with tqdm(total=0, unit="file", desc=args.operation, disable=None, file=sys.stderr) as bar:
+
+        def progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.n = done
+            bar.refresh()
+
+        instant = WriteClient(table, parse_pairs(args.property, "--property"), progress=progress).write(
+            data, args.operation
+        )
+    print(f"Committed {instant}: {args.operation} of {data.num_rows:,} records")
+    return 0
+
+
+def _read(args: argparse.Namespace) -> int:
+    table = open_table(args)
+    filters = parse_where(args.where) if args.where else []
+    columns = _fields(args.columns) if args.columns else None
+    data = table.read(filters, columns, as_of=args.as_of)
+    if args.output:
+        if args.output.endswith(".csv"):
+            pacsv.write_csv(data, args.output)
+        else:
+            pq.write_table(data, args.output)
+        print(f"Wrote {data.num_rows:,} rows to {args.output}")
+        return 0
+    print(_format_rows(data, args.limit))
+    return 0
+
+
+def _format_rows(data: pa.Table, limit: int) -> str:
+    shown = data.slice(0, max(limit, 0)).to_pylist()
+    names = data.column_names
+    cells = [[str(row[n]) for n in names] for row in shown]
+    widths = [max([len(n), *(len(c[i]) for c in cells)]) for i, n in enumerate(names)]
+    lines = ["  ".join(n.ljust(w) for n, w in zip(names, widths, strict=True))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
+    shown_note = f", first {len(shown)} shown" if len(shown) < data.num_rows else ""
+    lines.append(f"({data.num_rows:,} rows{shown_note})")
+    return "\n".join(lines)
+
+
+def _files(args: argparse.Namespace) -> int:
+    table = open_table(args)
+    slices = table.file_slices(parse_where(args.where) if args.where else [], as_of=args.as_of)
+    for s in slices:
+        print(f"{table.fs.to_physical(s.path) if args.physical else s.path}\t{s.size}")
+    print(f"({len(slices)} file slices, {sum(s.size for s in slices):,} bytes)", file=sys.stderr)
+    return 0
+
+
+def _timeline(args: argparse.Namespace) -> int:
+    table = open_table(args)
+    for instant in table.timeline():
+        line = f"{instant.time}  {instant.action:<14} {instant.state}"
+        if instant.is_completed and instant.action in ("commit", "replacecommit"):
+            metadata = table.commit_metadata(instant)
+            line += (
+                f"  {metadata.operation.lower():<17} files {len(metadata.stats):>4}"
+                f"  writes {sum(s.num_writes for s in metadata.stats):>8,}"
+            )
+        print(line)
+    return 0
+
+
+def _clean(args: argparse.Namespace) -> int:
+    table = open_table(args)
+    retain = args.retain or table.option(P.CLEANER_COMMITS_RETAINED, P.DEFAULT_CLEANER_COMMITS_RETAINED)
+    instant = clean(table, retain)
+    if instant is None:
+        print(f"Nothing to clean (keeping the latest {retain} commits)")
+        return 0
+    body = json.loads(table.fs.table_fs.cat_file(f"{table.path}/.hoodie/{instant}.clean"))
+    print(
+        f"Cleaned at {instant}: {body['totalFilesDeleted']} files deleted, "
+        f"commits from {body['earliestCommitToRetain']} kept"
+    )
+    return 0
+
+
+def _rollback(args: argparse.Namespace) -> int:
+    table = open_table(args)
+    done = rollback(table, args.instant)
+    print(f"Rolled back {args.instant} (rollback instant {done})")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    with tqdm(total=0, unit="file", desc="writing", disable=None, file=sys.stderr, leave=False) as bar:
+
+        def progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.n = done
+            bar.refresh()
+
+        try:
+            result = run_demo(args.rows, args.days, plot=args.plot, progress=progress, say=tqdm.write)
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise FedError(f"the demo needs moto ({exc}): pip install 'fedcore[demo]'") from exc
+    print(f"\nDemo finished in {result.seconds:.1f} s")
+    return 0

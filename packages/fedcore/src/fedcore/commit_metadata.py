@@ -1,0 +1,172 @@
+"""What a completed instant says it did, in Hudi's JSON shapes.
+
+Commit and replace-commit metadata are Hudi's ``HoodieCommitMetadata`` /
+``HoodieReplaceCommitMetadata`` JSON, so Hudi tools (and hudi-rs) read a fedcore
+timeline. Paths in write stats are logical (``<partition>/<file>``): the physical
+path is derived through the storage strategy, never stored.
+
+Clean and rollback metadata keep Hudi's field names but are written as JSON;
+Hudi itself writes those two as Avro, and its readers of a copy-on-write
+snapshot do not need them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fedcore.exceptions import MetadataTableError
+
+OPERATION_TYPES = ("BULK_INSERT", "INSERT", "UPSERT", "DELETE", "INSERT_OVERWRITE")
+
+
+@dataclass
+class WriteStat:
+    file_id: str
+    path: str
+    partition_path: str
+    prev_commit: str = "null"
+    num_writes: int = 0
+    num_inserts: int = 0
+    num_update_writes: int = 0
+    num_deletes: int = 0
+    total_write_bytes: int = 0
+    file_size: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "fileId": self.file_id,
+            "path": self.path,
+            "cdcStats": None,
+            "prevCommit": self.prev_commit,
+            "numWrites": self.num_writes,
+            "numDeletes": self.num_deletes,
+            "numUpdateWrites": self.num_update_writes,
+            "numInserts": self.num_inserts,
+            "totalWriteBytes": self.total_write_bytes,
+            "totalWriteErrors": 0,
+            "tempPath": None,
+            "partitionPath": self.partition_path,
+            "totalLogRecords": 0,
+            "totalLogFilesCompacted": 0,
+            "totalLogSizeCompacted": 0,
+            "totalUpdatedRecordsCompacted": 0,
+            "totalLogBlocks": 0,
+            "totalCorruptLogBlock": 0,
+            "totalRollbackBlocks": 0,
+            "fileSizeInBytes": self.file_size,
+            "minEventTime": None,
+            "maxEventTime": None,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> WriteStat:
+        return cls(
+            file_id=data.get("fileId") or "",
+            path=data.get("path") or "",
+            partition_path=data.get("partitionPath") or "",
+            prev_commit=str(data.get("prevCommit") or "null"),
+            num_writes=int(data.get("numWrites") or 0),
+            num_inserts=int(data.get("numInserts") or 0),
+            num_update_writes=int(data.get("numUpdateWrites") or 0),
+            num_deletes=int(data.get("numDeletes") or 0),
+            total_write_bytes=int(data.get("totalWriteBytes") or 0),
+            file_size=int(data.get("fileSizeInBytes") or 0),
+        )
+
+
+@dataclass
+class CommitMetadata:
+    operation: str
+    stats: list[WriteStat] = field(default_factory=list)
+    schema: str | None = None
+    #: Replace commits only: partition -> file ids no longer part of the table.
+    replaced: dict[str, list[str]] = field(default_factory=dict)
+
+    def to_bytes(self) -> bytes:
+        by_partition: dict[str, list[dict[str, Any]]] = {}
+        for stat in self.stats:
+            by_partition.setdefault(stat.partition_path, []).append(stat.to_json())
+        body: dict[str, Any] = {
+            "partitionToWriteStats": by_partition,
+            "compacted": False,
+            "extraMetadata": {"schema": self.schema} if self.schema else {},
+            "operationType": self.operation,
+        }
+        if self.replaced or self.operation == "INSERT_OVERWRITE":
+            body["partitionToReplaceFileIds"] = self.replaced
+        return json.dumps(body, indent=2).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, where: str = "commit") -> CommitMetadata:
+        try:
+            body = json.loads(data) if data.strip() else {}
+            stats = [
+                WriteStat.from_json(stat)
+                for stats in (body.get("partitionToWriteStats") or {}).values()
+                for stat in stats or []
+            ]
+            return cls(
+                operation=str(body.get("operationType") or "UNKNOWN"),
+                stats=[s for s in stats if s.file_id and s.path],
+                schema=(body.get("extraMetadata") or {}).get("schema"),
+                replaced={k: list(v) for k, v in (body.get("partitionToReplaceFileIds") or {}).items()},
+            )
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise MetadataTableError(f"{where}: unreadable commit metadata: {exc}") from exc
+
+    def file_groups(self) -> set[tuple[str, str]]:
+        return {(s.partition_path, s.file_id) for s in self.stats}
+
+
+def clean_metadata(
+    *, start: str, earliest_retained: str | None, deleted: Mapping[str, Iterable[str]], took_ms: int
+) -> bytes:
+    partitions = {
+        partition: {
+            "partitionPath": partition,
+            "policy": "KEEP_LATEST_COMMITS",
+            "deletePathPatterns": sorted(names),
+            "successDeleteFiles": sorted(names),
+            "failedDeleteFiles": [],
+        }
+        for partition, names in deleted.items()
+    }
+    body = {
+        "startCleanTime": start,
+        "timeTakenInMillis": took_ms,
+        "totalFilesDeleted": sum(len(p["successDeleteFiles"]) for p in partitions.values()),
+        "earliestCommitToRetain": earliest_retained or "",
+        "partitionMetadata": partitions,
+        "version": 2,
+    }
+    return json.dumps(body, indent=2).encode()
+
+
+def earliest_retained(data: bytes) -> str | None:
+    """The earliest commit a clean kept the files of; time travel before it is impossible."""
+    try:
+        return json.loads(data).get("earliestCommitToRetain") or None
+    except (ValueError, AttributeError):
+        return None
+
+
+def rollback_metadata(
+    *, start: str, rolled_back: str, action: str, deleted: Mapping[str, Iterable[str]], took_ms: int
+) -> bytes:
+    partitions = {
+        partition: {"partitionPath": partition, "successDeleteFiles": sorted(names), "failedDeleteFiles": []}
+        for partition, names in deleted.items()
+    }
+    body = {
+        "startRollbackTime": start,
+        "timeTakenInMillis": took_ms,
+        "totalFilesDeleted": sum(len(p["successDeleteFiles"]) for p in partitions.values()),
+        "commitsRollback": [rolled_back],
+        "partitionMetadata": partitions,
+        "instantsRollback": [{"commitTime": rolled_back, "action": action}],
+        "version": 1,
+    }
+    return json.dumps(body, indent=2).encode()

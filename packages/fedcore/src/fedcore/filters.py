@@ -1,0 +1,164 @@
+"""Read filters: ``(column, op, value)`` triples joined by AND, as hudi-rs takes them.
+
+Filters on partition columns prune partitions before any data file is opened
+(their values come from partition paths, typed by the table schema); the
+others are applied to rows. ``parse_where`` turns the CLI's
+``country = 'usa' AND day >= '2026-01-01' AND kind IN ('a', 'b')`` into triples.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date
+from typing import Any, Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from fedcore.exceptions import InvalidFilterError
+
+OPERATORS: Final = ("=", "!=", "<", "<=", ">", ">=", "IN")
+_COMPARE: Final[dict[str, Callable[[Any, Any], Any]]] = {
+    "=": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+_TOKEN = re.compile(
+    r"\s*(?:(?P<string>'(?:[^']|'')*')|(?P<number>-?\d+(?:\.\d+)?)|(?P<op><=|>=|!=|<>|=|<|>)"
+    r"|(?P<punct>[(),])|(?P<word>[A-Za-z_][A-Za-z0-9_.]*))"
+)
+
+
+@dataclass(frozen=True)
+class Filter:
+    column: str
+    op: str
+    value: Any  # a list for IN
+
+    @classmethod
+    def of(cls, spec: Filter | Sequence[Any]) -> Filter:
+        if isinstance(spec, Filter):
+            return spec
+        if len(spec) != 3:
+            raise InvalidFilterError(f"a filter is (column, op, value), got {spec!r}")
+        column, op, value = spec
+        op = str(op).upper().replace("<>", "!=").replace("==", "=")
+        if op not in OPERATORS:
+            raise InvalidFilterError(f"operator {op!r} is not one of {', '.join(OPERATORS)}")
+        if op == "IN" and (isinstance(value, str) or not isinstance(value, Iterable)):
+            raise InvalidFilterError(f"IN needs a list of values, got {value!r}")
+        return cls(str(column), op, list(value) if op == "IN" else value)
+
+
+def parse_where(text: str) -> list[Filter]:
+    """Parse ``a = 'x' AND b IN (1, 2) AND c >= 3``; OR and NOT are not supported."""
+    tokens = _tokens(text)
+    filters: list[Filter] = []
+    position = 0
+
+    def expect(kind: str) -> tuple[str, str]:
+        nonlocal position
+        if position >= len(tokens) or tokens[position][0] != kind:
+            found = tokens[position][1] if position < len(tokens) else "end of input"
+            raise InvalidFilterError(f"in {text!r}: expected {kind}, found {found!r}")
+        position += 1
+        return tokens[position - 1]
+
+    while True:
+        column = expect("word")[1]
+        if position < len(tokens) and tokens[position] == ("word", "IN"):
+            position += 1
+            expect("(")
+            values = [_literal(tokens[position], text)]
+            position += 1
+            while position < len(tokens) and tokens[position][0] == ",":
+                position += 1
+                values.append(_literal(tokens[position] if position < len(tokens) else ("end", ""), text))
+                position += 1
+            expect(")")
+            filters.append(Filter.of((column, "IN", values)))
+        else:
+            op = expect("op")[1]
+            if position >= len(tokens):
+                raise InvalidFilterError(f"in {text!r}: a value is missing after {op}")
+            filters.append(Filter.of((column, op, _literal(tokens[position], text))))
+            position += 1
+        if position == len(tokens):
+            return filters
+        if tokens[position] != ("word", "AND"):
+            raise InvalidFilterError(f"in {text!r}: expected AND, found {tokens[position][1]!r}")
+        position += 1
+
+
+def _tokens(text: str) -> list[tuple[str, str]]:
+    tokens, position = [], 0
+    text = text.strip()
+    while position < len(text):
+        match = _TOKEN.match(text, position)
+        if match is None or match.end() == position:
+            raise InvalidFilterError(f"cannot parse {text!r} at {text[position:]!r}")
+        kind = match.lastgroup or ""
+        value = match.group(kind)
+        if kind == "punct":
+            kind = value
+        elif kind == "word" and value.upper() in ("AND", "IN", "OR", "NOT"):
+            value = value.upper()
+            if value in ("OR", "NOT"):
+                raise InvalidFilterError(f"{value} is not supported in filters; use AND and IN")
+        tokens.append((kind, value))
+        position = match.end()
+    if not tokens:
+        raise InvalidFilterError("the filter is empty")
+    return tokens
+
+
+def _literal(token: tuple[str, str], text: str) -> Any:
+    kind, value = token
+    if kind == "string":
+        return value[1:-1].replace("''", "'")
+    if kind == "number":
+        return float(value) if "." in value else int(value)
+    if kind == "word" and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise InvalidFilterError(f"in {text!r}: {value!r} is not a literal (quote strings)")
+
+
+def typed(value: Any, arrow_type: pa.DataType, column: str) -> Any:
+    """A literal (or partition value text) as a Python value of the column's type."""
+    if value is None:
+        return None
+    try:
+        if pa.types.is_date(arrow_type):
+            return value if isinstance(value, date) else date.fromisoformat(str(value))
+        return pa.scalar(value).cast(arrow_type).as_py()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError, TypeError) as exc:
+        raise InvalidFilterError(f"{value!r} is not a valid {arrow_type} value for {column!r}") from exc
+
+
+def matches(values: Mapping[str, Any], filters: Iterable[Filter]) -> bool:
+    """Whether typed partition values satisfy every filter (SQL semantics: null matches nothing)."""
+    for f in filters:
+        actual = values[f.column]
+        if actual is None:
+            return False
+        ok = actual in f.value if f.op == "IN" else _COMPARE[f.op](actual, f.value)
+        if not ok:
+            return False
+    return True
+
+
+def row_expression(filters: Sequence[Filter]) -> ds.Expression | None:
+    """The filters as a pyarrow expression, for rows."""
+    expression: ds.Expression | None = None
+    for f in filters:
+        field = pc.field(f.column)
+        part = field.isin(f.value) if f.op == "IN" else _COMPARE[f.op](field, f.value)
+        expression = part if expression is None else expression & part
+    return expression

@@ -1,0 +1,71 @@
+"""The file index of a Hive-layout table without a metadata table: listing plus the timeline.
+
+Only for tables whose data lives under the table path (Hudi tables written
+without a metadata table, such as the ones in ``shared/hudi-tables``). A listed
+file counts only if the instant in its name completed, and a file group counts
+only if no completed replace commit retired it: the same rules as Hudi's own
+file-system view. Object-store layouts never get here: listing cannot find
+their files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from fsspec import AbstractFileSystem
+
+from fedcore import properties as P
+from fedcore.commit_metadata import CommitMetadata
+from fedcore.filenames import BASE_FILE_RE
+from fedcore.metadata.file_index import FileIndex, PartitionFiles
+from fedcore.timeline import REPLACE_COMMIT, WRITE_ACTIONS, Timeline, instant_path
+
+
+class ListingFileIndex(FileIndex):
+    def __init__(
+        self, fs: AbstractFileSystem, table_path: str, load_timeline: Callable[[], Timeline]
+    ) -> None:
+        self.fs = fs
+        self.table_path = table_path
+        self._root = fs._strip_protocol(table_path).rstrip("/")
+        self._load_timeline = load_timeline
+
+    def partitions(self, as_of: str | None = None) -> list[str]:
+        found = []
+        for path in self.fs.find(self.table_path, detail=False):
+            relative = str(path)[len(self._root) + 1 :]
+            if relative.startswith(P.HOODIE_FOLDER + "/"):
+                continue
+            folder, _, name = relative.rpartition("/")
+            if name == P.PARTITION_METADATA_FILE:
+                found.append(folder)
+        return sorted(found)
+
+    def files(
+        self, partitions: Iterable[str] | None = None, as_of: str | None = None
+    ) -> dict[str, PartitionFiles]:
+        timeline = self._load_timeline()
+        written = {i.time for i in timeline.completed(WRITE_ACTIONS, as_of=as_of)}
+        replaced: dict[str, dict[str, str]] = {}
+        for instant in timeline.completed([REPLACE_COMMIT], as_of=as_of):
+            path = instant_path(self.table_path, instant)
+            metadata = CommitMetadata.from_bytes(bytes(self.fs.cat_file(path)), path)
+            for partition, file_ids in metadata.replaced.items():
+                for file_id in file_ids:
+                    replaced.setdefault(partition, {})[file_id] = instant.time
+        out: dict[str, PartitionFiles] = {}
+        for partition in self.partitions(as_of) if partitions is None else partitions:
+            folder = f"{self.table_path}/{partition}" if partition else self.table_path
+            files = PartitionFiles(replaced=replaced.get(partition, {}))
+            try:
+                entries = self.fs.ls(folder, detail=True, refresh=True)
+            except FileNotFoundError:
+                continue
+            for entry in entries:
+                name = str(entry["name"]).rsplit("/", 1)[-1]
+                match = BASE_FILE_RE.fullmatch(name)
+                if entry.get("type") == "file" and match is not None and match[3] in written:
+                    files.files[name] = int(entry.get("size") or 0)
+            if files.files:
+                out[partition] = files
+        return out

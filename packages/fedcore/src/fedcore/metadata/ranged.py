@@ -1,0 +1,58 @@
+"""A read-only file that fetches exactly the byte ranges asked for, and counts them.
+
+Parquet readers seek to the footer and then to the row groups they need; over an
+object store each such read should be one ranged GET of just those bytes, not a
+read-ahead of the whole file (s3fs's default). The counts let tests and
+benchmarks check that a lookup reads what it needs and nothing more.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+
+from fsspec import AbstractFileSystem
+
+
+@dataclass
+class ReadStats:
+    requests: int = 0
+    bytes: int = 0
+
+    def add(self, requests: int, nbytes: int) -> None:
+        self.requests += requests
+        self.bytes += nbytes
+
+
+class RangedFile(io.RawIOBase):
+    def __init__(self, fs: AbstractFileSystem, path: str, size: int, stats: ReadStats) -> None:
+        super().__init__()
+        self._fs, self._path, self._size, self._stats = fs, path, size, stats
+        self._position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self._size}[whence]
+        self._position = max(0, base + offset)
+        return self._position
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        end = min(self._size, self._position + len(buffer))
+        if end <= self._position:
+            return 0
+        data = self._fs.cat_file(self._path, start=self._position, end=end)
+        buffer[: len(data)] = data
+        self._stats.add(1, len(data))
+        self._position += len(data)
+        return len(data)
+
+    def size(self) -> int:
+        return self._size

@@ -1,0 +1,400 @@
+"""The metadata table: partition -> files, fed only from instant metadata.
+
+Under ``.hoodie/metadata/fed-files/``:
+
+- ``deltas/<instant>.parquet``: the file changes of one instant (added, deleted,
+  file groups replaced), sorted by partition. Written before the instant
+  completes and counted only once it has, so a crash anywhere before the commit
+  point leaves a delta that no reader ever applies. A commit writes bytes in
+  proportion to the files it changed, whatever the size of the table.
+- ``base/<instant>-<shard>.parquet`` and ``manifests/<instant>.json``: the
+  compacted state. Partitions are hashed into shards; a shard is sorted by
+  partition and cut into small row groups, so looking up one partition reads a
+  footer and the row groups holding it. Compaction rewrites only the shards its
+  deltas touched, doubles the shard count when shards outgrow their target, and
+  switches over by creating the manifest exclusively.
+- ``base/<instant>-partitions.parquet``: the partition list, for filters that do
+  not pin every partition column.
+
+A lookup as of instant T starts from the newest manifest at or before T and
+applies the deltas of the completed instants it does not cover, oldest first.
+A manifest names the pending instants it skipped, so an instant that completes
+after a compaction is still applied: compaction never waits for writers.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Final, NamedTuple
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import xxhash
+from fsspec import AbstractFileSystem
+
+from fedcore import properties as P
+from fedcore.commit_metadata import earliest_retained
+from fedcore.exceptions import InstantNotRetainedError, MetadataTableError
+from fedcore.io.atomic import create_exclusive
+from fedcore.metadata.file_index import FileIndex, PartitionFiles
+from fedcore.metadata.ranged import RangedFile, ReadStats
+from fedcore.timeline import Timeline
+
+FOLDER: Final = f"{P.HOODIE_FOLDER}/metadata/fed-files"
+
+ADD: Final = 0
+DELETE: Final = 1
+REPLACE: Final = 2  # name is a file id retired from the table; size holds the replacing instant
+UNREPLACE: Final = 3  # undoes REPLACE (rollback of a replace commit)
+
+_SCHEMA: Final = pa.schema(
+    [
+        pa.field("partition", pa.string(), nullable=False),
+        pa.field("name", pa.string(), nullable=False),
+        pa.field("size", pa.int64(), nullable=False),
+        pa.field("op", pa.int8(), nullable=False),
+    ]
+)
+_PARTITIONS_SCHEMA: Final = pa.schema([pa.field("partition", pa.string(), nullable=False)])
+
+
+class Op(NamedTuple):
+    partition: str
+    name: str
+    size: int
+    op: int
+
+
+@dataclass(frozen=True)
+class Manifest:
+    instant: str
+    excluded: frozenset[str]
+    shards: tuple[tuple[str, int, int] | None, ...]  # (file name, bytes, rows) per shard
+    partitions: tuple[str, int] | None  # (file name, bytes)
+
+    @property
+    def shard_count(self) -> int:
+        return len(self.shards)
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(
+            {
+                "instant": self.instant,
+                "excluded": sorted(self.excluded),
+                "shards": [list(s) if s else None for s in self.shards],
+                "partitions": list(self.partitions) if self.partitions else None,
+            }
+        ).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Manifest:
+        body = json.loads(data)
+        return cls(
+            instant=body["instant"],
+            excluded=frozenset(body["excluded"]),
+            shards=tuple((s[0], int(s[1]), int(s[2])) if s else None for s in body["shards"]),
+            partitions=(body["partitions"][0], int(body["partitions"][1])) if body["partitions"] else None,
+        )
+
+
+def shard_of(partition: str, shard_count: int) -> int:
+    return xxhash.xxh32_intdigest(partition.encode()) % shard_count
+
+
+class MetadataTable(FileIndex):
+    """The files of a table, as recorded by its completed instants."""
+
+    def __init__(
+        self,
+        fs: AbstractFileSystem,
+        table_path: str,
+        load_timeline: Callable[[], Timeline],
+        *,
+        shard_rows: int = 50_000,
+        row_group_rows: int = 2_048,
+    ) -> None:
+        self.fs = fs
+        self.folder = f"{table_path}/{FOLDER}"
+        self._load_timeline = load_timeline
+        self.shard_rows = shard_rows
+        self.row_group_rows = row_group_rows
+        #: Reads made by lookups: tests and benchmarks check a lookup stays proportional.
+        self.stats = ReadStats()
+
+    # --- writing ---------------------------------------------------------------------
+
+    def delta_path(self, instant: str) -> str:
+        return f"{self.folder}/deltas/{instant}.parquet"
+
+    def write_delta(self, instant: str, ops: Iterable[Op]) -> None:
+        """Record an instant's file changes; done before the instant completes."""
+        rows = sorted(ops)
+        table = pa.Table.from_pylist([op._asdict() for op in rows], schema=_SCHEMA)
+        create_exclusive(self.fs, self.delta_path(instant), self._parquet_bytes(table))
+
+    def discard_delta(self, instant: str) -> None:
+        """Drop the delta of an instant that will never complete (rollback of a failed write)."""
+        if self.fs.exists(self.delta_path(instant)):
+            self.fs.rm_file(self.delta_path(instant))
+
+    # --- reading ---------------------------------------------------------------------
+
+    def partitions(self, as_of: str | None = None) -> list[str]:
+        manifest, deltas = self._view(as_of)
+        found: set[str] = set()
+        if manifest is not None and manifest.partitions is not None:
+            name, size = manifest.partitions
+            table = self._read_whole(f"{self.folder}/base/{name}", size)
+            found.update(table.column("partition").to_pylist())
+        for instant in deltas:
+            for op in self._read_delta(instant, None):
+                if op.op == ADD:
+                    found.add(op.partition)
+        return sorted(found)
+
+    def files(
+        self, partitions: Iterable[str] | None = None, as_of: str | None = None
+    ) -> dict[str, PartitionFiles]:
+        wanted = None if partitions is None else set(partitions)
+        manifest, deltas = self._view(as_of)
+        state: dict[str, PartitionFiles] = {}
+        if manifest is not None:
+            for op in self._read_base(manifest, wanted):
+                _apply(state, op)
+        for instant in deltas:
+            for op in self._read_delta(instant, wanted):
+                _apply(state, op)
+        return {p: files for p, files in sorted(state.items()) if files.files}
+
+    def deltas_since_compaction(self) -> int:
+        return len(self._view(None)[1])
+
+    def _view(self, as_of: str | None) -> tuple[Manifest | None, list[str]]:
+        """The manifest to start from and the instants whose deltas to apply, oldest first."""
+        timeline = self._load_timeline()
+        if as_of is not None:
+            self._check_retained(timeline, as_of)
+        manifest = self._manifest(as_of)
+        completed = [i.time for i in timeline.completed(as_of=as_of)]
+        if manifest is None:
+            return None, completed
+        return manifest, [t for t in completed if t > manifest.instant or t in manifest.excluded]
+
+    def _check_retained(self, timeline: Timeline, as_of: str) -> None:
+        for clean in timeline.completed(["clean"]):
+            if clean.time <= as_of:
+                continue
+            retained = earliest_retained(self.fs.cat_file(_instant_file(self.folder, clean.file_name())))
+            if retained and as_of < retained:
+                raise InstantNotRetainedError(
+                    f"the files of instant {as_of} were cleaned at {clean.time} "
+                    f"(it kept commits from {retained} on)"
+                )
+
+    def _manifest(self, as_of: str | None) -> Manifest | None:
+        folder = f"{self.folder}/manifests"
+        try:
+            names = sorted(e.rsplit("/", 1)[-1] for e in self.fs.ls(folder, detail=False, refresh=True))
+        except FileNotFoundError:
+            return None
+        times = [n[: -len(".json")] for n in names if n.endswith(".json")]
+        eligible = [t for t in times if as_of is None or t <= as_of]
+        if not eligible:
+            return None
+        data = self._cat(f"{folder}/{eligible[-1]}.json")
+        try:
+            return Manifest.from_bytes(data)
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            raise MetadataTableError(f"manifest {eligible[-1]} is unreadable: {exc}") from exc
+
+    def _read_delta(self, instant: str, wanted: set[str] | None) -> list[Op]:
+        path = self.delta_path(instant)
+        try:
+            data = self._cat(path)
+        except FileNotFoundError:
+            raise MetadataTableError(
+                f"completed instant {instant} has no metadata-table delta ({path}); "
+                "run the repair tool to rebuild the metadata table"
+            ) from None
+        return _ops(_parquet_table(data, path), wanted)
+
+    def _read_base(self, manifest: Manifest, wanted: set[str] | None) -> list[Op]:
+        ops: list[Op] = []
+        if wanted is None:
+            shards: dict[int, set[str] | None] = {k: None for k in range(manifest.shard_count)}
+        else:
+            shards = {}
+            for partition in wanted:
+                shards.setdefault(shard_of(partition, manifest.shard_count), set()).add(partition)  # type: ignore[union-attr]
+        for shard, partitions in sorted(shards.items()):
+            entry = manifest.shards[shard]
+            if entry is not None:
+                ops.extend(self._read_shard(entry, partitions))
+        return ops
+
+    def _read_shard(self, entry: tuple[str, int, int], wanted: set[str] | None) -> list[Op]:
+        name, size, _rows = entry
+        path = f"{self.folder}/base/{name}"
+        if wanted is None:
+            return _ops(self._read_whole(path, size), None)
+        try:
+            reader = pq.ParquetFile(RangedFile(self.fs, path, size, self.stats))
+            groups = [
+                index
+                for index in range(reader.metadata.num_row_groups)
+                if _row_group_holds(reader.metadata.row_group(index), wanted)
+            ]
+            table = reader.read_row_groups(groups) if groups else _SCHEMA.empty_table()
+        except FileNotFoundError:
+            raise MetadataTableError(f"metadata-table shard {path} is missing") from None
+        except (OSError, pa.ArrowException) as exc:
+            raise MetadataTableError(f"metadata-table shard {path} is unreadable: {exc}") from exc
+        return _ops(table, wanted)
+
+    def _read_whole(self, path: str, size: int) -> pa.Table:
+        del size
+        try:
+            return _parquet_table(self._cat(path), path)
+        except FileNotFoundError:
+            raise MetadataTableError(f"metadata-table file {path} is missing") from None
+
+    def _cat(self, path: str) -> bytes:
+        data = bytes(self.fs.cat_file(path))
+        self.stats.add(1, len(data))
+        return data
+
+    # --- compaction --------------------------------------------------------------------
+
+    def compact(self) -> str | None:
+        """Fold the deltas of completed instants into the sharded base; the new manifest's instant."""
+        timeline = self._load_timeline()
+        completed = timeline.completed()
+        if not completed:
+            return None
+        upto = completed[-1].time
+        old, deltas = self._view(None)
+        deltas = [t for t in deltas if t <= upto]
+        if not deltas:
+            return None
+        changes: dict[str, PartitionFiles] = {}
+        delta_ops = [op for instant in deltas for op in self._read_delta(instant, None)]
+        touched = {op.partition for op in delta_ops}
+        old_count = old.shard_count if old else 1
+        old_rows = sum(s[2] for s in old.shards if s) if old else 0
+        adds = sum(1 for op in delta_ops if op.op == ADD)
+        count = old_count
+        while (old_rows + adds) / count > self.shard_rows:
+            count *= 2
+        rewrite = (
+            set(range(count)) if count != old_count or old is None else {shard_of(p, count) for p in touched}
+        )
+        # The state of every rewritten shard: its old rows (from whichever old shard held
+        # them), then the deltas.
+        sources = (set(range(old_count)) if count != old_count else rewrite) if old is not None else set()
+        for shard in sorted(sources):
+            entry = old.shards[shard] if old is not None else None
+            if entry is not None:
+                for op in self._read_shard(entry, None):
+                    _apply(changes, op)
+        for op in delta_ops:
+            _apply(changes, op)
+        shards: list[tuple[str, int, int] | None] = (
+            list(old.shards) if old is not None and count == old_count else [None] * count
+        )
+        for shard in sorted(rewrite):
+            rows = [
+                row
+                for partition in sorted(p for p in changes if shard_of(p, count) == shard)
+                for row in _state_rows(partition, changes[partition])
+            ]
+            if not rows:
+                shards[shard] = None
+                continue
+            data = self._parquet_bytes(pa.Table.from_pylist(rows, schema=_SCHEMA))
+            name = f"{upto}-{shard:05d}.parquet"
+            create_exclusive(self.fs, f"{self.folder}/base/{name}", data)
+            shards[shard] = (name, len(data), len(rows))
+        partitions = self._partition_list(old, changes, touched)
+        data = self._parquet_bytes(pa.table({"partition": partitions}, schema=_PARTITIONS_SCHEMA))
+        partitions_name = f"{upto}-partitions.parquet"
+        create_exclusive(self.fs, f"{self.folder}/base/{partitions_name}", data)
+        pending = frozenset(i.time for i in timeline.pending() if i.time < upto)
+        manifest = Manifest(upto, pending, tuple(shards), (partitions_name, len(data)))
+        try:
+            create_exclusive(self.fs, f"{self.folder}/manifests/{upto}.json", manifest.to_bytes())
+        except FileExistsError:
+            return None  # another process compacted up to the same instant
+        return upto
+
+    def _partition_list(
+        self, old: Manifest | None, changes: dict[str, PartitionFiles], touched: set[str]
+    ) -> list[str]:
+        known: set[str] = set()
+        if old is not None and old.partitions is not None:
+            name, size = old.partitions
+            known.update(self._read_whole(f"{self.folder}/base/{name}", size).column("partition").to_pylist())
+        for partition in touched:
+            if changes.get(partition) and changes[partition].files:
+                known.add(partition)
+            else:
+                known.discard(partition)
+        return sorted(known)
+
+    def _parquet_bytes(self, table: pa.Table) -> bytes:
+        sink = io.BytesIO()
+        pq.write_table(table, sink, row_group_size=self.row_group_rows, compression="zstd")
+        return sink.getvalue()
+
+
+def _instant_file(folder: str, name: str) -> str:
+    table_path = folder[: -len(FOLDER) - 1]
+    return f"{table_path}/{P.HOODIE_FOLDER}/{name}"
+
+
+def _parquet_table(data: bytes, path: str) -> pa.Table:
+    try:
+        return pq.read_table(pa.BufferReader(data))
+    except pa.ArrowException as exc:
+        raise MetadataTableError(f"metadata-table file {path} is unreadable: {exc}") from exc
+
+
+def _ops(table: pa.Table, wanted: set[str] | None) -> list[Op]:
+    columns = [table.column(name).to_pylist() for name in ("partition", "name", "size", "op")]
+    return [Op(*row) for row in zip(*columns, strict=True) if wanted is None or row[0] in wanted]
+
+
+def _row_group_holds(row_group: pq.RowGroupMetaData, wanted: set[str]) -> bool:
+    stats = row_group.column(0).statistics
+    if stats is None or not stats.has_min_max:
+        return True
+    return any(stats.min <= partition <= stats.max for partition in wanted)
+
+
+def _apply(state: dict[str, PartitionFiles], op: Op) -> None:
+    files = state.setdefault(op.partition, PartitionFiles())
+    if op.op == ADD:
+        files.files[op.name] = op.size
+    elif op.op == DELETE:
+        files.files.pop(op.name, None)
+    elif op.op == REPLACE:
+        files.replaced[op.name] = str(op.size)
+    elif op.op == UNREPLACE:
+        files.replaced.pop(op.name, None)
+
+
+def _state_rows(partition: str, files: PartitionFiles) -> Sequence[dict[str, object]]:
+    live_ids = {name.split("_", 1)[0].lstrip(".") for name in files.files}
+    rows: list[dict[str, object]] = [
+        {"partition": partition, "name": name, "size": size, "op": ADD}
+        for name, size in sorted(files.files.items())
+    ]
+    # A replaced file group is remembered while any of its files still exists (until cleaned).
+    rows.extend(
+        {"partition": partition, "name": file_id, "size": int(instant), "op": REPLACE}
+        for file_id, instant in sorted(files.replaced.items())
+        if file_id in live_ids
+    )
+    return rows

@@ -1,0 +1,121 @@
+"""Partition paths: from record values to folder names and back, as Hudi spells them.
+
+A partition path is part of every logical file path and of the hash input of
+some layouts, so it must be the same string Hudi would write, and it must never
+name a folder outside the table: a value is escaped the way Hudi's
+``PartitionPathEncodeUtils`` does, and a value that would still escape its
+folder is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any, Final
+
+from fedcore import properties as P
+from fedcore.exceptions import InvalidPartitionValueError
+
+DEFAULT_PARTITION: Final = "__HIVE_DEFAULT_PARTITION__"
+
+# Hudi's escapePathName set: control characters and the characters that mean
+# something in a path or a URI.
+_ESCAPED: Final = frozenset([*map(chr, range(1, 32)), *"\"#%'*/:=?\\{[]^", "\x7f"])
+
+
+def escape(value: str) -> str:
+    if not any(ch in _ESCAPED for ch in value):
+        return value
+    return "".join(f"%{ord(ch):02X}" if ch in _ESCAPED else ch for ch in value)
+
+
+def unescape(value: str) -> str:
+    if "%" not in value:
+        return value
+    out, i = [], 0
+    while i < len(value):
+        if value[i] == "%" and _is_hex(value[i + 1 : i + 3]):
+            out.append(chr(int(value[i + 1 : i + 3], 16)))
+            i += 3
+        else:
+            out.append(value[i])
+            i += 1
+    return "".join(out)
+
+
+def _is_hex(text: str) -> bool:
+    return len(text) == 2 and all(ch in "0123456789abcdefABCDEF" for ch in text)
+
+
+def value_text(value: Any) -> str:
+    """A partition value as Hudi's key generators print it (Java ``toString``)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime):
+        return value.isoformat(sep=" ")
+    if isinstance(value, date):
+        return value.isoformat()
+    return str(value)
+
+
+@dataclass(frozen=True)
+class PartitionScheme:
+    """How a table turns partition column values into a partition path."""
+
+    fields: tuple[str, ...]
+    hive_style: bool = True
+    url_encode: bool = True
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, str]) -> PartitionScheme:
+        fields = tuple(f.strip() for f in config.get(P.PARTITION_FIELDS, "").split(",") if f.strip())
+        return cls(
+            fields,
+            hive_style=config.get(P.HIVE_STYLE_PARTITIONING, "false").strip().lower() == "true",
+            url_encode=config.get(P.URL_ENCODE_PARTITIONING, "false").strip().lower() == "true",
+        )
+
+    def path_of(self, values: Sequence[Any]) -> str:
+        """The partition path of one record's partition column values."""
+        segments = []
+        for field, value in zip(self.fields, values, strict=True):
+            text = value_text(value) or DEFAULT_PARTITION
+            segment = escape(text) if self.url_encode else text
+            if "/" in segment or "\\" in segment or not segment.isprintable():
+                raise InvalidPartitionValueError(
+                    f"partition value {text!r} of {field!r} contains a path separator or a control "
+                    f"character; set {P.URL_ENCODE_PARTITIONING}=true to have it encoded"
+                )
+            if self.hive_style:
+                segment = f"{field}={segment}"
+            elif segment in (".", ".."):
+                raise InvalidPartitionValueError(
+                    f"partition value {text!r} of {field!r} would name a folder outside its partition"
+                )
+            segments.append(segment)
+        return "/".join(segments)
+
+    def values_of(self, partition_path: str) -> dict[str, str | None]:
+        """Partition column values (as text, None for Hudi's default partition) of a path."""
+        if not self.fields:
+            return {}
+        segments = partition_path.split("/") if partition_path else []
+        values: dict[str, str | None] = {}
+        if self.hive_style:
+            for segment in segments:
+                field, sep, text = segment.partition("=")
+                if sep:
+                    values[field] = text
+        else:
+            values = dict(zip(self.fields, segments, strict=False))
+        out: dict[str, str | None] = {}
+        for field in self.fields:
+            text = values.get(field)
+            if text is None or text == DEFAULT_PARTITION:
+                out[field] = None
+            else:
+                out[field] = unescape(text) if self.url_encode else text
+        return out

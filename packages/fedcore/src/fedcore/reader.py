@@ -1,0 +1,166 @@
+"""Snapshot reads: prune partitions, take the latest committed slice of each file group, read.
+
+The files come from the table's file index (the metadata table), never from
+globbing storage, so a read touches only the partitions its filters allow and
+never sees an uncommitted, rolled-back, replaced or cleaned file. Engines use
+``file_slices`` and read the physical paths themselves.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from fedcore.avro_schema import field_types
+from fedcore.exceptions import InvalidFilterError, InvalidInstantError
+from fedcore.filters import Filter, matches, row_expression, typed
+from fedcore.records import META_COLUMNS
+from fedcore.timeline import WRITE_ACTIONS, parse_instant_time
+
+if TYPE_CHECKING:
+    from fedcore.table import Table
+
+FilterSpec = Filter | Sequence[Any]
+_READ_THREADS = 8
+
+
+@dataclass(frozen=True)
+class FileSlice:
+    partition_path: str
+    file_id: str
+    base_instant: str
+    base_file_name: str
+    size: int
+    partition_values: dict[str, Any]
+
+    @property
+    def path(self) -> str:
+        """Logical path, relative to the table."""
+        return f"{self.partition_path}/{self.base_file_name}" if self.partition_path else self.base_file_name
+
+
+@dataclass
+class ReadPlan:
+    slices: list[FileSlice]
+    row_filters: list[Filter]
+    partitions_total: int | None  # partitions considered; None when pinned without a listing
+
+
+class Reader:
+    def __init__(self, table: Table, as_of: str | None = None) -> None:
+        self.table = table
+        self.as_of = as_of
+        if as_of is not None:
+            parse_instant_time(as_of)
+        self.instant = self._snapshot_instant()
+        self._types = self._column_types()
+
+    def _snapshot_instant(self) -> str | None:
+        writes = self.table.timeline().completed(WRITE_ACTIONS, as_of=self.as_of)
+        if self.as_of is not None and not writes:
+            raise InvalidInstantError(f"no write had completed as of {self.as_of}")
+        return writes[-1].time if writes else None
+
+    def _column_types(self) -> dict[str, pa.DataType]:
+        if self.instant is None:
+            return {}
+        instant = self.table.timeline().find(self.instant)
+        assert instant is not None
+        return field_types(self.table.commit_metadata(instant).schema)
+
+    def plan(self, filters: Sequence[FilterSpec] = ()) -> ReadPlan:
+        parsed = [Filter.of(f) for f in filters]
+        scheme = self.table.partition_scheme
+        fields = set(scheme.fields)
+        for f in parsed:
+            if self._types and f.column not in self._types and f.column not in META_COLUMNS:
+                raise InvalidFilterError(f"unknown column {f.column!r}")
+        partition_filters = [self._typed(f) for f in parsed if f.column in fields]
+        row_filters = [self._typed(f) for f in parsed if f.column not in fields]
+        if self.instant is None:
+            return ReadPlan([], row_filters, 0)
+        candidates, total = self._candidate_partitions(partition_filters)
+        files = self.table.file_index.files(candidates, as_of=self.as_of)
+        slices = []
+        for partition, partition_files in files.items():
+            values = self._partition_values(partition)
+            if not matches(values, partition_filters):
+                continue
+            for file_id, (instant, name) in sorted(partition_files.latest_slices(self.as_of).items()):
+                slices.append(
+                    FileSlice(partition, file_id, instant, name, partition_files.files[name], values)
+                )
+        return ReadPlan(slices, row_filters, total)
+
+    def _typed(self, f: Filter) -> Filter:
+        arrow_type = self._types.get(f.column, pa.string())
+        value = (
+            [typed(v, arrow_type, f.column) for v in f.value]
+            if f.op == "IN"
+            else typed(f.value, arrow_type, f.column)
+        )
+        return Filter(f.column, f.op, value)
+
+    def _partition_values(self, partition: str) -> dict[str, Any]:
+        return {
+            column: typed(text, self._types.get(column, pa.string()), column)
+            for column, text in self.table.partition_scheme.values_of(partition).items()
+        }
+
+    def _candidate_partitions(self, filters: list[Filter]) -> tuple[list[str] | None, int | None]:
+        """Partitions to look up: computed when filters pin every partition column, else listed."""
+        scheme = self.table.partition_scheme
+        if not scheme.fields:
+            return [""], 1
+        pinned: dict[str, list[Any]] = {}
+        for f in filters:
+            if f.op in ("=", "IN"):
+                values = f.value if f.op == "IN" else [f.value]
+                pinned[f.column] = [v for v in values if v in pinned.get(f.column, values)]
+        if set(pinned) == set(scheme.fields):
+            combos = itertools.product(*(pinned[field] for field in scheme.fields))
+            return sorted({scheme.path_of(combo) for combo in combos}), None
+        partitions = self.table.file_index.partitions(self.as_of)
+        return [p for p in partitions if matches(self._partition_values(p), filters)], len(partitions)
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def read_slice(
+        self, file_slice: FileSlice, columns: Sequence[str] | None, row_filters: list[Filter]
+    ) -> pa.Table:
+        wanted = None
+        if columns is not None:
+            wanted = list(dict.fromkeys([*columns, *(f.column for f in row_filters)]))
+        with self.table.fs.open(file_slice.path, "rb") as handle:
+            data = pq.read_table(handle, columns=wanted)
+        expression = row_expression(row_filters)
+        if expression is not None:
+            data = data.filter(expression)
+        return data.select(list(columns)) if columns is not None else data
+
+    def batches(
+        self, filters: Sequence[FilterSpec] = (), columns: Sequence[str] | None = None
+    ) -> Iterator[pa.Table]:
+        plan = self.plan(filters)
+        with ThreadPoolExecutor(_READ_THREADS) as pool:
+            yield from pool.map(lambda s: self.read_slice(s, columns, plan.row_filters), plan.slices)
+
+    def read(self, filters: Sequence[FilterSpec] = (), columns: Sequence[str] | None = None) -> pa.Table:
+        tables = list(self.batches(filters, columns))
+        if not tables:
+            return self._empty(columns)
+        return pa.concat_tables(tables, promote_options="permissive")
+
+    def _empty(self, columns: Sequence[str] | None) -> pa.Table:
+        schema = self.table.schema()
+        if schema is None:
+            return pa.table({})
+        full = pa.schema([pa.field(c, pa.string()) for c in META_COLUMNS] + list(schema))
+        empty = full.empty_table()
+        return empty.select(list(columns)) if columns is not None else empty

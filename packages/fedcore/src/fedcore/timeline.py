@@ -1,0 +1,178 @@
+"""The timeline: Hudi's ``.hoodie/<instant>.<action>[.<state>]`` files, read and advanced.
+
+An instant moves requested -> inflight -> completed, each step a new file. The
+completed file is created exclusively and atomically (``io.atomic``), so two
+writers can never both complete one instant and a reader sees either the whole
+completed instant or none of it: that one file is the commit point of every
+operation in fedcore.
+
+File names follow Hudi's table version 6 (timeline layout 1); a commit's inflight
+file is ``<t>.inflight``, every other action's is ``<t>.<action>.inflight``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Final
+
+from fsspec import AbstractFileSystem
+
+from fedcore import properties as P
+from fedcore.exceptions import InstantConflictError, InvalidInstantError
+from fedcore.io.atomic import create_exclusive
+
+COMMIT: Final = "commit"
+REPLACE_COMMIT: Final = "replacecommit"
+CLEAN: Final = "clean"
+ROLLBACK: Final = "rollback"
+#: Actions that add or replace data files: the ones a snapshot is made of.
+WRITE_ACTIONS: Final = frozenset({COMMIT, REPLACE_COMMIT})
+ACTIONS: Final = (COMMIT, REPLACE_COMMIT, CLEAN, ROLLBACK)
+
+REQUESTED: Final = "requested"
+INFLIGHT: Final = "inflight"
+COMPLETED: Final = "completed"
+
+_INSTANT_FORMAT = "%Y%m%d%H%M%S%f"
+_FILE_RE = re.compile(
+    r"(\d{17}|\d{14})\.(commit|replacecommit|clean|rollback|inflight|deltacommit|compaction|"
+    r"logcompaction|indexing|restore|savepoint)(?:\.(requested|inflight))?"
+)
+
+
+def instant_time(moment: datetime) -> str:
+    """Hudi's instant time: ``yyyyMMddHHmmssSSS`` in UTC."""
+    return moment.astimezone(timezone.utc).strftime(_INSTANT_FORMAT)[:-3]
+
+
+def parse_instant_time(value: str) -> datetime:
+    if not re.fullmatch(r"\d{17}|\d{14}", value or ""):
+        raise InvalidInstantError(f"{value!r} is not an instant time (yyyyMMddHHmmssSSS)")
+    try:
+        if len(value) == 14:
+            return datetime.strptime(value, "%Y%m%d%H%M%S").replace(tzinfo=timezone.utc)
+        return datetime.strptime(value + "000", _INSTANT_FORMAT).replace(tzinfo=timezone.utc)
+    except ValueError:
+        raise InvalidInstantError(f"{value!r} is not a valid date and time") from None
+
+
+@dataclass(frozen=True, order=True)
+class Instant:
+    time: str
+    action: str
+    state: str
+
+    @property
+    def is_completed(self) -> bool:
+        return self.state == COMPLETED
+
+    def file_name(self, state: str | None = None) -> str:
+        state = state or self.state
+        if state == COMPLETED:
+            return f"{self.time}.{self.action}"
+        if state == INFLIGHT and self.action == COMMIT:
+            return f"{self.time}.inflight"
+        return f"{self.time}.{self.action}.{state}"
+
+    def __str__(self) -> str:
+        return f"{self.time} {self.action} ({self.state})"
+
+
+def parse_instant_file(name: str) -> Instant | None:
+    """The instant a timeline file name stands for; None for other files in ``.hoodie/``."""
+    match = _FILE_RE.fullmatch(name)
+    if match is None:
+        return None
+    time, action, state = match.groups()
+    if action == INFLIGHT:
+        return Instant(time, COMMIT, INFLIGHT)
+    return Instant(time, action, state or COMPLETED)
+
+
+class Timeline:
+    """The instants of a table, each in its most advanced state, oldest first."""
+
+    def __init__(self, instants: Iterable[Instant]) -> None:
+        latest: dict[tuple[str, str], Instant] = {}
+        rank = {REQUESTED: 0, INFLIGHT: 1, COMPLETED: 2}
+        for instant in instants:
+            key = (instant.time, instant.action)
+            if key not in latest or rank[instant.state] > rank[latest[key].state]:
+                latest[key] = instant
+        self.instants: tuple[Instant, ...] = tuple(sorted(latest.values()))
+
+    @classmethod
+    def load(cls, fs: AbstractFileSystem, table_path: str) -> Timeline:
+        folder = f"{table_path}/{P.HOODIE_FOLDER}"
+        # refresh: s3fs caches listings, and a stale timeline would hide commits.
+        names = [entry.rsplit("/", 1)[-1] for entry in fs.ls(folder, detail=False, refresh=True)]
+        return cls(instant for instant in map(parse_instant_file, names) if instant is not None)
+
+    def __iter__(self) -> Iterator[Instant]:
+        return iter(self.instants)
+
+    def __len__(self) -> int:
+        return len(self.instants)
+
+    def completed(self, actions: Iterable[str] = ACTIONS, as_of: str | None = None) -> list[Instant]:
+        wanted = set(actions)
+        return [
+            i
+            for i in self.instants
+            if i.is_completed and i.action in wanted and (as_of is None or i.time <= as_of)
+        ]
+
+    def pending(self) -> list[Instant]:
+        return [i for i in self.instants if not i.is_completed]
+
+    def latest_completed(self, actions: Iterable[str] = WRITE_ACTIONS) -> Instant | None:
+        done = self.completed(actions)
+        return done[-1] if done else None
+
+    def find(self, time: str) -> Instant | None:
+        for instant in self.instants:
+            if instant.time == time and instant.action in ACTIONS:
+                return instant
+        return None
+
+    def last_time(self) -> str | None:
+        return self.instants[-1].time if self.instants else None
+
+
+def instant_path(table_path: str, instant: Instant, state: str | None = None) -> str:
+    return f"{table_path}/{P.HOODIE_FOLDER}/{instant.file_name(state)}"
+
+
+def new_instant(fs: AbstractFileSystem, table_path: str, action: str, plan: bytes = b"") -> Instant:
+    """Request a new instant, strictly later than any on the timeline and unique among writers.
+
+    The requested file is created exclusively, so two writers that pick the same
+    time both see it and one of them moves on to the next millisecond.
+    """
+    last = Timeline.load(fs, table_path).last_time()
+    moment = datetime.now(timezone.utc)
+    if last is not None:
+        moment = max(moment, parse_instant_time(last) + timedelta(milliseconds=1))
+    for _ in range(100):
+        instant = Instant(instant_time(moment), action, REQUESTED)
+        try:
+            create_exclusive(fs, instant_path(table_path, instant), plan)
+            return instant
+        except FileExistsError:
+            moment += timedelta(milliseconds=1)
+    raise InstantConflictError(f"could not request a new {action} instant on {table_path}")
+
+
+def transition(
+    fs: AbstractFileSystem, table_path: str, instant: Instant, state: str, content: bytes
+) -> Instant:
+    """Move an instant to ``state``; completing it is the exclusive, atomic commit point."""
+    moved = Instant(instant.time, instant.action, state)
+    try:
+        create_exclusive(fs, instant_path(table_path, moved), content)
+    except FileExistsError:
+        raise InstantConflictError(f"instant {moved.file_name()} already exists on {table_path}") from None
+    return moved

@@ -1,0 +1,312 @@
+"""The commit protocol: one instant from request to completion, and its undoing.
+
+Steps of a write, in order (each is a ``Step`` name a crash-injection test can
+stop at):
+
+1. ``requested``: ``<t>.<action>.requested`` created exclusively (unique instant);
+   a heartbeat file starts being refreshed so others can tell a live writer
+   from a dead one;
+2. ``inflight``: the plan;
+3. ``data``: for each data file, first a marker under ``.hoodie/.temp/<t>/``
+   naming it, then the file itself (through the storage strategy). Markers let
+   a rollback delete exactly what was written without listing storage;
+4. ``metadata``: the metadata-table delta of the instant;
+5. ``claims``: one exclusive file per file-group version the write supersedes;
+   of two writers superseding the same version exactly one gets it, the other
+   gets ``CommitConflictError`` and rolls back;
+6. ``outcome``: an exclusive "commit" decision (a rollback of this instant
+   races for the same file, so a writer presumed dead can never complete after
+   it was rolled back);
+7. ``completed``: ``<t>.<action>``, the commit point readers go by.
+
+Readers only ever look at completed instants, so a crash anywhere before step 7
+leaves nothing visible; a crash between 6 and 7 is rolled forward by the next
+writer, which finds the decision and the commit metadata in the outcome file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Final
+
+from fedcore import properties as P
+from fedcore.commit_metadata import rollback_metadata
+from fedcore.exceptions import CommitConflictError, InstantConflictError
+from fedcore.io.atomic import create_exclusive
+from fedcore.metadata.table import Op
+from fedcore.timeline import (
+    CLEAN,
+    COMPLETED,
+    INFLIGHT,
+    REQUESTED,
+    ROLLBACK,
+    Instant,
+    Timeline,
+    new_instant,
+    transition,
+)
+
+if TYPE_CHECKING:
+    from fedcore.table import Table
+
+STEPS: Final = ("requested", "inflight", "data", "metadata", "claims", "outcome", "completed")
+_COMMIT_OUTCOME: Final = b"commit\n"
+_ROLLBACK_OUTCOME: Final = b"rollback\n"
+
+#: Called with a step name as the write reaches it; crash-injection tests raise from it.
+StepHook = Callable[[str], None]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Heartbeat:
+    """``.hoodie/.heartbeat/<t>``: proof of life, refreshed by a daemon thread."""
+
+    def __init__(self, table: Table, instant: str, interval_ms: int) -> None:
+        self._fs = table.fs.table_fs
+        self.path = f"{table.path}/{P.HOODIE_FOLDER}/.heartbeat/{instant}"
+        self._interval = interval_ms / 1000
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.beat()
+        self._thread = threading.Thread(target=self._run, name=f"fed-heartbeat-{self.path}", daemon=True)
+        self._thread.start()
+
+    def beat(self) -> None:
+        self._fs.pipe_file(self.path, str(_now_ms()).encode())
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            # A missed beat; enough of them and others may roll this write back.
+            with contextlib.suppress(OSError):
+                self.beat()
+
+    def stop(self, remove: bool = False) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+        if remove and self._fs.exists(self.path):
+            self._fs.rm_file(self.path)
+
+
+class Transaction:
+    """The protocol state of one instant of this process."""
+
+    def __init__(self, table: Table, action: str, hook: StepHook | None = None) -> None:
+        self.table = table
+        self.action = action
+        self._hook = hook or (lambda step: None)
+        self._fs = table.fs.table_fs
+        self.instant: Instant | None = None
+        self.heartbeat: Heartbeat | None = None
+        self.claims: list[str] = []
+
+    @property
+    def time(self) -> str:
+        assert self.instant is not None, "transaction not started"
+        return self.instant.time
+
+    def begin(self) -> str:
+        self.instant = new_instant(self._fs, self.table.path, self.action)
+        self.heartbeat = Heartbeat(self.table, self.instant.time, self.table.heartbeat_interval_ms)
+        self.heartbeat.start()
+        self._hook("requested")
+        return self.instant.time
+
+    def inflight(self, plan: bytes) -> None:
+        assert self.instant is not None
+        self.instant = transition(self._fs, self.table.path, self.instant, INFLIGHT, plan)
+        self._hook("inflight")
+
+    def write_file(self, relative_path: str, data: bytes, kind: str = "CREATE") -> None:
+        """Marker first, then the data file: a rollback can always find what was written."""
+        self._fs.pipe_file(f"{self.table.marker_folder(self.time)}/{relative_path}.marker.{kind}", b"")
+        self._hook("data")
+        self.table.fs.pipe_file(relative_path, data, mode="create")
+
+    def commit(self, body: bytes, ops: Iterable[Op], supersedes: Iterable[tuple[str, str]] = ()) -> str:
+        """Steps 4-7: ``body`` is the completed instant's content (commit, clean or rollback
+        metadata); ``supersedes`` the (file id, base instant) of every file-group version replaced."""
+        assert self.instant is not None
+        index = self.table.metadata_table_or_none()
+        if index is not None:
+            index.write_delta(self.time, ops)
+        self._hook("metadata")
+        for file_id, base in sorted(set(supersedes)):
+            self._claim(f"{file_id}_{base}")
+        self._hook("claims")
+        try:
+            create_exclusive(self._fs, self.table.outcome_path(self.time), _COMMIT_OUTCOME + body)
+        except FileExistsError:
+            raise CommitConflictError(
+                f"instant {self.time} was rolled back by another process while it was being written"
+            ) from None
+        self._hook("outcome")
+        try:
+            self.instant = transition(self._fs, self.table.path, self.instant, COMPLETED, body)
+        except InstantConflictError:
+            # Another process found the commit decision and rolled this instant forward.
+            self.instant = Instant(self.instant.time, self.instant.action, COMPLETED)
+        self._hook("completed")
+        self.finish()
+        return self.time
+
+    def _claim(self, name: str) -> None:
+        # Recorded among the markers first, so a rollback knows which claims to release.
+        self._fs.pipe_file(f"{self.table.marker_folder(self.time)}/.claims/{name}", b"")
+        path = self.table.claim_path(name)
+        for attempt in (1, 2):
+            try:
+                create_exclusive(self._fs, path, self.time.encode())
+                self.claims.append(name)
+                return
+            except FileExistsError:
+                holder = self._fs.cat_file(path).decode()
+                if attempt == 1 and self.table.roll_back_if_failed(holder):
+                    continue  # the holder was a dead writer: its claim is released now
+                raise CommitConflictError(
+                    f"instant {self.time} conflicts with instant {holder}: both change file group "
+                    f"version {name}; retry the write on the new table state"
+                ) from None
+
+    def finish(self) -> None:
+        """Housekeeping after completion; a crash here leaves only garbage that readers ignore."""
+        if self.heartbeat is not None:
+            self.heartbeat.stop(remove=True)
+        marker_folder = self.table.marker_folder(self.time)
+        if self._fs.exists(marker_folder):
+            self._fs.rm(marker_folder, recursive=True)
+
+    def stop_heartbeat(self) -> None:
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
+
+    def abort(self) -> None:
+        """Undo this transaction now (an ordinary error, not a crash)."""
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
+        if self.instant is not None and not self.instant.is_completed:
+            roll_back_pending(self.table, self.instant)
+
+
+def is_failed(table: Table, instant: Instant) -> bool:
+    """A pending instant whose writer stopped beating its heartbeat (or never started one)."""
+    path = f"{table.path}/{P.HOODIE_FOLDER}/.heartbeat/{instant.time}"
+    try:
+        last = int(table.fs.table_fs.cat_file(path).decode() or 0)
+    except (FileNotFoundError, ValueError):
+        last = 0
+    expiry = table.heartbeat_interval_ms * (table.heartbeat_tolerable_misses + 1)
+    return _now_ms() - last > expiry
+
+
+def roll_back_pending(table: Table, instant: Instant) -> str | None:
+    """Roll back a pending instant (or roll it forward if it had decided to commit).
+
+    Returns the rollback instant's time, or None if the instant was rolled forward
+    (or was itself a clean or rollback, which are dropped rather than rolled back).
+    """
+    fs = table.fs.table_fs
+    outcome = table.outcome_path(instant.time)
+    try:
+        create_exclusive(fs, outcome, _ROLLBACK_OUTCOME)
+    except FileExistsError:
+        decided = bytes(fs.cat_file(outcome))
+        if decided.startswith(_COMMIT_OUTCOME):
+            with contextlib.suppress(InstantConflictError):  # completed meanwhile
+                transition(fs, table.path, instant, COMPLETED, decided[len(_COMMIT_OUTCOME) :])
+            _remove_markers(table, instant.time)
+            return None
+    if instant.action in (ROLLBACK, CLEAN):
+        # Neither changed anything visible before completing, and the outcome now taken
+        # stops it from ever completing: drop it; the next run redoes its work.
+        _abandon(table, instant)
+        return None
+    start = time.monotonic()
+    rollback = Transaction(table, ROLLBACK)
+    rollback.begin()
+    deleted = _delete_written_files(table, instant.time)
+    index = table.metadata_table_or_none()
+    if index is not None:
+        index.discard_delta(instant.time)
+    body = rollback_metadata(
+        start=rollback.time,
+        rolled_back=instant.time,
+        action=instant.action,
+        deleted=deleted,
+        took_ms=int((time.monotonic() - start) * 1000),
+    )
+    rollback.inflight(b"")
+    rollback.commit(body, [])
+    for state in (INFLIGHT, REQUESTED):
+        path = f"{table.path}/{P.HOODIE_FOLDER}/{instant.file_name(state)}"
+        if fs.exists(path):
+            fs.rm_file(path)
+    heartbeat = f"{table.path}/{P.HOODIE_FOLDER}/.heartbeat/{instant.time}"
+    if fs.exists(heartbeat):
+        fs.rm_file(heartbeat)
+    _remove_markers(table, instant.time)
+    return rollback.time
+
+
+def _delete_written_files(table: Table, instant: str) -> dict[str, list[str]]:
+    """Delete the data files and claims the markers of ``instant`` name."""
+    fs = table.fs.table_fs
+    folder = table.marker_folder(instant)
+    deleted: dict[str, list[str]] = {}
+    if not fs.exists(folder):
+        return deleted
+    prefix = fs._strip_protocol(folder).rstrip("/") + "/"
+    for marker in fs.find(folder, detail=False):
+        relative = str(marker)[len(prefix) :]
+        if relative.startswith(".claims/"):
+            claim = table.claim_path(relative[len(".claims/") :])
+            if fs.exists(claim) and bytes(fs.cat_file(claim)).decode() == instant:
+                fs.rm_file(claim)
+            continue
+        logical = relative.rsplit(".marker.", 1)[0]
+        if table.fs.exists(logical):
+            table.fs.rm_file(logical)
+        partition, _, name = logical.rpartition("/")
+        deleted.setdefault(partition, []).append(name)
+    return deleted
+
+
+def _remove_markers(table: Table, instant: str) -> None:
+    fs = table.fs.table_fs
+    folder = table.marker_folder(instant)
+    if fs.exists(folder):
+        fs.rm(folder, recursive=True)
+
+
+def roll_back_failed_writes(table: Table, timeline: Timeline | None = None) -> list[str]:
+    """The eager rollback every writer runs first: undo pending instants whose writers died."""
+    timeline = timeline or table.timeline()
+    done = []
+    for instant in timeline.pending():
+        if is_failed(table, instant):
+            rolled = roll_back_pending(table, instant)
+            if rolled is not None:
+                done.append(instant.time)
+    return done
+
+
+def _abandon(table: Table, instant: Instant) -> None:
+    fs = table.fs.table_fs
+    for state in (INFLIGHT, REQUESTED):
+        path = f"{table.path}/{P.HOODIE_FOLDER}/{instant.file_name(state)}"
+        if fs.exists(path):
+            fs.rm_file(path)
+    heartbeat = f"{table.path}/{P.HOODIE_FOLDER}/.heartbeat/{instant.time}"
+    if fs.exists(heartbeat):
+        fs.rm_file(heartbeat)
+    index = table.metadata_table_or_none()
+    if index is not None:
+        index.discard_delta(instant.time)

@@ -1,0 +1,152 @@
+"""The commit protocol under crashes and concurrent writers; the metadata table at scale."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from fedcore.exceptions import CommitConflictError
+from fedcore.metadata.table import ADD, MetadataTable, Op
+from fedcore.table import create_table
+from fedcore.testing import Backend
+from fedcore.timeline import COMMIT
+from fedcore.transaction import STEPS, Transaction
+from fedcore.write_client import WriteClient
+
+from .test_writes import make_table, physical_files, rows, trips
+
+
+class Crash(BaseException):
+    """Stands for the death of the process: no handler of the writer runs."""
+
+
+def crash_at(step: str):  # type: ignore[no-untyped-def]
+    def hook(reached: str) -> None:
+        if reached == step:
+            raise Crash(step)
+
+    return hook
+
+
+def wait_for_heartbeat_expiry() -> None:
+    time.sleep(0.5)  # FAST_HEARTBEAT: 100 ms, two tolerated misses
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_a_crash_at_any_step_leaves_the_commit_all_or_nothing(backend: Backend, step: str) -> None:
+    table = make_table(backend)
+    WriteClient(table).upsert(trips([1, 2]))
+    before = rows(table)
+    with pytest.raises(Crash):
+        WriteClient(table, hook=crash_at(step)).upsert(trips([1, 3], fare=100.0))
+    after_crash = rows(table)
+    committed = {1: ("us", 101.0), 2: ("us", 12.0), 3: ("us", 103.0)}
+    assert after_crash == (committed if step == "completed" else before)
+
+    wait_for_heartbeat_expiry()
+    WriteClient(table).upsert(trips([9], "zz"))  # the next writer recovers first
+    recovered = rows(table)
+    del recovered[9]
+    # Past the commit decision the write is rolled forward; before it, rolled back.
+    assert recovered == (committed if step in ("outcome", "completed") else before)
+    assert table.timeline().pending() == []
+    live = {table.fs.to_physical(s.path).split("://", 1)[-1] for s in table.file_slices()}
+    on_disk = {p.split("://", 1)[-1] for p in physical_files(backend, backend.storage_path)}
+    superseded = 1 if step in ("outcome", "completed") else 0
+    assert live <= on_disk
+    assert len(on_disk - live) == superseded, "no orphan data file is left behind"
+
+
+def test_writers_touching_the_same_file_group_exactly_one_commits(backend: Backend) -> None:
+    table = make_table(backend)
+    WriteClient(table).upsert(trips([1, 2]))
+    winner: list[str] = []
+
+    def interleave(step: str) -> None:
+        if step == "data" and not winner:  # A has written a marker; B runs to completion now
+            winner.append(WriteClient(table).upsert(trips([2], fare=500.0)))
+
+    with pytest.raises(CommitConflictError, match="conflicts with instant"):
+        WriteClient(table, hook=interleave).upsert(trips([1], fare=100.0))
+    assert rows(table) == {1: ("us", 11.0), 2: ("us", 502.0)}
+    assert [i.action for i in table.timeline()][-1] == "rollback"
+    assert len(physical_files(backend, backend.storage_path)) == 2, "the loser's file was deleted"
+
+
+def test_racing_threads_exactly_one_commits(backend: Backend) -> None:
+    table = make_table(backend)
+    WriteClient(table).upsert(trips([1]))
+    barrier = threading.Barrier(2, timeout=30)
+    results: dict[str, object] = {}
+
+    def at_metadata(step: str) -> None:
+        if step == "metadata":
+            barrier.wait()  # both have written their data before either claims
+
+    def write(name: str, fare: float) -> None:
+        try:
+            results[name] = WriteClient(table, hook=at_metadata).upsert(trips([1], fare=fare))
+        except CommitConflictError as exc:
+            results[name] = exc
+
+    threads = [threading.Thread(target=write, args=(n, f)) for n, f in (("a", 100.0), ("b", 200.0))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    errors = [r for r in results.values() if isinstance(r, CommitConflictError)]
+    assert len(errors) == 1, results
+    (fare,) = [f for n, f in (("a", 101.0), ("b", 201.0)) if not isinstance(results[n], Exception)]
+    assert rows(table) == {1: ("us", fare)}
+
+
+def test_concurrent_writers_to_different_file_groups_both_commit(backend: Backend) -> None:
+    table = make_table(backend)
+    WriteClient(table).upsert(trips([1, 2], ["us", "de"]))
+    done: list[str] = []
+
+    def interleave(step: str) -> None:
+        if step == "data" and not done:
+            done.append(WriteClient(table).upsert(trips([2], "de", fare=500.0)))
+
+    WriteClient(table, hook=interleave).upsert(trips([1], fare=100.0))
+    assert rows(table) == {1: ("us", 101.0), 2: ("de", 502.0)}
+
+
+def test_metadata_lookups_and_commits_scale_with_what_they_touch(tmp_path: Path) -> None:
+    table = create_table(f"file://{tmp_path}/t", name="t", record_key_fields=["id"], partition_fields=["p"])
+    index = MetadataTable(table.fs.table_fs, table.path, table.timeline, shard_rows=2_000, row_group_rows=256)
+    partitions = [f"p={i:04d}" for i in range(1_000)]
+    delta_sizes = []
+    for commit in range(20):
+        transaction = Transaction(table, COMMIT)
+        transaction.begin()
+        ops = [
+            Op(
+                p,
+                f"{commit:08x}-{j}-0000-0000-000000000000-0_0-1-0_2026010100000{commit:04d}.parquet",
+                1000,
+                ADD,
+            )
+            for p in partitions[commit * 50 : commit * 50 + 50]
+            for j in range(20)
+        ]
+        transaction.commit(b"{}", ops)
+        delta_sizes.append(len(table.fs.table_fs.cat_file(index.delta_path(transaction.time))))
+    assert max(delta_sizes) < 2 * min(delta_sizes), "a commit writes in proportion to its files"
+    assert index.compact() is not None
+    manifest = index._manifest(None)
+    assert manifest is not None
+    assert manifest.shard_count >= 8
+    largest_shard = max(s[1] for s in manifest.shards if s)
+
+    index.stats.bytes = index.stats.requests = 0
+    found = index.files(["p=0123"])
+    assert len(found["p=0123"].files) == 20
+    # About one shard, whatever the table size: shards double as the table grows.
+    assert index.stats.bytes <= 2 * largest_shard, (index.stats.bytes, largest_shard)  # + the manifest
+    assert index.stats.requests <= 4
+    assert sum(len(f.files) for f in index.files().values()) == 20_000

@@ -1,0 +1,295 @@
+"""Copy-on-write writes and snapshot reads, on local files and on S3 (moto on loopback)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from fedcore import properties as P
+from fedcore.exceptions import (
+    InstantNotRetainedError,
+    InvalidPartitionValueError,
+    InvalidRecordsError,
+    MetadataTableRequiredError,
+    RollbackError,
+    SchemaMismatchError,
+)
+from fedcore.io.filesystems import filesystem_for
+from fedcore.records import META_COLUMNS
+from fedcore.rollback import rollback
+from fedcore.table import Table, create_table, load_table
+from fedcore.testing import Backend
+from fedcore.write_client import WriteClient
+
+FAST_HEARTBEAT = {P.HEARTBEAT_INTERVAL_MS: "100", P.HEARTBEAT_TOLERABLE_MISSES: "2"}
+
+
+def make_table(backend: Backend, layout: str = "object_store", **extra: str) -> Table:
+    props: dict[str, str] = {**FAST_HEARTBEAT, **extra}
+    if layout == "object_store":
+        props |= {P.STORAGE_STRATEGY_CLASS: "object_store", P.STORAGE_PATH: backend.storage_path}
+    return create_table(
+        backend.table_path,
+        name="trips",
+        record_key_fields=["trip_id"],
+        partition_fields=["country"],
+        precombine_field="ts",
+        properties=props,
+        storage_options=backend.storage_options,
+    )
+
+
+def trips(
+    ids: range | list[int], country: str | list[str] = "us", ts: int = 1, fare: float = 10.0
+) -> pa.Table:
+    ids = list(ids)
+    countries = country if isinstance(country, list) else [country] * len(ids)
+    return pa.table(
+        {
+            "trip_id": pa.array(ids, pa.int64()),
+            "country": countries,
+            "ts": pa.array([ts] * len(ids), pa.int64()),
+            "fare": pa.array([fare + i for i in ids], pa.float64()),
+        }
+    )
+
+
+def rows(table: Table, **kwargs: Any) -> dict[int, tuple[str, float]]:
+    data = table.read(**kwargs).to_pylist()
+    return {r["trip_id"]: (r["country"], r["fare"]) for r in data}
+
+
+def physical_files(backend: Backend, root: str) -> list[str]:
+    fs = filesystem_for(root, backend.storage_options)
+    try:
+        found = fs.find(root, detail=False)
+    except FileNotFoundError:
+        return []
+    return sorted(str(p) for p in found if str(p).endswith(".parquet"))
+
+
+def test_round_trip_puts_data_under_hashed_prefixes_and_metadata_under_the_table(backend: Backend) -> None:
+    table = make_table(backend)
+    writer = WriteClient(table)
+    writer.upsert(trips(range(10), ["us", "de"] * 5))
+    assert rows(table) == {i: (["us", "de"][i % 2], 10.0 + i) for i in range(10)}
+
+    data_files = physical_files(backend, backend.storage_path)
+    assert len(data_files) == 2
+    for path in data_files:
+        prefix, table_name, partition, _ = path.split("/")[-4:]
+        assert len(prefix) == 8
+        assert int(prefix, 16) >= 0
+        assert (table_name, partition in ("country=us", "country=de")) == ("trips", True)
+    table_files = physical_files(backend, backend.table_path)
+    assert all("/.hoodie/" in p for p in table_files), "no data file under the table path"
+    fs = filesystem_for(backend.table_path, backend.storage_options)
+    root = fs._strip_protocol(backend.table_path)
+    assert fs.exists(f"{root}/country=us/.hoodie_partition_metadata")
+
+    base = table.file_slices()[0]
+    with table.fs.open(base.path, "rb") as handle:
+        data = pq.read_table(handle)
+    assert data.column_names[:5] == list(META_COLUMNS)
+    first = data.slice(0, 1).to_pylist()[0]
+    assert first["_hoodie_file_name"] == base.base_file_name
+    assert first["_hoodie_partition_path"] == base.partition_path
+    assert first["_hoodie_commit_time"] == base.base_instant
+    assert first["_hoodie_commit_seqno"].startswith(base.base_instant + "_")
+
+
+def test_upsert_rewrites_only_the_file_group_holding_the_key(backend: Backend) -> None:
+    table = make_table(backend)
+    writer = WriteClient(table)
+    writer.upsert(trips(range(6), ["us", "de", "fr"] * 2))
+    before = {s.partition_path: s for s in table.file_slices()}
+    second = writer.upsert(trips([0, 100], "us", ts=2, fare=50.0))  # one update, one insert
+    after = {s.partition_path: s for s in table.file_slices()}
+    assert after["country=de"] == before["country=de"]
+    assert after["country=fr"] == before["country=fr"]
+    assert after["country=us"].file_id == before["country=us"].file_id  # insert went to the small group
+    assert after["country=us"].base_instant == second
+    got = rows(table)
+    assert got[0] == ("us", 50.0)
+    assert got[100] == ("us", 150.0)
+    assert got[3] == ("us", 13.0)
+    assert len(got) == 7
+
+    metadata = table.commit_metadata(table.timeline().find(second))  # type: ignore[arg-type]
+    (stat,) = metadata.stats
+    assert (stat.num_update_writes, stat.num_inserts, stat.num_writes) == (1, 1, 3)
+    assert stat.prev_commit == before["country=us"].base_instant
+
+
+def test_batch_duplicates_keep_the_greatest_precombine_value(backend: Backend) -> None:
+    table = make_table(backend)
+    batch = pa.concat_tables(
+        [trips([1], ts=5, fare=1.0), trips([1], ts=9, fare=2.0), trips([1], ts=7, fare=3.0)]
+    )
+    WriteClient(table).upsert(batch)
+    assert rows(table) == {1: ("us", 3.0)}  # fare + id with ts 9
+
+
+def test_delete_removes_only_the_named_keys(backend: Backend) -> None:
+    table = make_table(backend)
+    writer = WriteClient(table)
+    writer.upsert(trips(range(4), ["us", "de"] * 2))
+    writer.delete(pa.table({"trip_id": [1, 2, 99], "country": ["de", "us", "us"]}))
+    assert sorted(rows(table)) == [0, 3]
+
+
+def test_insert_overwrite_replaces_partitions_and_time_travel_sees_the_past(backend: Backend) -> None:
+    table = make_table(backend)
+    writer = WriteClient(table)
+    first = writer.upsert(trips(range(4), ["us", "de"] * 2))
+    writer.insert_overwrite(trips([50, 51], "us"))
+    assert sorted(rows(table)) == [1, 3, 50, 51]
+    assert sorted(rows(table, as_of=first)) == [0, 1, 2, 3]
+    assert table.timeline().instants[-1].action == "replacecommit"
+
+
+def test_inserts_fill_small_file_groups_then_open_new_ones(backend: Backend) -> None:
+    table = make_table(backend, **{P.MAX_FILE_SIZE: "20000", P.SMALL_FILE_LIMIT: "15000"})
+    writer = WriteClient(table, {P.RECORD_SIZE_ESTIMATE: "100"})
+    writer.bulk_insert(trips(range(450)))  # 200 records per file at 100 bytes
+    assert sorted(len(pq.read_table(table.fs.open(s.path, "rb"))) for s in table.file_slices()) == [
+        50,
+        200,
+        200,
+    ]
+    writer.insert(trips(range(1000, 1010)))
+    slices = table.file_slices()
+    assert len(slices) == 3, "the new records went into the small file group"
+    assert len(table.read()) == 460
+
+
+def test_partition_pruning_reads_only_matching_partitions(backend: Backend) -> None:
+    table = make_table(backend)
+    countries = ["us", "de", "fr", "br", "in"]
+    WriteClient(table).upsert(trips(range(50), countries * 10))
+    assert {s.partition_path for s in table.file_slices([("country", "IN", ["de", "fr"])])} == {
+        "country=de",
+        "country=fr",
+    }
+    assert {s.partition_path for s in table.file_slices([("country", ">=", "fr")])} == {
+        "country=fr",
+        "country=in",
+        "country=us",
+    }
+    got = table.read([("country", "=", "br"), ("fare", ">", 40.0)], columns=["trip_id", "fare"])
+    assert got.column_names == ["trip_id", "fare"]
+    assert sorted(got.column("trip_id").to_pylist()) == [33, 38, 43, 48]
+    reader = table.read_batches([("country", "=", "us")])
+    assert sum(batch.num_rows for batch in reader) == 10
+
+
+def test_partition_values_are_escaped_as_hudi_does(backend: Backend) -> None:
+    table = make_table(backend)
+    WriteClient(table).upsert(trips([1, 2, 3], ["a/b", "..", "x:y"]))
+    assert {s.partition_path for s in table.file_slices()} == {"country=a%2Fb", "country=..", "country=x%3Ay"}
+    assert rows(table, filters=[("country", "=", "a/b")]) == {1: ("a/b", 11.0)}
+
+
+def test_unescaped_partition_values_cannot_escape_their_folder(backend: Backend) -> None:
+    table = create_table(
+        backend.table_path,
+        name="trips",
+        record_key_fields=["trip_id"],
+        partition_fields=["country"],
+        hive_style_partitioning=False,
+        properties={P.URL_ENCODE_PARTITIONING: "false"},
+        storage_options=backend.storage_options,
+    )
+    for bad in ("..", "a/b"):
+        with pytest.raises(InvalidPartitionValueError):
+            WriteClient(table).upsert(trips([1], bad))
+    assert table.timeline().instants == ()
+
+
+def test_bad_input_gets_typed_errors_and_writes_nothing(backend: Backend) -> None:
+    table = make_table(backend)
+    writer = WriteClient(table)
+    writer.upsert(trips([1]))
+    with pytest.raises(SchemaMismatchError):
+        writer.upsert(trips([2]).append_column("extra", pa.array([1])))
+    with pytest.raises(InvalidRecordsError):
+        writer.upsert(pa.table({"trip_id": [None], "country": ["us"], "ts": [1], "fare": [1.0]}))
+    with pytest.raises(InvalidRecordsError):
+        writer.upsert(trips([2]).drop_columns(["trip_id"]))
+    assert len(table.timeline()) == 1
+    assert rows(table) == {1: ("us", 11.0)}
+
+
+def test_object_store_layout_requires_the_metadata_table(backend: Backend) -> None:
+    with pytest.raises(MetadataTableRequiredError) as raised:
+        make_table(backend, **{P.METADATA_ENABLE: "false"})
+    assert raised.value.key == P.METADATA_ENABLE
+
+
+def test_hive_layout_without_metadata_table_reads_by_listing(backend: Backend) -> None:
+    table = make_table(backend, layout="hive", **{P.METADATA_ENABLE: "false"})
+    writer = WriteClient(table)
+    writer.upsert(trips(range(4), ["us", "de"] * 2))
+    writer.upsert(trips([0], "us", fare=100.0))
+    assert rows(table) == {0: ("us", 100.0), 1: ("de", 11.0), 2: ("us", 12.0), 3: ("de", 13.0)}
+
+
+def test_clean_keeps_the_latest_commits_and_deletes_older_slices(backend: Backend) -> None:
+    table = make_table(backend, **{P.CLEANER_COMMITS_RETAINED: "2"})
+    writer = WriteClient(table)
+    first = writer.upsert(trips([1, 2]))
+    for fare in (20.0, 30.0, 40.0):
+        writer.upsert(trips([1], fare=fare))
+    assert rows(table) == {1: ("us", 41.0), 2: ("us", 12.0)}
+    assert len(physical_files(backend, backend.storage_path)) == 3  # two retained + the one before them
+    assert [i.action for i in table.timeline()].count("clean") >= 1
+    with pytest.raises(InstantNotRetainedError):
+        table.read(as_of=first)
+
+
+def test_rollback_of_the_latest_commit_restores_the_previous_state(backend: Backend) -> None:
+    table = make_table(backend)
+    writer = WriteClient(table)
+    first = writer.upsert(trips([1, 2]))
+    second = writer.upsert(trips([1, 3], fare=100.0))
+    with pytest.raises(RollbackError):
+        rollback(table, first)
+    rollback(table, second)
+    assert rows(table) == {1: ("us", 11.0), 2: ("us", 12.0)}
+    assert table.timeline().find(second) is None
+    assert len(physical_files(backend, backend.storage_path)) == 1
+    writer.upsert(trips([1], fare=7.0))  # the file group can be superseded again
+    assert rows(table)[1] == ("us", 8.0)
+
+
+def test_metadata_compaction_keeps_lookups_equal(backend: Backend) -> None:
+    table = make_table(backend, **{P.METADATA_COMPACT_DELTAS: "3"})
+    writer = WriteClient(table)
+    for i in range(7):
+        writer.upsert(trips([i, 100 + i], ["us", "de"]))
+    index = table.metadata_table_or_none()
+    assert index is not None
+    assert index.deltas_since_compaction() < 3
+    expected = {i: ("us", 10.0 + i) for i in range(7)} | {100 + i: ("de", 110.0 + i) for i in range(7)}
+    assert rows(table) == expected
+    fresh = load_table(backend.table_path, storage_options=backend.storage_options)
+    assert rows(fresh) == expected
+
+
+def test_tables_reopen_with_their_options(backend: Backend) -> None:
+    make_table(backend)
+    table = load_table(backend.table_path, properties=FAST_HEARTBEAT, storage_options=backend.storage_options)
+    WriteClient(table).upsert(trips([1]))
+    assert table.heartbeat_interval_ms == 100
+    assert rows(table) == {1: ("us", 11.0)}
+
+
+def test_stale_listing_caches_never_hide_a_commit(backend: Backend) -> None:
+    table = make_table(backend)
+    other = load_table(backend.table_path, storage_options=backend.storage_options)
+    assert other.read().num_rows == 0
+    WriteClient(table).upsert(trips([1]))
+    assert rows(other) == {1: ("us", 11.0)}
