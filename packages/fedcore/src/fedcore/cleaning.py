@@ -51,9 +51,12 @@ def plan_clean(table: Table, retained: int) -> tuple[str | None, dict[str, dict[
     return earliest, doomed
 
 
-def clean(table: Table, retained: int) -> str | None:
-    """Run a clean; the clean instant's time, or None when nothing was old enough to delete."""
-    roll_back_failed_writes(table)
+def clean(table: Table, retained: int, *, recover: bool = True) -> str | None:
+    """Run a clean; the clean instant's time, or None when nothing was old enough to delete.
+
+    ``recover=False`` skips rolling back failed writes first, for a writer that just did."""
+    if recover:
+        roll_back_failed_writes(table)
     earliest, doomed = plan_clean(table, retained)
     if not doomed:
         return None

@@ -58,21 +58,12 @@ class Reader:
         self.as_of = as_of
         if as_of is not None:
             parse_instant_time(as_of)
-        self.instant = self._snapshot_instant()
-        self._types = self._column_types()
-
-    def _snapshot_instant(self) -> str | None:
-        writes = self.table.timeline().completed(WRITE_ACTIONS, as_of=self.as_of)
-        if self.as_of is not None and not writes:
-            raise InvalidInstantError(f"no write had completed as of {self.as_of}")
-        return writes[-1].time if writes else None
-
-    def _column_types(self) -> dict[str, pa.DataType]:
-        if self.instant is None:
-            return {}
-        instant = self.table.timeline().find(self.instant)
-        assert instant is not None
-        return field_types(self.table.commit_metadata(instant).schema)
+        timeline = table.timeline()  # listed once: it gives both the snapshot and its schema
+        writes = timeline.completed(WRITE_ACTIONS, as_of=as_of)
+        if as_of is not None and not writes:
+            raise InvalidInstantError(f"no write had completed as of {as_of}")
+        self.instant = writes[-1].time if writes else None
+        self._types = field_types(table.commit_metadata(writes[-1]).schema) if writes else {}
 
     def plan(self, filters: Sequence[FilterSpec] = ()) -> ReadPlan:
         parsed = [Filter.of(f) for f in filters]

@@ -15,12 +15,17 @@ import contextlib
 import time
 from typing import TYPE_CHECKING
 
-from fedcore import properties as P
 from fedcore.commit_metadata import rollback_metadata
 from fedcore.exceptions import InvalidInstantError, RollbackError
 from fedcore.metadata.table import DELETE, UNREPLACE, Op
 from fedcore.timeline import INFLIGHT, REQUESTED, ROLLBACK, WRITE_ACTIONS, Instant, parse_instant_time
-from fedcore.transaction import Transaction, is_failed, roll_back_pending
+from fedcore.transaction import (
+    Transaction,
+    is_failed,
+    release_claim,
+    remove_instant_files,
+    roll_back_pending,
+)
 
 if TYPE_CHECKING:
     from fedcore.table import Table
@@ -53,7 +58,6 @@ def rollback(table: Table, instant_time: str) -> str:
 def _roll_back_completed(table: Table, instant: Instant) -> str:
     start = time.monotonic()
     metadata = table.commit_metadata(instant)
-    fs = table.fs.table_fs
     transaction = Transaction(table, ROLLBACK)
     transaction.begin()
     transaction.inflight(b"")
@@ -66,7 +70,7 @@ def _roll_back_completed(table: Table, instant: Instant) -> str:
         deleted.setdefault(stat.partition_path, []).append(name)
         ops.append(Op(stat.partition_path, name, stat.file_size, DELETE))
         if stat.prev_commit not in ("", "null"):
-            _release_claim(table, f"{stat.file_id}_{stat.prev_commit}", instant.time)
+            release_claim(table, f"{stat.file_id}_{stat.prev_commit}", instant.time)
     for partition, file_ids in metadata.replaced.items():
         ops.extend(Op(partition, file_id, 0, UNREPLACE) for file_id in file_ids)
     if metadata.replaced:
@@ -75,7 +79,7 @@ def _roll_back_completed(table: Table, instant: Instant) -> str:
             slices = previous[partition].latest_slices() if partition in previous else {}
             for file_id in file_ids:
                 if file_id in slices:
-                    _release_claim(table, f"{file_id}_{slices[file_id][0]}", instant.time)
+                    release_claim(table, f"{file_id}_{slices[file_id][0]}", instant.time)
     body = rollback_metadata(
         start=transaction.time,
         rolled_back=instant.time,
@@ -84,20 +88,10 @@ def _roll_back_completed(table: Table, instant: Instant) -> str:
         took_ms=int((time.monotonic() - start) * 1000),
     )
     done = transaction.commit(body, ops)
-    for state in (None, INFLIGHT, REQUESTED):
-        path = f"{table.path}/{P.HOODIE_FOLDER}/{instant.file_name(state)}"
-        if fs.exists(path):
-            fs.rm_file(path)
+    remove_instant_files(table, instant, (None, INFLIGHT, REQUESTED))
     return done
 
 
 def _before(table: Table, instant: Instant) -> str | None:
     earlier = [i.time for i in table.timeline().completed(WRITE_ACTIONS) if i.time < instant.time]
     return earlier[-1] if earlier else None
-
-
-def _release_claim(table: Table, name: str, holder: str) -> None:
-    fs = table.fs.table_fs
-    path = table.claim_path(name)
-    if fs.exists(path) and bytes(fs.cat_file(path)).decode() == holder:
-        fs.rm_file(path)

@@ -245,13 +245,7 @@ def roll_back_pending(table: Table, instant: Instant) -> str | None:
     )
     rollback.inflight(b"")
     rollback.commit(body, [])
-    for state in (INFLIGHT, REQUESTED):
-        path = f"{table.path}/{P.HOODIE_FOLDER}/{instant.file_name(state)}"
-        if fs.exists(path):
-            fs.rm_file(path)
-    heartbeat = f"{table.path}/{P.HOODIE_FOLDER}/.heartbeat/{instant.time}"
-    if fs.exists(heartbeat):
-        fs.rm_file(heartbeat)
+    remove_instant_files(table, instant, (INFLIGHT, REQUESTED))
     _remove_markers(table, instant.time)
     return rollback.time
 
@@ -267,9 +261,7 @@ def _delete_written_files(table: Table, instant: str) -> dict[str, list[str]]:
     for marker in fs.find(folder, detail=False):
         relative = str(marker)[len(prefix) :]
         if relative.startswith(".claims/"):
-            claim = table.claim_path(relative[len(".claims/") :])
-            if fs.exists(claim) and bytes(fs.cat_file(claim)).decode() == instant:
-                fs.rm_file(claim)
+            release_claim(table, relative[len(".claims/") :], instant)
             continue
         logical = relative.rsplit(".marker.", 1)[0]
         if table.fs.exists(logical):
@@ -298,15 +290,28 @@ def roll_back_failed_writes(table: Table, timeline: Timeline | None = None) -> l
     return done
 
 
-def _abandon(table: Table, instant: Instant) -> None:
+def remove_instant_files(table: Table, instant: Instant, states: Iterable[str | None]) -> None:
+    """Delete an undone instant's timeline files (None: the completed one) and its heartbeat."""
     fs = table.fs.table_fs
-    for state in (INFLIGHT, REQUESTED):
-        path = f"{table.path}/{P.HOODIE_FOLDER}/{instant.file_name(state)}"
+    folder = f"{table.path}/{P.HOODIE_FOLDER}"
+    for path in [
+        *(f"{folder}/{instant.file_name(state)}" for state in states),
+        f"{folder}/.heartbeat/{instant.time}",
+    ]:
         if fs.exists(path):
             fs.rm_file(path)
-    heartbeat = f"{table.path}/{P.HOODIE_FOLDER}/.heartbeat/{instant.time}"
-    if fs.exists(heartbeat):
-        fs.rm_file(heartbeat)
+
+
+def release_claim(table: Table, name: str, holder: str) -> None:
+    """Delete a claim, but only if ``holder`` holds it."""
+    fs = table.fs.table_fs
+    path = table.claim_path(name)
+    if fs.exists(path) and bytes(fs.cat_file(path)).decode() == holder:
+        fs.rm_file(path)
+
+
+def _abandon(table: Table, instant: Instant) -> None:
+    remove_instant_files(table, instant, (INFLIGHT, REQUESTED))
     index = table.metadata_table_or_none()
     if index is not None:
         index.discard_delta(instant.time)

@@ -376,7 +376,11 @@ class WriteClient:
     def _after_commit(self) -> None:
         """Table services that keep reads fast; the commit is already complete and visible."""
         if self.options.get(P.CLEAN_AUTOMATIC, "true").strip().lower() == "true":
-            clean(self.table, self._int(P.CLEANER_COMMITS_RETAINED, P.DEFAULT_CLEANER_COMMITS_RETAINED))
+            clean(
+                self.table,
+                self._int(P.CLEANER_COMMITS_RETAINED, P.DEFAULT_CLEANER_COMMITS_RETAINED),
+                recover=False,
+            )
         index = self.table.metadata_table_or_none()
         limit = self._int(P.METADATA_COMPACT_DELTAS, P.DEFAULT_METADATA_COMPACT_DELTAS)
         if index is not None and index.deltas_since_compaction() >= limit:
