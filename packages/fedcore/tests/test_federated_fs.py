@@ -13,6 +13,7 @@ from fedcore import properties as P
 from fedcore.exceptions import InvalidFileNameError, InvalidPathError, ListingNotSupportedError
 from fedcore.filenames import base_file_name, log_file_name, new_file_id
 from fedcore.io.federated import FederatedFileSystem
+from fedcore.io.filesystems import filesystem_for, read_object, read_objects
 from fedcore.storage import load_storage_strategy
 from fedcore.testing import Backend, LoopbackS3
 
@@ -188,3 +189,18 @@ def test_partition_map_writes_each_bucket_with_its_own_kms_key(s3_server: Loopba
         assert pq.read_table(logical, filesystem=fs).num_rows == 3
     # The endpoint came from the protocol-wide options; only the key differs per bucket.
     assert client.list_objects_v2(Bucket=tables[5:]).get("KeyCount", 0) == 0
+
+
+def test_small_objects_are_read_with_one_get_each(s3_server: LoopbackS3) -> None:
+    bucket = s3_server.create_bucket("reads")
+    fs = filesystem_for(bucket, s3_server.storage_options())
+    paths = [f"{bucket}/o{i}" for i in range(5)]
+    for i, path in enumerate(paths):
+        fs.pipe_file(path, b"x" * i)  # o0 is empty: a range cannot be served from it
+    s3_server.requests.reset()
+    assert read_objects(fs, paths[1:]) == [b"x" * i for i in range(1, 5)]
+    assert read_object(fs, paths[3]) == b"xxx"
+    assert s3_server.requests.by_method == {"GET": 5}, "no HEAD before a GET"
+    assert read_objects(fs, paths[:2]) == [b"", b"x"]
+    with pytest.raises(FileNotFoundError):
+        read_objects(fs, [paths[1], f"{bucket}/missing"])

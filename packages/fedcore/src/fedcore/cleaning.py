@@ -7,48 +7,108 @@ slices, and file groups a replace commit retired before it, are deleted through
 the storage strategy (wherever they live) and the deletions go into the
 metadata table with the clean instant. Files are found through the metadata
 table, never by listing.
+
+Cleaning is incremental, as Hudi's is by default: a slice only becomes
+deletable when its file group is written again (or replaced) by an instant
+that falls out of retention, so a clean looks only at the partitions written by
+the instants between the previous clean's earliest retained instant and its
+own. That keeps the clean a writer runs after each commit flat in the size of
+the table; only the first clean of a table looks at every partition. A clean
+with nothing to delete is still recorded when its look was costly (a full look,
+or a window of many instants), so the next one starts from there.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from fedcore.commit_metadata import clean_metadata
+from fedcore.commit_metadata import clean_metadata, earliest_retained
 from fedcore.filenames import BASE_FILE_RE
+from fedcore.io.filesystems import read_object
 from fedcore.metadata.table import DELETE, Op
-from fedcore.timeline import CLEAN, WRITE_ACTIONS
+from fedcore.timeline import CLEAN, WRITE_ACTIONS, Timeline, instant_path
 from fedcore.transaction import Transaction, roll_back_failed_writes
 
 if TYPE_CHECKING:
+    from fedcore.metadata.file_index import PartitionFiles
     from fedcore.table import Table
 
+#: Record a clean that deletes nothing once its window holds this many write instants.
+EMPTY_CLEAN_WINDOW = 10
 
-def plan_clean(table: Table, retained: int) -> tuple[str | None, dict[str, dict[str, int]]]:
-    """``(earliest retained instant, partition -> {file name: size} to delete)``."""
-    writes = table.timeline().completed(WRITE_ACTIONS)
+
+@dataclass
+class CleanPlan:
+    earliest_retained: str
+    #: partition -> {file name: size} to delete
+    doomed: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: Partitions looked at; None for all of them (the first clean of a table).
+    partitions: set[str] | None = None
+    #: Write instants whose partitions were looked at.
+    window: int = 0
+
+    @property
+    def worth_recording(self) -> bool:
+        return bool(self.doomed) or self.partitions is None or self.window >= EMPTY_CLEAN_WINDOW
+
+
+def plan_clean(table: Table, retained: int) -> CleanPlan | None:
+    """What a clean keeping the latest ``retained`` writes would delete; None when nothing fell out."""
+    timeline = table.timeline()
+    writes = timeline.completed(WRITE_ACTIONS)
     if retained < 1 or len(writes) <= retained:
-        return None, {}
+        return None
     earliest = writes[-retained].time
-    doomed: dict[str, dict[str, int]] = {}
-    for partition, files in table.file_index.files().items():
-        groups: dict[str, list[tuple[str, str]]] = {}
-        for name in files.files:
-            match = BASE_FILE_RE.fullmatch(name)
-            if match is not None:
-                groups.setdefault(match[1], []).append((match[3], name))
-        for file_id, slices in groups.items():
-            slices.sort()
-            replaced_at = files.replaced.get(file_id)
-            if replaced_at is not None and replaced_at < earliest:
-                delete = slices
-            else:
-                older = [s for s in slices if s[0] < earliest]
-                delete = older[:-1]  # the newest older slice is what the earliest instant sees
-            for _, name in delete:
-                doomed.setdefault(partition, {})[name] = files.files[name]
-    return earliest, doomed
+    since = _last_earliest_retained(table, timeline)
+    if since is not None and since >= earliest:
+        return None
+    plan = CleanPlan(earliest)
+    if since is not None:
+        window = [w for w in writes if since <= w.time < earliest]
+        plan.window = len(window)
+        plan.partitions = set()
+        for instant in window:
+            metadata = table.commit_metadata(instant)
+            plan.partitions.update(s.partition_path for s in metadata.stats)
+            plan.partitions.update(metadata.replaced)
+        if not plan.partitions:
+            return plan
+    for partition, files in table.file_index.files(plan.partitions).items():
+        doomed = _doomed(files, earliest)
+        if doomed:
+            plan.doomed[partition] = doomed
+    return plan
+
+
+def _last_earliest_retained(table: Table, timeline: Timeline) -> str | None:
+    """Where the previous clean left off: the earliest instant it retained."""
+    cleans = timeline.completed([CLEAN])
+    if not cleans:
+        return None
+    return earliest_retained(read_object(table.fs.table_fs, instant_path(table.path, cleans[-1])))
+
+
+def _doomed(files: PartitionFiles, earliest: str) -> dict[str, int]:
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for name in files.files:
+        match = BASE_FILE_RE.fullmatch(name)
+        if match is not None:
+            groups.setdefault(match[1], []).append((match[3], name))
+    doomed: dict[str, int] = {}
+    for file_id, slices in groups.items():
+        slices.sort()
+        replaced_at = files.replaced.get(file_id)
+        if replaced_at is not None and replaced_at < earliest:
+            delete = slices
+        else:
+            older = [s for s in slices if s[0] < earliest]
+            delete = older[:-1]  # the newest older slice is what the earliest instant sees
+        for _, name in delete:
+            doomed[name] = files.files[name]
+    return doomed
 
 
 def clean(table: Table, retained: int, *, recover: bool = True) -> str | None:
@@ -57,9 +117,10 @@ def clean(table: Table, retained: int, *, recover: bool = True) -> str | None:
     ``recover=False`` skips rolling back failed writes first, for a writer that just did."""
     if recover:
         roll_back_failed_writes(table)
-    earliest, doomed = plan_clean(table, retained)
-    if not doomed:
+    plan = plan_clean(table, retained)
+    if plan is None or not plan.worth_recording:
         return None
+    doomed = plan.doomed
     start = time.monotonic()
     transaction = Transaction(table, CLEAN)
     transaction.begin()
@@ -72,7 +133,7 @@ def clean(table: Table, retained: int, *, recover: bool = True) -> str | None:
                 table.fs.rm_file(path)
     body = clean_metadata(
         start=transaction.time,
-        earliest_retained=earliest,
+        earliest_retained=plan.earliest_retained,
         deleted={p: list(names) for p, names in doomed.items()},
         took_ms=int((time.monotonic() - start) * 1000),
     )

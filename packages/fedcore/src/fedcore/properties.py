@@ -8,7 +8,10 @@ passes options: the Python API, the CLI and the engine adapters.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
+
+from fedcore.exceptions import ConfigError
 
 HOODIE_FOLDER: Final = ".hoodie"
 PROPERTIES_FILE: Final = "hoodie.properties"
@@ -57,6 +60,11 @@ DEFAULT_RECORD_SIZE_ESTIMATE: Final = 1024
 CLEANER_COMMITS_RETAINED: Final = "hoodie.cleaner.commits.retained"
 DEFAULT_CLEANER_COMMITS_RETAINED: Final = 10
 CLEAN_AUTOMATIC: Final = "hoodie.clean.automatic"
+ARCHIVE_MIN_INSTANTS: Final = "hoodie.keep.min.commits"
+DEFAULT_ARCHIVE_MIN_INSTANTS: Final = 20
+ARCHIVE_MAX_INSTANTS: Final = "hoodie.keep.max.commits"
+DEFAULT_ARCHIVE_MAX_INSTANTS: Final = 30
+ARCHIVE_AUTOMATIC: Final = "hoodie.archive.automatic"
 
 # --- Storage strategy (fedcore / RFC-60) ------------------------------------------
 STORAGE_STRATEGY_CLASS: Final = "hoodie.storage.strategy.class"
@@ -94,3 +102,18 @@ STORAGE_KEYS: Final = (
 
 #: Entry-point group through which other packages register storage strategies by name.
 STORAGE_STRATEGY_ENTRY_POINT_GROUP: Final = "fedcore.storage_strategies"
+
+
+def property_as_int(options: Mapping[str, str], key: str, default: int) -> int:
+    """An integer setting; a bad value is the caller's configuration error, named."""
+    try:
+        return int(options.get(key, default))
+    except ValueError:
+        raise ConfigError(f"{key}: {options[key]!r} is not an integer") from None
+
+
+def property_as_bool(options: Mapping[str, str], key: str, default: bool = True) -> bool:
+    value = str(options.get(key, default)).strip().lower()
+    if value not in ("true", "false"):
+        raise ConfigError(f"{key}: {options[key]!r} is not true or false")
+    return value == "true"

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from fedcore.archival import check_not_archived
 from fedcore.avro_schema import field_types
 from fedcore.exceptions import InvalidFilterError, InvalidInstantError
 from fedcore.filters import Filter, matches, row_expression, typed
@@ -58,12 +59,14 @@ class Reader:
         self.as_of = as_of
         if as_of is not None:
             parse_instant_time(as_of)
+            check_not_archived(table.fs.table_fs, table.path, as_of)
         timeline = table.timeline()  # listed once: it gives both the snapshot and its schema
         writes = timeline.completed(WRITE_ACTIONS, as_of=as_of)
         if as_of is not None and not writes:
             raise InvalidInstantError(f"no write had completed as of {as_of}")
         self.instant = writes[-1].time if writes else None
         self._types = field_types(table.commit_metadata(writes[-1]).schema) if writes else {}
+        self._index = table.file_index_at(timeline)
 
     def plan(self, filters: Sequence[FilterSpec] = ()) -> ReadPlan:
         parsed = [Filter.of(f) for f in filters]
@@ -77,7 +80,7 @@ class Reader:
         if self.instant is None:
             return ReadPlan([], row_filters, 0)
         candidates, total = self._candidate_partitions(partition_filters)
-        files = self.table.file_index.files(candidates, as_of=self.as_of)
+        files = self._index.files(candidates, as_of=self.as_of)
         slices = []
         for partition, partition_files in files.items():
             values = self._partition_values(partition)
@@ -117,7 +120,7 @@ class Reader:
         if set(pinned) == set(scheme.fields):
             combos = itertools.product(*(pinned[field] for field in scheme.fields))
             return sorted({scheme.path_of(combo) for combo in combos}), None
-        partitions = self.table.file_index.partitions(self.as_of)
+        partitions = self._index.partitions(self.as_of)
         return [p for p in partitions if matches(self._partition_values(p), filters)], len(partitions)
 
     # --- reading -----------------------------------------------------------------------------

@@ -10,7 +10,7 @@ two different places.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 
 import pyarrow as pa
@@ -24,7 +24,7 @@ from fedcore.exceptions import (
     UnsupportedTableVersionError,
 )
 from fedcore.io.federated import FederatedFileSystem
-from fedcore.io.filesystems import StorageOptions, filesystem_for
+from fedcore.io.filesystems import StorageOptions, filesystem_for, read_object
 from fedcore.io.uris import normalize_uri
 from fedcore.metadata import FileIndex, ListingFileIndex, MetadataTable
 from fedcore.partitioning import PartitionScheme
@@ -68,7 +68,7 @@ class Table:
         return PartitionScheme.from_config(self.config)
 
     def option(self, key: str, default: int) -> int:
-        return int(self.options.get(key, default))
+        return P.property_as_int(self.options, key, default)
 
     @property
     def heartbeat_interval_ms(self) -> int:
@@ -90,9 +90,17 @@ class Table:
     @cached_property
     def file_index(self) -> FileIndex:
         """The metadata table; a listing only for Hive-layout tables created without one."""
+        return self._file_index(self.timeline)
+
+    def file_index_at(self, timeline: Timeline) -> FileIndex:
+        """The file index as a timeline already loaded shows the table: a read's snapshot,
+        schema and files then come from one listing, and agree even if a commit lands meanwhile."""
+        return self._file_index(lambda: timeline)
+
+    def _file_index(self, load_timeline: Callable[[], Timeline]) -> FileIndex:
         if self.metadata_enabled:
-            return MetadataTable(self.fs.table_fs, self.path, self.timeline)
-        return ListingFileIndex(self.fs.table_fs, self.path, self.timeline)
+            return MetadataTable(self.fs.table_fs, self.path, load_timeline)
+        return ListingFileIndex(self.fs.table_fs, self.path, load_timeline)
 
     def metadata_table_or_none(self) -> MetadataTable | None:
         index = self.file_index
@@ -100,7 +108,7 @@ class Table:
 
     def commit_metadata(self, instant: Instant) -> CommitMetadata:
         path = instant_path(self.path, instant)
-        return CommitMetadata.from_bytes(bytes(self.fs.table_fs.cat_file(path)), path)
+        return CommitMetadata.from_bytes(read_object(self.fs.table_fs, path), path)
 
     def schema(self) -> pa.Schema | None:
         """The data schema (without Hudi's meta columns), from the newest base file; None when empty."""

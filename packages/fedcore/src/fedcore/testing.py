@@ -9,7 +9,9 @@ Needs the ``test`` extra (``moto[server]``, ``boto3``).
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,28 +22,66 @@ SECRET_KEY = "fed-testing-secret"
 REGION = "us-east-1"
 
 
+class RequestCount:
+    """Requests the server answered, by HTTP method: what a benchmark reports as cost.
+
+    Counted at the server, so every request the client stack sends (listing
+    pages, retries, HEADs before GETs) is in, whatever library sent it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.by_method: Counter[str] = Counter()
+
+    def add(self, method: str) -> None:
+        with self._lock:
+            self.by_method[method] += 1
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_method.values())
+
+    def reset(self) -> None:
+        with self._lock:
+            self.by_method.clear()
+
+
 class LoopbackS3:
     """Start with ``start()`` (or as a context manager); stop with ``stop()``."""
 
     def __init__(self) -> None:
         self._server: Any = None
+        self._thread: threading.Thread | None = None
         self.endpoint_url = ""
+        self.requests = RequestCount()
 
     def start(self) -> LoopbackS3:
-        from moto.server import ThreadedMotoServer
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+        from werkzeug.serving import make_server
 
-        # moto's werkzeug server logs every request whatever ``verbose`` says.
+        # werkzeug logs every request unless told otherwise.
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
-        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        self._server.start()
-        host, port = self._server.get_host_and_port()
+        app = DomainDispatcherApplication(create_backend_app)
+        count = self.requests
+
+        def counted(environ: dict[str, Any], start_response: Any) -> Any:
+            count.add(environ.get("REQUEST_METHOD", "?"))
+            return app(environ, start_response)
+
+        self._server = make_server("127.0.0.1", 0, counted, threaded=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="loopback-s3")
+        self._thread.start()
+        host, port = self._server.server_address[:2]
         self.endpoint_url = f"http://{host}:{port}"
         return self
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.stop()
+            self._server.shutdown()
+            self._server.server_close()
             self._server = None
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
 
     def __enter__(self) -> LoopbackS3:
         return self.start()

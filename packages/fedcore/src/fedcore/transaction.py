@@ -36,6 +36,7 @@ from fedcore import properties as P
 from fedcore.commit_metadata import rollback_metadata
 from fedcore.exceptions import CommitConflictError, InstantConflictError
 from fedcore.io.atomic import create_exclusive
+from fedcore.io.filesystems import read_object
 from fedcore.metadata.table import Op
 from fedcore.timeline import (
     CLEAN,
@@ -168,7 +169,7 @@ class Transaction:
                 self.claims.append(name)
                 return
             except FileExistsError:
-                holder = self._fs.cat_file(path).decode()
+                holder = read_object(self._fs, path).decode()
                 if attempt == 1 and self.table.roll_back_if_failed(holder):
                     continue  # the holder was a dead writer: its claim is released now
                 raise CommitConflictError(
@@ -218,7 +219,7 @@ def roll_back_pending(table: Table, instant: Instant) -> str | None:
     try:
         create_exclusive(fs, outcome, _ROLLBACK_OUTCOME)
     except FileExistsError:
-        decided = bytes(fs.cat_file(outcome))
+        decided = read_object(fs, outcome)
         if decided.startswith(_COMMIT_OUTCOME):
             with contextlib.suppress(InstantConflictError):  # completed meanwhile
                 transition(fs, table.path, instant, COMPLETED, decided[len(_COMMIT_OUTCOME) :])

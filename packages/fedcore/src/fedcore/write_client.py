@@ -25,7 +25,6 @@ import pyarrow.parquet as pq
 
 from fedcore import properties as P
 from fedcore.avro_schema import to_avro_json
-from fedcore.cleaning import clean
 from fedcore.commit_metadata import CommitMetadata, WriteStat
 from fedcore.exceptions import InvalidRecordsError
 from fedcore.filenames import base_file_name, new_file_id
@@ -42,6 +41,7 @@ from fedcore.records import (
     record_keys,
     take,
 )
+from fedcore.services import run_table_services
 from fedcore.table import Table
 from fedcore.timeline import COMMIT, REPLACE_COMMIT, WRITE_ACTIONS
 from fedcore.transaction import StepHook, Transaction, roll_back_failed_writes
@@ -85,11 +85,7 @@ class WriteClient:
         self._progress = progress or (lambda done, total: None)
 
     def _int(self, key: str, default: int) -> int:
-        try:
-            value = int(self.options.get(key, default))
-        except ValueError:
-            raise InvalidRecordsError(f"{key}: {self.options[key]!r} is not an integer") from None
-        return value
+        return P.property_as_int(self.options, key, default)
 
     # --- operations ----------------------------------------------------------------------
 
@@ -148,7 +144,7 @@ class WriteClient:
             raise
         finally:
             transaction.stop_heartbeat()  # also on a crash, as the death of the process would
-        self._after_commit()
+        run_table_services(self.table, self.options)
         return instant
 
     # --- planning ----------------------------------------------------------------------------
@@ -372,19 +368,6 @@ class WriteClient:
             self.table.fs.pipe_file(path, body, mode="create")
 
     # --- after the commit ----------------------------------------------------------------------
-
-    def _after_commit(self) -> None:
-        """Table services that keep reads fast; the commit is already complete and visible."""
-        if self.options.get(P.CLEAN_AUTOMATIC, "true").strip().lower() == "true":
-            clean(
-                self.table,
-                self._int(P.CLEANER_COMMITS_RETAINED, P.DEFAULT_CLEANER_COMMITS_RETAINED),
-                recover=False,
-            )
-        index = self.table.metadata_table_or_none()
-        limit = self._int(P.METADATA_COMPACT_DELTAS, P.DEFAULT_METADATA_COMPACT_DELTAS)
-        if index is not None and index.deltas_since_compaction() >= limit:
-            index.compact()
 
 
 def _plan_json(plan: Iterable[FileGroupWrite], operation: str) -> bytes:

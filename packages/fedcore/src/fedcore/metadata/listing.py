@@ -17,6 +17,7 @@ from fsspec import AbstractFileSystem
 from fedcore import properties as P
 from fedcore.commit_metadata import CommitMetadata
 from fedcore.filenames import BASE_FILE_RE
+from fedcore.io.filesystems import read_object
 from fedcore.metadata.file_index import FileIndex, PartitionFiles
 from fedcore.timeline import REPLACE_COMMIT, WRITE_ACTIONS, Timeline, instant_path
 
@@ -49,7 +50,7 @@ class ListingFileIndex(FileIndex):
         replaced: dict[str, dict[str, str]] = {}
         for instant in timeline.completed([REPLACE_COMMIT], as_of=as_of):
             path = instant_path(self.table_path, instant)
-            metadata = CommitMetadata.from_bytes(bytes(self.fs.cat_file(path)), path)
+            metadata = CommitMetadata.from_bytes(read_object(self.fs, path), path)
             for partition, file_ids in metadata.replaced.items():
                 for file_id in file_ids:
                     replaced.setdefault(partition, {})[file_id] = instant.time

@@ -39,6 +39,7 @@ from fedcore import properties as P
 from fedcore.commit_metadata import earliest_retained
 from fedcore.exceptions import InstantNotRetainedError, MetadataTableError
 from fedcore.io.atomic import create_exclusive
+from fedcore.io.filesystems import read_object, read_objects
 from fedcore.metadata.file_index import FileIndex, PartitionFiles
 from fedcore.metadata.ranged import RangedFile, ReadStats
 from fedcore.timeline import Timeline
@@ -149,10 +150,8 @@ class MetadataTable(FileIndex):
             name, size = manifest.partitions
             table = self._read_whole(f"{self.folder}/base/{name}", size)
             found.update(table.column("partition").to_pylist())
-        for instant in deltas:
-            for op in self._read_delta(instant, None):
-                if op.op == ADD:
-                    found.add(op.partition)
+        for ops in self._read_deltas(deltas, None):
+            found.update(op.partition for op in ops if op.op == ADD)
         return sorted(found)
 
     def files(
@@ -164,8 +163,8 @@ class MetadataTable(FileIndex):
         if manifest is not None:
             for op in self._read_base(manifest, wanted):
                 _apply(state, op)
-        for instant in deltas:
-            for op in self._read_delta(instant, wanted):
+        for ops in self._read_deltas(deltas, wanted):
+            for op in ops:
                 _apply(state, op)
         return {p: files for p, files in sorted(state.items()) if files.files}
 
@@ -187,39 +186,76 @@ class MetadataTable(FileIndex):
         for clean in timeline.completed(["clean"]):
             if clean.time <= as_of:
                 continue
-            retained = earliest_retained(self.fs.cat_file(_instant_file(self.folder, clean.file_name())))
+            retained = earliest_retained(read_object(self.fs, _instant_file(self.folder, clean.file_name())))
             if retained and as_of < retained:
                 raise InstantNotRetainedError(
                     f"the files of instant {as_of} were cleaned at {clean.time} "
                     f"(it kept commits from {retained} on)"
                 )
 
-    def _manifest(self, as_of: str | None) -> Manifest | None:
-        folder = f"{self.folder}/manifests"
+    def manifest_times(self) -> list[str]:
+        """The instants compactions folded the table up to, oldest first."""
+        return sorted(name[: -len(".json")] for name in self._names("manifests") if name.endswith(".json"))
+
+    def _names(self, subfolder: str) -> list[str]:
         try:
-            names = sorted(e.rsplit("/", 1)[-1] for e in self.fs.ls(folder, detail=False, refresh=True))
+            entries = self.fs.ls(f"{self.folder}/{subfolder}", detail=False, refresh=True)
         except FileNotFoundError:
-            return None
-        times = [n[: -len(".json")] for n in names if n.endswith(".json")]
-        eligible = [t for t in times if as_of is None or t <= as_of]
-        if not eligible:
-            return None
-        data = self._cat(f"{folder}/{eligible[-1]}.json")
+            return []
+        return [entry.rsplit("/", 1)[-1] for entry in entries]
+
+    def _manifest(self, as_of: str | None) -> Manifest | None:
+        eligible = [t for t in self.manifest_times() if as_of is None or t <= as_of]
+        return self.manifest(eligible[-1]) if eligible else None
+
+    def manifest(self, instant: str) -> Manifest:
+        data = self._cat(f"{self.folder}/manifests/{instant}.json")
         try:
             return Manifest.from_bytes(data)
         except (ValueError, KeyError, TypeError, IndexError) as exc:
-            raise MetadataTableError(f"manifest {eligible[-1]} is unreadable: {exc}") from exc
+            raise MetadataTableError(f"manifest {instant} is unreadable: {exc}") from exc
 
-    def _read_delta(self, instant: str, wanted: set[str] | None) -> list[Op]:
-        path = self.delta_path(instant)
+    def drop_older_than(self, boundary: Manifest) -> int:
+        """Delete what no view from ``boundary`` on needs (archival made older views
+        impossible): older manifests, the deltas folded into it, shards only they used.
+        Returns how many files went."""
+        used: set[str] = set()
+        for manifest in (self.manifest(t) for t in self.manifest_times() if t >= boundary.instant):
+            used.update(entry[0] for entry in manifest.shards if entry)
+            if manifest.partitions is not None:
+                used.add(manifest.partitions[0])
+        doomed = [
+            f"{self.folder}/manifests/{name}"
+            for name in self._names("manifests")
+            if name.endswith(".json") and name[: -len(".json")] < boundary.instant
+        ]
+        doomed += [
+            f"{self.folder}/deltas/{name}"
+            for name in self._names("deltas")
+            if name[:17] <= boundary.instant and name[:17] not in boundary.excluded
+        ]
+        # A compaction in progress writes shards named after a later instant: never touched.
+        doomed += [
+            f"{self.folder}/base/{name}"
+            for name in self._names("base")
+            if name[:17] <= boundary.instant and name not in used
+        ]
+        if doomed:
+            self.fs.rm(doomed)
+        return len(doomed)
+
+    def _read_deltas(self, instants: Sequence[str], wanted: set[str] | None) -> list[list[Op]]:
+        """The deltas of completed instants, oldest first, fetched together."""
+        paths = [self.delta_path(instant) for instant in instants]
         try:
-            data = self._cat(path)
-        except FileNotFoundError:
+            found = read_objects(self.fs, paths)
+        except FileNotFoundError as exc:
             raise MetadataTableError(
-                f"completed instant {instant} has no metadata-table delta ({path}); "
+                f"a completed instant has no metadata-table delta ({exc}); "
                 "run the repair tool to rebuild the metadata table"
             ) from None
-        return _ops(_parquet_table(data, path), wanted)
+        self.stats.add(len(found), sum(map(len, found)))
+        return [_ops(_parquet_table(data, path), wanted) for path, data in zip(paths, found, strict=True)]
 
     def _read_base(self, manifest: Manifest, wanted: set[str] | None) -> list[Op]:
         ops: list[Op] = []
@@ -262,7 +298,7 @@ class MetadataTable(FileIndex):
             raise MetadataTableError(f"metadata-table file {path} is missing") from None
 
     def _cat(self, path: str) -> bytes:
-        data = bytes(self.fs.cat_file(path))
+        data = read_object(self.fs, path)
         self.stats.add(1, len(data))
         return data
 
@@ -280,7 +316,7 @@ class MetadataTable(FileIndex):
         if not deltas:
             return None
         changes: dict[str, PartitionFiles] = {}
-        delta_ops = [op for instant in deltas for op in self._read_delta(instant, None)]
+        delta_ops = [op for ops in self._read_deltas(deltas, None) for op in ops]
         touched = {op.partition for op in delta_ops}
         old_count = old.shard_count if old else 1
         old_rows = sum(s[2] for s in old.shards if s) if old else 0

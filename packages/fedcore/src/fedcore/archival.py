@@ -1,0 +1,181 @@
+"""Archival: keep the active timeline short, so what every read and write lists stays small.
+
+Each read and each commit lists ``.hoodie/``; without archival that listing grows
+with every instant ever made, and so would the cost of a commit. Like Hudi, once
+more than ``hoodie.keep.max.commits`` instants have completed, the oldest are
+moved out until ``hoodie.keep.min.commits`` remain, into ``.hoodie/archived/``
+(one zstd Parquet file per archival, named so Hudi's own archived-timeline
+reader passes it by).
+
+What may go: only instants the metadata table no longer needs. The boundary is
+a compaction manifest, so the state of the table at the boundary is in the
+sharded base and no view from the boundary on needs an archived instant's delta;
+never an instant a pending write or the last clean's retained commits could
+still need; never the latest write (it gives the table its schema). Time travel
+to an instant at or before the boundary raises ``InstantNotRetainedError``.
+
+Crash safety: the archive file is written (exclusively) before anything is
+deleted, and an instant's requested and inflight files go before its completed
+file, so a crash leaves every instant completed or archived, never looking like
+a failed write that a rollback would undo.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from fsspec import AbstractFileSystem
+
+from fedcore import properties as P
+from fedcore.commit_metadata import earliest_retained
+from fedcore.exceptions import ConfigError, InstantNotRetainedError
+from fedcore.io.atomic import create_exclusive
+from fedcore.io.filesystems import read_object, read_objects
+from fedcore.timeline import CLEAN, WRITE_ACTIONS, Instant, Timeline, instant_path, parse_instant_file
+
+if TYPE_CHECKING:
+    from fedcore.table import Table
+
+FOLDER = "archived"
+_PREFIX = "fed-archive-"
+_SCHEMA = pa.schema(
+    [
+        pa.field("instant", pa.string(), nullable=False),
+        pa.field("action", pa.string(), nullable=False),
+        pa.field("file", pa.string(), nullable=False),
+        pa.field("content", pa.binary(), nullable=False),
+    ]
+)
+
+
+def archive_folder(table_path: str) -> str:
+    return f"{table_path}/{P.HOODIE_FOLDER}/{FOLDER}"
+
+
+def archived_through(fs: AbstractFileSystem, table_path: str) -> str | None:
+    """The newest instant archival took off the active timeline, if any."""
+    try:
+        names = fs.ls(archive_folder(table_path), detail=False, refresh=True)
+    except FileNotFoundError:
+        return None
+    times = [n.rsplit("/", 1)[-1][len(_PREFIX) :][:17] for n in names if _PREFIX in n.rsplit("/", 1)[-1]]
+    return max(times, default=None)
+
+
+def check_not_archived(fs: AbstractFileSystem, table_path: str, as_of: str) -> None:
+    boundary = archived_through(fs, table_path)
+    if boundary is not None and as_of <= boundary:
+        raise InstantNotRetainedError(
+            f"instant {as_of} was archived (the active timeline starts after {boundary})"
+        )
+
+
+def archive(
+    table: Table, options: Mapping[str, str] | None = None, *, hook: Callable[[str], None] | None = None
+) -> list[str]:
+    """Archive what the keep settings allow; the instant times archived, oldest first.
+
+    ``hook`` is called with "written" once the archive file exists and with
+    "pending-states" once requested and inflight files are gone (for crash tests)."""
+    index = table.metadata_table_or_none()
+    if index is None:
+        return []  # a listing index tells committed files apart by the active timeline
+    options = table.options if options is None else options
+    keep_min = P.property_as_int(options, P.ARCHIVE_MIN_INSTANTS, P.DEFAULT_ARCHIVE_MIN_INSTANTS)
+    keep_max = P.property_as_int(options, P.ARCHIVE_MAX_INSTANTS, P.DEFAULT_ARCHIVE_MAX_INSTANTS)
+    if not 0 < keep_min < keep_max:
+        raise ConfigError(
+            f"{P.ARCHIVE_MIN_INSTANTS} ({keep_min}) must be positive and below "
+            f"{P.ARCHIVE_MAX_INSTANTS} ({keep_max})"
+        )
+    timeline = table.timeline()
+    completed = timeline.completed()
+    if len(completed) <= keep_max:
+        return []
+    bound = _bound(table, timeline, completed[-keep_min].time)
+    manifests = [t for t in index.manifest_times() if t < bound]
+    if not manifests:
+        return []
+    boundary = index.manifest(manifests[-1])
+    doomed = [i for i in completed if i.time <= boundary.instant and i.time not in boundary.excluded]
+    if not doomed:
+        return []
+    step = hook or (lambda reached: None)
+    files = _instant_files(table, {i.time for i in doomed})
+    _write_archive(table, boundary.instant, files)
+    step("written")
+    completed_names = {i.file_name() for i in doomed}
+    _remove(table, [path for path in files if path.rsplit("/", 1)[-1] not in completed_names])
+    step("pending-states")
+    _remove(table, [path for path in files if path.rsplit("/", 1)[-1] in completed_names])
+    index.drop_older_than(boundary)
+    return [i.time for i in doomed]
+
+
+def _bound(table: Table, timeline: Timeline, keep_from: str) -> str:
+    """Archival stops before this instant."""
+    bounds = [keep_from]
+    pending = timeline.pending()
+    if pending:
+        bounds.append(pending[0].time)
+    writes = timeline.completed(WRITE_ACTIONS)
+    if writes:
+        bounds.append(writes[-1].time)
+    cleans = timeline.completed([CLEAN])
+    if cleans:
+        retained = earliest_retained(read_object(table.fs.table_fs, instant_path(table.path, cleans[-1])))
+        if retained:
+            bounds.append(retained)
+    return min(bounds)
+
+
+def _instant_files(table: Table, times: set[str]) -> list[str]:
+    """Every timeline file (all states) of the given instants, oldest first."""
+    folder = f"{table.path}/{P.HOODIE_FOLDER}"
+    names = sorted(
+        entry.rsplit("/", 1)[-1] for entry in table.fs.table_fs.ls(folder, detail=False, refresh=True)
+    )
+    return [
+        f"{folder}/{name}" for name in names if name[:17] in times and parse_instant_file(name) is not None
+    ]
+
+
+def _remove(table: Table, paths: list[str]) -> None:
+    if paths:
+        table.fs.table_fs.rm(paths)
+
+
+def _write_archive(table: Table, boundary: str, files: list[str]) -> None:
+    contents = read_objects(table.fs.table_fs, files)
+    instants: list[Instant] = [parse_instant_file(path.rsplit("/", 1)[-1]) for path in files]  # type: ignore[misc]
+    rows = pa.table(
+        {
+            "instant": [i.time for i in instants],
+            "action": [i.action for i in instants],
+            "file": [path.rsplit("/", 1)[-1] for path in files],
+            "content": contents,
+        },
+        schema=_SCHEMA,
+    )
+    sink = io.BytesIO()
+    pq.write_table(rows, sink, compression="zstd")
+    path = f"{archive_folder(table.path)}/{_PREFIX}{boundary}.parquet"
+    # Exists when an earlier archival to the same boundary died before its deletions: finish them.
+    with contextlib.suppress(FileExistsError):
+        create_exclusive(table.fs.table_fs, path, sink.getvalue())
+
+
+def read_archive(table: Table) -> pa.Table:
+    """Every archived timeline file: instant, action, file name, content."""
+    folder = archive_folder(table.path)
+    try:
+        names = sorted(table.fs.table_fs.ls(folder, detail=False, refresh=True))
+    except FileNotFoundError:
+        return _SCHEMA.empty_table()
+    parts = [pq.read_table(pa.BufferReader(read_object(table.fs.table_fs, n))) for n in names if _PREFIX in n]
+    return pa.concat_tables(parts) if parts else _SCHEMA.empty_table()

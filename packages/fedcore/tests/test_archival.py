@@ -1,0 +1,87 @@
+"""Archival keeps the active timeline short; reads, time travel and crashes stay right."""
+
+from __future__ import annotations
+
+import pytest
+
+from fedcore import properties as P
+from fedcore.archival import archive, read_archive
+from fedcore.exceptions import InstantNotRetainedError
+from fedcore.table import Table
+from fedcore.testing import Backend
+from fedcore.write_client import WriteClient
+
+from .test_writes import make_table, rows, trips
+
+KEEP = {
+    P.ARCHIVE_MIN_INSTANTS: "4",
+    P.ARCHIVE_MAX_INSTANTS: "8",
+    P.CLEANER_COMMITS_RETAINED: "2",
+    P.METADATA_COMPACT_DELTAS: "2",
+}
+
+
+class Crash(BaseException):
+    """Stands for the death of the process."""
+
+
+def write_rounds(table: Table, rounds: int, model: dict[int, tuple[str, float]]) -> list[str]:
+    writer = WriteClient(table)
+    instants = []
+    for n in range(rounds):
+        ids = [n % 5, 10 + n]
+        instants.append(writer.upsert(trips(ids, ["us", "de"], fare=100.0 * n)))
+        model.update({i: (c, 100.0 * n + i) for i, c in zip(ids, ["us", "de"], strict=True)})
+    return instants
+
+
+def test_archival_keeps_the_timeline_short_and_reads_unchanged(backend: Backend) -> None:
+    table = make_table(backend, **KEEP)
+    model: dict[int, tuple[str, float]] = {}
+    longest = 0
+    instants = []
+    for _ in range(5):
+        instants += write_rounds(table, 3, model)
+        longest = max(longest, len(table.timeline().completed()))
+        assert rows(table) == model
+    assert longest <= 8
+    archived = read_archive(table)
+    names, contents = archived.column("file").to_pylist(), archived.column("content").to_pylist()
+    files = dict(zip(names, contents, strict=True))
+    archived_commits = {name[:17] for name in files if name.endswith(".commit")}
+    assert instants[0] in archived_commits
+    assert not archived_commits & {i.time for i in table.timeline()}, "an instant is active or archived"
+    # Every timeline file of an archived instant is in the archive, content and all.
+    assert b'"partitionToWriteStats"' in files[f"{instants[0]}.commit"]
+    assert f"{instants[0]}.commit.requested" in files
+
+    with pytest.raises(InstantNotRetainedError, match="archived"):
+        table.read(as_of=instants[0])
+    # Metadata-table files older than the archive boundary are gone: the folder stays small.
+    index = table.metadata_table_or_none()
+    assert index is not None
+    assert len(index.manifest_times()) <= 3
+    assert index.deltas_since_compaction() <= 2
+
+
+@pytest.mark.parametrize("step", ["written", "pending-states"])
+def test_a_crash_during_archival_leaves_no_instant_looking_failed(backend: Backend, step: str) -> None:
+    table = make_table(backend, **KEEP, **{P.ARCHIVE_AUTOMATIC: "false"})
+    model: dict[int, tuple[str, float]] = {}
+    write_rounds(table, 10, model)
+    before = len(table.timeline().completed())
+
+    def crash(reached: str) -> None:
+        if reached == step:
+            raise Crash(step)
+
+    with pytest.raises(Crash):
+        archive(table, hook=crash)
+    assert table.timeline().pending() == []  # a rollback would undo a pending-looking instant
+    assert rows(table) == model
+
+    done = archive(table)  # the next archival finishes the job
+    assert done or step == "pending-states"
+    assert len(table.timeline().completed()) < before
+    write_rounds(table, 2, model)
+    assert rows(table) == model
