@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from fedcore.exceptions import CommitConflictError
@@ -16,7 +20,7 @@ from fedcore.timeline import COMMIT
 from fedcore.transaction import STEPS, Transaction
 from fedcore.write_client import WriteClient
 
-from .test_writes import make_table, physical_files, rows, trips
+from .test_writes import FAST_HEARTBEAT, make_table, physical_files, rows, trips
 
 
 class Crash(BaseException):
@@ -58,6 +62,53 @@ def test_a_crash_at_any_step_leaves_the_commit_all_or_nothing(backend: Backend, 
     superseded = 1 if step in ("outcome", "completed") else 0
     assert live <= on_disk
     assert len(on_disk - live) == superseded, "no orphan data file is left behind"
+
+
+DYING_WRITER = """
+import json, os, sys
+import pyarrow.parquet as pq
+from fedcore.table import load_table
+from fedcore.write_client import WriteClient
+
+path, options, heartbeat, step, data = sys.argv[1:]
+table = load_table(path, properties=json.loads(heartbeat), storage_options=json.loads(options))
+
+def die(reached):
+    if reached == step:
+        os._exit(17)  # no finally, no atexit, no heartbeat thread: the process is gone
+
+WriteClient(table, hook=die).upsert(pq.read_table(data))
+"""
+
+
+@pytest.mark.parametrize("step", ["data", "metadata", "outcome"])
+def test_a_writer_process_killed_mid_commit_is_recovered(backend: Backend, step: str, tmp_path: Path) -> None:
+    table = make_table(backend)
+    WriteClient(table).upsert(trips([1, 2]))
+    before = rows(table)
+    pq.write_table(trips([1, 3], fare=100.0), tmp_path / "batch.parquet")
+    args = [table.path, json.dumps(backend.storage_options), json.dumps(FAST_HEARTBEAT), step]
+    child = subprocess.run(
+        [sys.executable, "-c", DYING_WRITER, *args, str(tmp_path / "batch.parquet")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert child.returncode == 17, child.stderr
+    assert rows(table) == before, "a dead writer's work is invisible"
+    assert table.timeline().pending() != []
+
+    wait_for_heartbeat_expiry()
+    WriteClient(table).upsert(trips([9], "zz"))  # the next writer recovers first
+    recovered = rows(table)
+    del recovered[9]
+    committed = {1: ("us", 101.0), 2: ("us", 12.0), 3: ("us", 103.0)}
+    assert recovered == (committed if step == "outcome" else before)
+    assert table.timeline().pending() == []
+    live = {table.fs.to_physical(s.path).split("://", 1)[-1] for s in table.file_slices()}
+    on_disk = {p.split("://", 1)[-1] for p in physical_files(backend, backend.storage_path)}
+    assert len(on_disk - live) == (1 if step == "outcome" else 0), "no orphan data file is left behind"
 
 
 def test_writers_touching_the_same_file_group_exactly_one_commits(backend: Backend) -> None:
