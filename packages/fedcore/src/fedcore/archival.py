@@ -32,11 +32,11 @@ import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
 from fedcore import properties as P
-from fedcore.commit_metadata import earliest_retained
+from fedcore.cleaning import last_clean_retained
 from fedcore.exceptions import ConfigError, InstantNotRetainedError
 from fedcore.io.atomic import create_exclusive
 from fedcore.io.filesystems import read_object, read_objects
-from fedcore.timeline import CLEAN, WRITE_ACTIONS, Instant, Timeline, instant_path, parse_instant_file
+from fedcore.timeline import WRITE_ACTIONS, Instant, Timeline, parse_instant_file
 
 if TYPE_CHECKING:
     from fedcore.table import Table
@@ -126,11 +126,9 @@ def _bound(table: Table, timeline: Timeline, keep_from: str) -> str:
     writes = timeline.completed(WRITE_ACTIONS)
     if writes:
         bounds.append(writes[-1].time)
-    cleans = timeline.completed([CLEAN])
-    if cleans:
-        retained = earliest_retained(read_object(table.fs.table_fs, instant_path(table.path, cleans[-1])))
-        if retained:
-            bounds.append(retained)
+    retained = last_clean_retained(table, timeline)
+    if retained:
+        bounds.append(retained)
     return min(bounds)
 
 

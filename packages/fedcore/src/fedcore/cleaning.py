@@ -62,7 +62,7 @@ def plan_clean(table: Table, retained: int) -> CleanPlan | None:
     if retained < 1 or len(writes) <= retained:
         return None
     earliest = writes[-retained].time
-    since = _last_earliest_retained(table, timeline)
+    since = last_clean_retained(table, timeline)
     if since is not None and since >= earliest:
         return None
     plan = CleanPlan(earliest)
@@ -83,8 +83,8 @@ def plan_clean(table: Table, retained: int) -> CleanPlan | None:
     return plan
 
 
-def _last_earliest_retained(table: Table, timeline: Timeline) -> str | None:
-    """Where the previous clean left off: the earliest instant it retained."""
+def last_clean_retained(table: Table, timeline: Timeline) -> str | None:
+    """Where the latest clean left off: the earliest instant it retained."""
     cleans = timeline.completed([CLEAN])
     if not cleans:
         return None
