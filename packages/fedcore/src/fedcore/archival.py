@@ -36,6 +36,7 @@ from fedcore.cleaning import last_clean_retained
 from fedcore.exceptions import ConfigError, InstantNotRetainedError
 from fedcore.io.atomic import create_exclusive
 from fedcore.io.filesystems import read_object, read_objects
+from fedcore.io.parquet import read_parquet
 from fedcore.timeline import WRITE_ACTIONS, Instant, Timeline, parse_instant_file
 
 if TYPE_CHECKING:
@@ -175,5 +176,5 @@ def read_archive(table: Table) -> pa.Table:
         names = sorted(table.fs.table_fs.ls(folder, detail=False, refresh=True))
     except FileNotFoundError:
         return _SCHEMA.empty_table()
-    parts = [pq.read_table(pa.BufferReader(read_object(table.fs.table_fs, n))) for n in names if _PREFIX in n]
+    parts = [read_parquet(read_object(table.fs.table_fs, n)) for n in names if _PREFIX in n]
     return pa.concat_tables(parts) if parts else _SCHEMA.empty_table()

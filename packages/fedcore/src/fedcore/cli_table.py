@@ -20,6 +20,7 @@ from fedcore.demo import run_demo
 from fedcore.exceptions import FedError, InvalidRecordsError
 from fedcore.filters import parse_where
 from fedcore.io.filesystems import StorageOptions
+from fedcore.io.parquet import read_parquet
 from fedcore.rollback import rollback
 from fedcore.table import Table, create_table, load_table
 from fedcore.write_client import OPERATIONS, UPSERT, WriteClient
@@ -145,7 +146,7 @@ def _read_input(path: str) -> pa.Table:
     suffix = Path(path).suffix.lower()
     try:
         if suffix == ".parquet":
-            return pq.read_table(path)
+            return read_parquet(path)
         if suffix == ".csv":
             return pacsv.read_csv(path)
     except (OSError, pa.ArrowException) as exc:

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from fedcore.archival import check_not_archived
 from fedcore.avro_schema import field_types
 from fedcore.exceptions import InvalidFilterError, InvalidInstantError
 from fedcore.filters import Filter, matches, row_expression, typed
+from fedcore.io.parquet import read_parquet
 from fedcore.records import META_COLUMNS
 from fedcore.timeline import WRITE_ACTIONS, parse_instant_time
 
@@ -132,7 +132,7 @@ class Reader:
         if columns is not None:
             wanted = list(dict.fromkeys([*columns, *(f.column for f in row_filters)]))
         with self.table.fs.open(file_slice.path, "rb") as handle:
-            data = pq.read_table(handle, columns=wanted)
+            data = read_parquet(handle, wanted)
         expression = row_expression(row_filters)
         if expression is not None:
             data = data.filter(expression)

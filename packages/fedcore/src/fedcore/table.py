@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from fedcore import properties as P
 from fedcore.commit_metadata import CommitMetadata
@@ -25,6 +24,7 @@ from fedcore.exceptions import (
 )
 from fedcore.io.federated import FederatedFileSystem
 from fedcore.io.filesystems import StorageOptions, filesystem_for, read_object
+from fedcore.io.parquet import read_parquet_schema
 from fedcore.io.uris import normalize_uri
 from fedcore.metadata import FileIndex, ListingFileIndex, MetadataTable
 from fedcore.partitioning import PartitionScheme
@@ -116,7 +116,7 @@ class Table:
         for instant in reversed(timeline.completed(WRITE_ACTIONS)):
             for stat in self.commit_metadata(instant).stats:
                 with self.fs.open(stat.path, "rb") as handle:
-                    return strip_meta(pq.read_schema(handle).empty_table()).schema.remove_metadata()
+                    return strip_meta(read_parquet_schema(handle).empty_table()).schema.remove_metadata()
         return None
 
     # --- reads (see ``reader``) ------------------------------------------------------------

@@ -28,6 +28,7 @@ from fedcore.avro_schema import to_avro_json
 from fedcore.commit_metadata import CommitMetadata, WriteStat
 from fedcore.exceptions import InvalidRecordsError
 from fedcore.filenames import base_file_name, new_file_id
+from fedcore.io.parquet import read_parquet
 from fedcore.metadata.file_index import PartitionFiles
 from fedcore.metadata.table import ADD, REPLACE, Op
 from fedcore.records import (
@@ -270,7 +271,7 @@ class WriteClient:
         def keys_of(name: str) -> list[str]:
             path = f"{partition}/{name}" if partition else name
             with self.table.fs.open(path, "rb") as handle:
-                return pq.read_table(handle, columns=[RECORD_KEY]).column(0).to_pylist()
+                return read_parquet(handle, [RECORD_KEY]).column(0).to_pylist()
 
         location: dict[str, str] = {}
         with ThreadPoolExecutor(_IO_THREADS) as pool:
@@ -323,7 +324,7 @@ class WriteClient:
         if group.base is not None:
             base_path = f"{group.partition}/{group.base[1]}" if group.partition else group.base[1]
             with self.table.fs.open(base_path, "rb") as handle:
-                old = pq.read_table(handle)
+                old = read_parquet(handle)
             gone = pa.array(sorted(group.updated_keys | group.deleted_keys), pa.string())
             old = old.filter(pc.invert(pc.is_in(old.column(RECORD_KEY), value_set=gone)))
             kept = old.num_rows

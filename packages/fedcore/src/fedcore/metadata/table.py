@@ -40,6 +40,7 @@ from fedcore.commit_metadata import earliest_retained
 from fedcore.exceptions import InstantNotRetainedError, MetadataTableError
 from fedcore.io.atomic import create_exclusive
 from fedcore.io.filesystems import read_object, read_objects
+from fedcore.io.parquet import open_parquet, read_parquet, read_row_groups
 from fedcore.metadata.file_index import FileIndex, PartitionFiles
 from fedcore.metadata.ranged import RangedFile, ReadStats
 from fedcore.timeline import Timeline
@@ -277,13 +278,15 @@ class MetadataTable(FileIndex):
         if wanted is None:
             return _ops(self._read_whole(path, size), None)
         try:
-            reader = pq.ParquetFile(RangedFile(self.fs, path, size, self.stats))
+            source = RangedFile(self.fs, path, size, self.stats)
+            reader = open_parquet(source)
             groups = [
                 index
                 for index in range(reader.metadata.num_row_groups)
                 if _row_group_holds(reader.metadata.row_group(index), wanted)
             ]
-            table = reader.read_row_groups(groups) if groups else _SCHEMA.empty_table()
+            source.prefetch(_row_group_span(reader.metadata.row_group(index)) for index in groups)
+            table = read_row_groups(reader, groups) if groups else _SCHEMA.empty_table()
         except FileNotFoundError:
             raise MetadataTableError(f"metadata-table shard {path} is missing") from None
         except (OSError, pa.ArrowException) as exc:
@@ -392,7 +395,7 @@ def _instant_file(folder: str, name: str) -> str:
 
 def _parquet_table(data: bytes, path: str) -> pa.Table:
     try:
-        return pq.read_table(pa.BufferReader(data))
+        return read_parquet(data)
     except pa.ArrowException as exc:
         raise MetadataTableError(f"metadata-table file {path} is unreadable: {exc}") from exc
 
@@ -407,6 +410,17 @@ def _row_group_holds(row_group: pq.RowGroupMetaData, wanted: set[str]) -> bool:
     if stats is None or not stats.has_min_max:
         return True
     return any(stats.min <= partition <= stats.max for partition in wanted)
+
+
+def _row_group_span(row_group: pq.RowGroupMetaData) -> tuple[int, int]:
+    """The bytes holding a row group's column chunks (dictionary page first when there is one)."""
+    starts, ends = [], []
+    for index in range(row_group.num_columns):
+        column = row_group.column(index)
+        start = column.dictionary_page_offset if column.has_dictionary_page else column.data_page_offset
+        starts.append(start)
+        ends.append(start + column.total_compressed_size)
+    return min(starts), max(ends)
 
 
 def _apply(state: dict[str, PartitionFiles], op: Op) -> None:
