@@ -21,7 +21,7 @@ from fedcore.io.filesystems import filesystem_for
 from fedcore.records import META_COLUMNS
 from fedcore.rollback import rollback
 from fedcore.table import Table, create_table, load_table
-from fedcore.testing import Backend
+from fedcore.testing import Backend, LoopbackS3
 from fedcore.write_client import WriteClient
 
 FAST_HEARTBEAT = {P.HEARTBEAT_INTERVAL_MS: "100", P.HEARTBEAT_TOLERABLE_MISSES: "2"}
@@ -293,3 +293,27 @@ def test_stale_listing_caches_never_hide_a_commit(backend: Backend) -> None:
     assert other.read().num_rows == 0
     WriteClient(table).upsert(trips([1]))
     assert rows(other) == {1: ("us", 11.0)}
+
+
+def test_an_upsert_and_a_read_on_s3_spend_requests_where_they_must(s3_server: LoopbackS3) -> None:
+    """The table prefix is the one every reader and writer shares: a commit lists the
+    timeline once to plan, once to pick its instant and once for its table services,
+    and no data file is HEADed before it is read (the file index knows its size)."""
+    tables, storage = s3_server.create_bucket("budget"), s3_server.create_bucket("budget-data")
+    backend = Backend("s3", f"{tables}/trips", storage, s3_server.storage_options())
+    table = make_table(backend)
+    countries = ["us", "fr", "de"]
+    WriteClient(table).insert(trips(range(30), [countries[i % 3] for i in range(30)]))
+    timeline_prefix = f"{tables.removeprefix('s3://')}/trips/.hoodie/"
+
+    s3_server.requests.reset()
+    WriteClient(table).upsert(trips(range(0, 30, 2), [countries[i % 3] for i in range(0, 30, 2)], ts=2))
+    assert s3_server.requests.listed[timeline_prefix] == 3, s3_server.requests.listed
+    assert s3_server.requests.by_method["HEAD"] <= 1, s3_server.requests.by_method  # the marker folder's
+
+    s3_server.requests.reset()
+    assert rows(table, filters=[("country", "in", ["us", "fr"])]) == {
+        i: (countries[i % 3], 10.0 + i) for i in range(30) if i % 3 != 2
+    }
+    assert s3_server.requests.by_method["HEAD"] == 0, s3_server.requests.by_method
+    assert s3_server.requests.listed[timeline_prefix] == 1, s3_server.requests.listed

@@ -77,12 +77,17 @@ def check_not_archived(fs: AbstractFileSystem, table_path: str, as_of: str) -> N
 
 
 def archive(
-    table: Table, options: Mapping[str, str] | None = None, *, hook: Callable[[str], None] | None = None
+    table: Table,
+    options: Mapping[str, str] | None = None,
+    *,
+    timeline: Timeline | None = None,
+    hook: Callable[[str], None] | None = None,
 ) -> list[str]:
     """Archive what the keep settings allow; the instant times archived, oldest first.
 
-    ``hook`` is called with "written" once the archive file exists and with
-    "pending-states" once requested and inflight files are gone (for crash tests)."""
+    ``timeline``: one the caller has just listed. ``hook`` is called with "written"
+    once the archive file exists and with "pending-states" once requested and
+    inflight files are gone (for crash tests)."""
     index = table.metadata_table_or_none()
     if index is None:
         return []  # a listing index tells committed files apart by the active timeline
@@ -94,7 +99,7 @@ def archive(
             f"{P.ARCHIVE_MIN_INSTANTS} ({keep_min}) must be positive and below "
             f"{P.ARCHIVE_MAX_INSTANTS} ({keep_max})"
         )
-    timeline = table.timeline()
+    timeline = timeline or table.timeline()
     completed = timeline.completed()
     if len(completed) <= keep_max:
         return []

@@ -55,9 +55,9 @@ class CleanPlan:
         return bool(self.doomed) or self.partitions is None or self.window >= EMPTY_CLEAN_WINDOW
 
 
-def plan_clean(table: Table, retained: int) -> CleanPlan | None:
+def plan_clean(table: Table, retained: int, timeline: Timeline | None = None) -> CleanPlan | None:
     """What a clean keeping the latest ``retained`` writes would delete; None when nothing fell out."""
-    timeline = table.timeline()
+    timeline = timeline or table.timeline()
     writes = timeline.completed(WRITE_ACTIONS)
     if retained < 1 or len(writes) <= retained:
         return None
@@ -111,13 +111,16 @@ def _doomed(files: PartitionFiles, earliest: str) -> dict[str, int]:
     return doomed
 
 
-def clean(table: Table, retained: int, *, recover: bool = True) -> str | None:
+def clean(
+    table: Table, retained: int, *, recover: bool = True, timeline: Timeline | None = None
+) -> str | None:
     """Run a clean; the clean instant's time, or None when nothing was old enough to delete.
 
-    ``recover=False`` skips rolling back failed writes first, for a writer that just did."""
-    if recover:
-        roll_back_failed_writes(table)
-    plan = plan_clean(table, retained)
+    ``recover=False`` skips rolling back failed writes first, for a writer that just did;
+    ``timeline``, when the caller has just listed it, saves listing it again."""
+    if recover and roll_back_failed_writes(table, timeline):
+        timeline = None  # the rollbacks changed it
+    plan = plan_clean(table, retained, timeline)
     if plan is None or not plan.worth_recording:
         return None
     doomed = plan.doomed

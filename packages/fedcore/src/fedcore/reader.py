@@ -20,6 +20,7 @@ from fedcore.archival import check_not_archived
 from fedcore.avro_schema import field_types
 from fedcore.exceptions import InvalidFilterError, InvalidInstantError
 from fedcore.filters import Filter, matches, row_expression, typed
+from fedcore.io.filesystems import open_sized
 from fedcore.io.parquet import read_parquet
 from fedcore.records import META_COLUMNS
 from fedcore.timeline import WRITE_ACTIONS, parse_instant_time
@@ -131,7 +132,7 @@ class Reader:
         wanted = None
         if columns is not None:
             wanted = list(dict.fromkeys([*columns, *(f.column for f in row_filters)]))
-        with self.table.fs.open(file_slice.path, "rb") as handle:
+        with open_sized(self.table.fs, file_slice.path, file_slice.size) as handle:
             data = read_parquet(handle, wanted)
         expression = row_expression(row_filters)
         if expression is not None:

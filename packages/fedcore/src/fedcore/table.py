@@ -23,7 +23,7 @@ from fedcore.exceptions import (
     UnsupportedTableVersionError,
 )
 from fedcore.io.federated import FederatedFileSystem
-from fedcore.io.filesystems import StorageOptions, filesystem_for, read_object
+from fedcore.io.filesystems import StorageOptions, filesystem_for, open_sized, read_object
 from fedcore.io.parquet import read_parquet_schema
 from fedcore.io.uris import normalize_uri
 from fedcore.metadata import FileIndex, ListingFileIndex, MetadataTable
@@ -110,12 +110,12 @@ class Table:
         path = instant_path(self.path, instant)
         return CommitMetadata.from_bytes(read_object(self.fs.table_fs, path), path)
 
-    def schema(self) -> pa.Schema | None:
+    def schema(self, timeline: Timeline | None = None) -> pa.Schema | None:
         """The data schema (without Hudi's meta columns), from the newest base file; None when empty."""
-        timeline = self.timeline()
+        timeline = timeline or self.timeline()
         for instant in reversed(timeline.completed(WRITE_ACTIONS)):
             for stat in self.commit_metadata(instant).stats:
-                with self.fs.open(stat.path, "rb") as handle:
+                with open_sized(self.fs, stat.path, stat.file_size) as handle:
                     return strip_meta(read_parquet_schema(handle).empty_table()).schema.remove_metadata()
         return None
 

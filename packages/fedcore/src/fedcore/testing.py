@@ -14,6 +14,7 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qs
 
 from fedcore.io.filesystems import StorageOptions, filesystem_for
 
@@ -26,15 +27,23 @@ class RequestCount:
     """Requests the server answered, by HTTP method: what a benchmark reports as cost.
 
     Counted at the server, so every request the client stack sends (listing
-    pages, retries, HEADs before GETs) is in, whatever library sent it."""
+    pages, retries, HEADs before GETs) is in, whatever library sent it. A
+    listing counts as "LIST", not "GET": S3 bills and throttles it as a write-class
+    request, and it is what a layout wants to keep off hot prefixes; ``listed``
+    counts listings by bucket and prefix."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.by_method: Counter[str] = Counter()
+        self.listed: Counter[str] = Counter()
 
-    def add(self, method: str) -> None:
+    def add(self, method: str, path: str = "", query: str = "") -> None:
+        arguments = parse_qs(query)
+        listing = method == "GET" and "list-type" in arguments
         with self._lock:
-            self.by_method[method] += 1
+            self.by_method["LIST" if listing else method] += 1
+            if listing:
+                self.listed[f"{path.strip('/')}/{arguments.get('prefix', [''])[0]}"] += 1
 
     @property
     def total(self) -> int:
@@ -43,6 +52,7 @@ class RequestCount:
     def reset(self) -> None:
         with self._lock:
             self.by_method.clear()
+            self.listed.clear()
 
 
 class LoopbackS3:
@@ -64,7 +74,11 @@ class LoopbackS3:
         count = self.requests
 
         def counted(environ: dict[str, Any], start_response: Any) -> Any:
-            count.add(environ.get("REQUEST_METHOD", "?"))
+            count.add(
+                environ.get("REQUEST_METHOD", "?"),
+                environ.get("PATH_INFO", ""),
+                environ.get("QUERY_STRING", ""),
+            )
             return app(environ, start_response)
 
         self._server = make_server("127.0.0.1", 0, counted, threaded=True)

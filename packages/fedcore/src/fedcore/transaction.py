@@ -93,8 +93,9 @@ class Heartbeat:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
-        if remove and self._fs.exists(self.path):
-            self._fs.rm_file(self.path)
+        if remove:
+            with contextlib.suppress(FileNotFoundError):  # one request, not a check and then one
+                self._fs.rm_file(self.path)
 
 
 class Transaction:
@@ -273,10 +274,8 @@ def _delete_written_files(table: Table, instant: str) -> dict[str, list[str]]:
 
 
 def _remove_markers(table: Table, instant: str) -> None:
-    fs = table.fs.table_fs
-    folder = table.marker_folder(instant)
-    if fs.exists(folder):
-        fs.rm(folder, recursive=True)
+    with contextlib.suppress(FileNotFoundError):  # none: nothing was written
+        table.fs.table_fs.rm(table.marker_folder(instant), recursive=True)
 
 
 def roll_back_failed_writes(table: Table, timeline: Timeline | None = None) -> list[str]:

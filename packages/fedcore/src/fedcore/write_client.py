@@ -28,6 +28,7 @@ from fedcore.avro_schema import to_avro_json
 from fedcore.commit_metadata import CommitMetadata, WriteStat
 from fedcore.exceptions import InvalidRecordsError
 from fedcore.filenames import base_file_name, new_file_id
+from fedcore.io.filesystems import open_sized
 from fedcore.io.parquet import read_parquet
 from fedcore.metadata.file_index import PartitionFiles
 from fedcore.metadata.table import ADD, REPLACE, Op
@@ -44,7 +45,7 @@ from fedcore.records import (
 )
 from fedcore.services import run_table_services
 from fedcore.table import Table
-from fedcore.timeline import COMMIT, REPLACE_COMMIT, WRITE_ACTIONS
+from fedcore.timeline import COMMIT, REPLACE_COMMIT, WRITE_ACTIONS, Timeline
 from fedcore.transaction import StepHook, Transaction, roll_back_failed_writes
 
 BULK_INSERT: Final = "bulk_insert"
@@ -66,6 +67,7 @@ class FileGroupWrite:
     partition: str
     file_id: str
     base: tuple[str, str] | None = None  # (base instant, file name) of the version replaced
+    base_size: int | None = None
     rows: list[int] = field(default_factory=list)  # input rows written into it
     updated_keys: set[str] = field(default_factory=set)
     deleted_keys: set[str] = field(default_factory=set)
@@ -112,9 +114,12 @@ class WriteClient:
             raise InvalidRecordsError(f"unknown operation {operation!r}; one of {', '.join(OPERATIONS)}")
         if not isinstance(data, pa.Table):
             raise InvalidRecordsError(f"records must be a pyarrow.Table, not {type(data).__name__}")
-        roll_back_failed_writes(self.table)
+        # One listing of the timeline serves recovery, the schema and the plan.
+        timeline = self.table.timeline()
+        if roll_back_failed_writes(self.table, timeline):
+            timeline = self.table.timeline()
         config = self.table.config
-        schema = self.table.schema()
+        schema = self.table.schema(timeline)
         if operation == DELETE:
             check_columns(data, [*config.record_key_fields, *config.partition_fields], "key")
         else:
@@ -139,7 +144,7 @@ class WriteClient:
         )
         try:
             transaction.begin()
-            instant = self._write(transaction, operation, data, schema, keys, by_partition)
+            instant = self._write(transaction, timeline, operation, data, schema, keys, by_partition)
         except Exception:
             transaction.abort()
             raise
@@ -153,14 +158,15 @@ class WriteClient:
     def _write(
         self,
         transaction: Transaction,
+        timeline: Timeline,
         operation: str,
         data: pa.Table,
         schema: pa.Schema | None,
         keys: list[str],
         by_partition: dict[str, list[int]],
     ) -> str:
-        current = self.table.file_index.files(by_partition) if by_partition else {}
-        record_size = self._record_size()
+        current = self.table.file_index_at(timeline).files(by_partition) if by_partition else {}
+        record_size = self._record_size(timeline)
         plan: list[FileGroupWrite] = []
         replaced: dict[str, list[str]] = {}
         for partition, rows in sorted(by_partition.items()):
@@ -179,8 +185,8 @@ class WriteClient:
 
         stats: list[WriteStat] = []
         ops: list[Op] = []
-        for partition in sorted(by_partition):
-            self._ensure_partition_metadata(partition, transaction.time)
+        for partition in sorted(by_partition.keys() - current.keys()):  # those in the index have it
+            self._write_partition_metadata(partition, transaction.time)
         # Files go to many prefixes (often many buckets): write them in parallel.
         with ThreadPoolExecutor(_IO_THREADS) as pool:
             futures = [
@@ -222,7 +228,7 @@ class WriteClient:
         groups: dict[str, FileGroupWrite] = {}
         inserts = rows
         if operation in (UPSERT, DELETE):
-            location = self._key_index(partition, slices)
+            location = self._key_index(partition, slices, files)
             inserts = []
             for row in rows:
                 file_id = location.get(keys[row])
@@ -232,7 +238,8 @@ class WriteClient:
                     continue
                 group = groups.get(file_id)
                 if group is None:
-                    group = groups[file_id] = FileGroupWrite(partition, file_id, slices[file_id])
+                    base = slices[file_id]
+                    group = groups[file_id] = FileGroupWrite(partition, file_id, base, files.files[base[1]])
                 if operation == UPSERT:
                     group.rows.append(row)
                     group.updated_keys.add(keys[row])
@@ -253,7 +260,7 @@ class WriteClient:
                 continue
             group = groups.get(file_id)
             if group is None:
-                group = groups[file_id] = FileGroupWrite(partition, file_id, (instant, name))
+                group = groups[file_id] = FileGroupWrite(partition, file_id, (instant, name), size)
             group.rows.extend(remaining[:capacity])
             remaining = remaining[capacity:]
         return [*groups.values(), *self._new_groups(partition, remaining, record_size)]
@@ -261,16 +268,18 @@ class WriteClient:
     def _new_groups(self, partition: str, rows: list[int], record_size: int) -> list[FileGroupWrite]:
         per_file = max(1, self._int(P.MAX_FILE_SIZE, P.DEFAULT_MAX_FILE_SIZE) // record_size)
         return [
-            FileGroupWrite(partition, new_file_id(), None, rows[start : start + per_file])
+            FileGroupWrite(partition, new_file_id(), rows=rows[start : start + per_file])
             for start in range(0, len(rows), per_file)
         ]
 
-    def _key_index(self, partition: str, slices: dict[str, tuple[str, str]]) -> dict[str, str]:
+    def _key_index(
+        self, partition: str, slices: dict[str, tuple[str, str]], files: PartitionFiles
+    ) -> dict[str, str]:
         """record key -> file id for one partition, from the keys column of its latest base files."""
 
         def keys_of(name: str) -> list[str]:
             path = f"{partition}/{name}" if partition else name
-            with self.table.fs.open(path, "rb") as handle:
+            with open_sized(self.table.fs, path, files.files[name]) as handle:
                 return read_parquet(handle, [RECORD_KEY]).column(0).to_pylist()
 
         location: dict[str, str] = {}
@@ -280,10 +289,9 @@ class WriteClient:
                 location.update(dict.fromkeys(keys, file_id))
         return location
 
-    def _record_size(self) -> int:
+    def _record_size(self, timeline: Timeline) -> int:
         """Bytes per record, from the latest commit that wrote any (Hudi's estimate)."""
         default = self._int(P.RECORD_SIZE_ESTIMATE, P.DEFAULT_RECORD_SIZE_ESTIMATE)
-        timeline = self.table.timeline()
         for instant in reversed(timeline.completed(WRITE_ACTIONS)[-5:]):
             stats = self.table.commit_metadata(instant).stats
             written = sum(s.num_writes for s in stats)
@@ -323,7 +331,7 @@ class WriteClient:
         kept = 0
         if group.base is not None:
             base_path = f"{group.partition}/{group.base[1]}" if group.partition else group.base[1]
-            with self.table.fs.open(base_path, "rb") as handle:
+            with open_sized(self.table.fs, base_path, group.base_size) as handle:
                 old = read_parquet(handle)
             gone = pa.array(sorted(group.updated_keys | group.deleted_keys), pa.string())
             old = old.filter(pc.invert(pc.is_in(old.column(RECORD_KEY), value_set=gone)))
@@ -357,10 +365,8 @@ class WriteClient:
             file_size=len(payload),
         )
 
-    def _ensure_partition_metadata(self, partition: str, instant: str) -> None:
+    def _write_partition_metadata(self, partition: str, instant: str) -> None:
         path = f"{partition}/{P.PARTITION_METADATA_FILE}" if partition else P.PARTITION_METADATA_FILE
-        if self.table.fs.exists(path):
-            return
         depth = len(partition.split("/")) if partition else 0
         stamp = time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime())
         body = f"#partition metadata\n#{stamp}\ncommitTime={instant}\npartitionDepth={depth}\n".encode()

@@ -17,6 +17,7 @@ from typing import Any, TypeAlias
 
 import fsspec
 from fsspec import AbstractFileSystem
+from fsspec.spec import AbstractBufferedFile
 
 from fedcore.exceptions import InvalidStorageConfigError
 from fedcore.io.uris import has_scheme, is_within, normalize_uri, protocol_of
@@ -76,6 +77,23 @@ def read_object(fs: AbstractFileSystem, path: str) -> bytes:
         if exc.errno != errno.EINVAL:
             raise
         return bytes(fs.cat_file(path))
+
+
+def open_sized(fs: AbstractFileSystem, path: str, size: int | None) -> Any:
+    """Open for reading a data file whose size the file index already knows.
+
+    An object-store file asks for its details (a HEAD) before its first read:
+    for the size, and in s3fs for an ETag to check later reads against, which
+    guards against a file rewritten in place. Data files are never rewritten
+    (each version has its own name), and the metadata table and commit metadata
+    hold their sizes, so a read of N file slices makes N fewer requests. An
+    unknown size (None or 0) falls back to asking."""
+    if not size:
+        return fs.open(path, "rb")
+    handle = fs.open(path, "rb", size=size)
+    if isinstance(handle, AbstractBufferedFile):
+        handle.details = {"name": path, "size": size, "type": "file"}
+    return handle
 
 
 def read_objects(fs: AbstractFileSystem, paths: Sequence[str]) -> list[bytes]:
