@@ -99,7 +99,7 @@ def archive(
             f"{P.ARCHIVE_MIN_INSTANTS} ({keep_min}) must be positive and below "
             f"{P.ARCHIVE_MAX_INSTANTS} ({keep_max})"
         )
-    timeline = timeline or table.timeline()
+    timeline = table.timeline() if timeline is None else timeline
     completed = timeline.completed()
     if len(completed) <= keep_max:
         return []

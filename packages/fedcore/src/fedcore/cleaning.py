@@ -57,7 +57,7 @@ class CleanPlan:
 
 def plan_clean(table: Table, retained: int, timeline: Timeline | None = None) -> CleanPlan | None:
     """What a clean keeping the latest ``retained`` writes would delete; None when nothing fell out."""
-    timeline = timeline or table.timeline()
+    timeline = table.timeline() if timeline is None else timeline
     writes = timeline.completed(WRITE_ACTIONS)
     if retained < 1 or len(writes) <= retained:
         return None
@@ -76,7 +76,7 @@ def plan_clean(table: Table, retained: int, timeline: Timeline | None = None) ->
             plan.partitions.update(metadata.replaced)
         if not plan.partitions:
             return plan
-    for partition, files in table.file_index.files(plan.partitions).items():
+    for partition, files in table.file_index_at(timeline).files(plan.partitions).items():
         doomed = _doomed(files, earliest)
         if doomed:
             plan.doomed[partition] = doomed

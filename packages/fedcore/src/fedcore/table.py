@@ -112,7 +112,7 @@ class Table:
 
     def schema(self, timeline: Timeline | None = None) -> pa.Schema | None:
         """The data schema (without Hudi's meta columns), from the newest base file; None when empty."""
-        timeline = timeline or self.timeline()
+        timeline = self.timeline() if timeline is None else timeline
         for instant in reversed(timeline.completed(WRITE_ACTIONS)):
             for stat in self.commit_metadata(instant).stats:
                 with open_sized(self.fs, stat.path, stat.file_size) as handle:

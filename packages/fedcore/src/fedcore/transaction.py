@@ -280,7 +280,7 @@ def _remove_markers(table: Table, instant: str) -> None:
 
 def roll_back_failed_writes(table: Table, timeline: Timeline | None = None) -> list[str]:
     """The eager rollback every writer runs first: undo pending instants whose writers died."""
-    timeline = timeline or table.timeline()
+    timeline = table.timeline() if timeline is None else timeline
     done = []
     for instant in timeline.pending():
         if is_failed(table, instant):

@@ -172,9 +172,9 @@ class MetadataTable(FileIndex):
     def deltas_since_compaction(self) -> int:
         return len(self._view(None)[1])
 
-    def _view(self, as_of: str | None) -> tuple[Manifest | None, list[str]]:
+    def _view(self, as_of: str | None, timeline: Timeline | None = None) -> tuple[Manifest | None, list[str]]:
         """The manifest to start from and the instants whose deltas to apply, oldest first."""
-        timeline = self._load_timeline()
+        timeline = self._load_timeline() if timeline is None else timeline
         if as_of is not None:
             self._check_retained(timeline, as_of)
         manifest = self._manifest(as_of)
@@ -314,8 +314,7 @@ class MetadataTable(FileIndex):
         if not completed:
             return None
         upto = completed[-1].time
-        old, deltas = self._view(None)
-        deltas = [t for t in deltas if t <= upto]
+        old, deltas = self._view(None, timeline)  # the same listing: every delta is <= upto
         if not deltas:
             return None
         changes: dict[str, PartitionFiles] = {}
