@@ -30,7 +30,7 @@ def write_rounds(table: Table, rounds: int, model: dict[int, tuple[str, float]])
     instants = []
     for n in range(rounds):
         ids = [n % 5, 10 + n]
-        instants.append(writer.upsert(trips(ids, ["us", "de"], fare=100.0 * n)))
+        instants.append(writer.upsert(trips(ids, ["us", "de"], fare=100.0 * n)).instant)
         model.update({i: (c, 100.0 * n + i) for i, c in zip(ids, ["us", "de"], strict=True)})
     return instants
 

@@ -118,7 +118,7 @@ def test_writers_touching_the_same_file_group_exactly_one_commits(backend: Backe
 
     def interleave(step: str) -> None:
         if step == "data" and not winner:  # A has written a marker; B runs to completion now
-            winner.append(WriteClient(table).upsert(trips([2], fare=500.0)))
+            winner.append(WriteClient(table).upsert(trips([2], fare=500.0)).instant)
 
     with pytest.raises(CommitConflictError, match="conflicts with instant"):
         WriteClient(table, hook=interleave).upsert(trips([1], fare=100.0))
@@ -161,7 +161,7 @@ def test_concurrent_writers_to_different_file_groups_both_commit(backend: Backen
 
     def interleave(step: str) -> None:
         if step == "data" and not done:
-            done.append(WriteClient(table).upsert(trips([2], "de", fare=500.0)))
+            done.append(WriteClient(table).upsert(trips([2], "de", fare=500.0)).instant)
 
     WriteClient(table, hook=interleave).upsert(trips([1], fare=100.0))
     assert rows(table) == {1: ("us", 101.0), 2: ("de", 502.0)}

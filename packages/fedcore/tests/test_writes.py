@@ -106,7 +106,7 @@ def test_upsert_rewrites_only_the_file_group_holding_the_key(backend: Backend) -
     writer = WriteClient(table)
     writer.upsert(trips(range(6), ["us", "de", "fr"] * 2))
     before = {s.partition_path: s for s in table.file_slices()}
-    second = writer.upsert(trips([0, 100], "us", ts=2, fare=50.0))  # one update, one insert
+    second = writer.upsert(trips([0, 100], "us", ts=2, fare=50.0)).instant  # one update, one insert
     after = {s.partition_path: s for s in table.file_slices()}
     assert after["country=de"] == before["country=de"]
     assert after["country=fr"] == before["country=fr"]
@@ -144,7 +144,7 @@ def test_delete_removes_only_the_named_keys(backend: Backend) -> None:
 def test_insert_overwrite_replaces_partitions_and_time_travel_sees_the_past(backend: Backend) -> None:
     table = make_table(backend)
     writer = WriteClient(table)
-    first = writer.upsert(trips(range(4), ["us", "de"] * 2))
+    first = writer.upsert(trips(range(4), ["us", "de"] * 2)).instant
     writer.insert_overwrite(trips([50, 51], "us"))
     assert sorted(rows(table)) == [1, 3, 50, 51]
     assert sorted(rows(table, as_of=first)) == [0, 1, 2, 3]
@@ -240,7 +240,7 @@ def test_hive_layout_without_metadata_table_reads_by_listing(backend: Backend) -
 def test_clean_keeps_the_latest_commits_and_deletes_older_slices(backend: Backend) -> None:
     table = make_table(backend, **{P.CLEANER_COMMITS_RETAINED: "2"})
     writer = WriteClient(table)
-    first = writer.upsert(trips([1, 2]))
+    first = writer.upsert(trips([1, 2])).instant
     for fare in (20.0, 30.0, 40.0):
         writer.upsert(trips([1], fare=fare))
     assert rows(table) == {1: ("us", 41.0), 2: ("us", 12.0)}
@@ -253,8 +253,8 @@ def test_clean_keeps_the_latest_commits_and_deletes_older_slices(backend: Backen
 def test_rollback_of_the_latest_commit_restores_the_previous_state(backend: Backend) -> None:
     table = make_table(backend)
     writer = WriteClient(table)
-    first = writer.upsert(trips([1, 2]))
-    second = writer.upsert(trips([1, 3], fare=100.0))
+    first = writer.upsert(trips([1, 2])).instant
+    second = writer.upsert(trips([1, 3], fare=100.0)).instant
     with pytest.raises(RollbackError):
         rollback(table, first)
     rollback(table, second)

@@ -35,7 +35,7 @@ from fedcore import properties as P
 from fedcore.cleaning import last_clean_retained
 from fedcore.exceptions import ConfigError, InstantNotRetainedError
 from fedcore.io.atomic import create_exclusive
-from fedcore.io.filesystems import read_object, read_objects
+from fedcore.io.filesystems import read_object, read_objects, remove_files
 from fedcore.io.parquet import read_parquet
 from fedcore.timeline import WRITE_ACTIONS, Instant, Timeline, parse_instant_file
 
@@ -96,8 +96,8 @@ def archive(
     keep_max = P.property_as_int(options, P.ARCHIVE_MAX_INSTANTS, P.DEFAULT_ARCHIVE_MAX_INSTANTS)
     if not 0 < keep_min < keep_max:
         raise ConfigError(
-            f"{P.ARCHIVE_MIN_INSTANTS} ({keep_min}) must be positive and below "
-            f"{P.ARCHIVE_MAX_INSTANTS} ({keep_max})"
+            P.ARCHIVE_MIN_INSTANTS,
+            f"{keep_min} must be positive and below {P.ARCHIVE_MAX_INSTANTS} ({keep_max})",
         )
     timeline = table.timeline() if timeline is None else timeline
     completed = timeline.completed()
@@ -113,7 +113,10 @@ def archive(
         return []
     step = hook or (lambda reached: None)
     files = _instant_files(table, {i.time for i in doomed})
-    _write_archive(table, boundary.instant, files)
+    try:
+        _write_archive(table, boundary.instant, files)
+    except FileNotFoundError:
+        return []  # another writer's archival is moving these instants out right now
     step("written")
     completed_names = {i.file_name() for i in doomed}
     _remove(table, [path for path in files if path.rsplit("/", 1)[-1] not in completed_names])
@@ -150,8 +153,7 @@ def _instant_files(table: Table, times: set[str]) -> list[str]:
 
 
 def _remove(table: Table, paths: list[str]) -> None:
-    if paths:
-        table.fs.table_fs.rm(paths)
+    remove_files(table.fs.table_fs, paths)
 
 
 def _write_archive(table: Table, boundary: str, files: list[str]) -> None:

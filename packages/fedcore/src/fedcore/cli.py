@@ -10,9 +10,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 from datetime import date, timedelta
+from typing import NoReturn
 
 from fedcore import properties as P
-from fedcore.cli_table import open_table, parse_pairs, table_commands
+from fedcore.cli_table import non_negative_int, open_table, parse_pairs, positive_int, table_commands
 from fedcore.exceptions import FedError
 from fedcore.layout import preview_layout, table_layout
 from fedcore.storage.loader import load_storage_strategy
@@ -30,10 +31,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad flags, like every other error, are one line on stderr and exit 2 (no usage dump:
+    ``fed COMMAND --help`` shows it)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {message}\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="fed", description="Federated storage layout for Hudi-style lakehouse tables."
-    )
+    parser = _Parser(prog="fed", description="Federated storage layout for Hudi-style lakehouse tables.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     layout = commands.add_parser(
         "layout",
@@ -63,11 +70,11 @@ def _parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help=f"any table property, e.g. {P.STORAGE_PREFIX_COUNT}=256 or {P.STORAGE_HASH_FUNCTION}=xxh64",
     )
-    layout.add_argument("--files", type=_positive_int, default=10_000, help="file groups to place")
+    layout.add_argument("--files", type=positive_int, default=10_000, help="file groups to place")
     group = layout.add_mutually_exclusive_group()
     group.add_argument(
         "--partitions",
-        type=_non_negative_int,
+        type=non_negative_int,
         default=10,
         help="generate this many day=YYYY-MM-DD partitions (0: non-partitioned)",
     )
@@ -79,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
         help="a partition path to place files in (repeatable), e.g. country=us",
     )
     layout.add_argument("--seed", type=int, default=0, help="seed for the generated file ids")
-    layout.add_argument("--samples", type=_non_negative_int, default=5, help="placements to print")
+    layout.add_argument("--samples", type=non_negative_int, default=5, help="placements to print")
     layout.add_argument("--plot", metavar="PNG", help="also draw files per prefix into this file")
     layout.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE")
     layout.set_defaults(run=_run_layout)
@@ -118,20 +125,6 @@ def _run_layout_preview(args: argparse.Namespace) -> int:
         report.plot(args.plot)
         print(f"Plot written to {args.plot}")
     return 0
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
-    return value
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -17,8 +17,9 @@ from tqdm import tqdm
 from fedcore import properties as P
 from fedcore.cleaning import clean
 from fedcore.demo import run_demo
-from fedcore.exceptions import FedError, InvalidRecordsError
-from fedcore.filters import parse_where
+from fedcore.exceptions import FedError, InvalidFilterError, InvalidRecordsError
+from fedcore.filters import Filter, parse_where
+from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import StorageOptions
 from fedcore.io.parquet import read_parquet
 from fedcore.rollback import rollback
@@ -50,6 +51,11 @@ def table_commands(commands: Any) -> None:
     create.add_argument("--storage-path", help="where data files go (object_store)")
     create.add_argument("--plain-partitions", action="store_true", help="value folders, not field=value")
     create.add_argument("-p", "--property", action="append", default=[], metavar="KEY=VALUE")
+    create.add_argument(
+        "--start-over",
+        action="store_true",
+        help="delete the timeline and metadata an earlier table left without its hoodie.properties",
+    )
     create.set_defaults(run=_create)
 
     write = add("write", "write records from a Parquet or CSV file")
@@ -61,9 +67,11 @@ def table_commands(commands: Any) -> None:
     read = add("read", "read the table (snapshot, or --as-of an instant)")
     read.add_argument("--where", help="e.g. \"country = 'usa' AND day >= '2026-01-01'\"")
     read.add_argument("--columns", help="comma separated")
-    read.add_argument("--limit", type=int, default=20, help="rows to print (default 20)")
+    read.add_argument("--limit", type=non_negative_int, default=20, help="rows to print (default 20)")
     read.add_argument("--as-of", help="instant time yyyyMMddHHmmssSSS")
-    read.add_argument("--output", help="write all rows to FILE.parquet or FILE.csv instead")
+    read.add_argument(
+        "--output", type=_output_file, help="write all rows to FILE.parquet or FILE.csv instead"
+    )
     read.set_defaults(run=_read)
 
     files = add("files", "list the file slices a read would use")
@@ -77,7 +85,7 @@ def table_commands(commands: Any) -> None:
 
     cleaner = add("clean", "delete file slices older than the retained commits")
     cleaner.add_argument(
-        "--retain", type=int, help=f"commits to keep (default: {P.CLEANER_COMMITS_RETAINED})"
+        "--retain", type=positive_int, help=f"commits to keep (default: {P.CLEANER_COMMITS_RETAINED})"
     )
     cleaner.set_defaults(run=_clean)
 
@@ -86,8 +94,8 @@ def table_commands(commands: Any) -> None:
     undo.set_defaults(run=_rollback)
 
     demo = add("demo", "write and query a table on an in-process S3 endpoint (moto)")
-    demo.add_argument("--rows", type=int, default=10_000)
-    demo.add_argument("--days", type=int, default=7)
+    demo.add_argument("--rows", type=positive_int, default=10_000)
+    demo.add_argument("--days", type=positive_int, default=7)
     demo.add_argument("--plot", metavar="PNG", help="also draw files per prefix into this file")
     demo.set_defaults(run=_demo)
 
@@ -116,11 +124,54 @@ def storage_options(args: argparse.Namespace) -> StorageOptions | None:
 
 
 def open_table(args: argparse.Namespace, properties: dict[str, str] | None = None) -> Table:
+    """The table ``args.table``; ``properties`` (a command's ``-p``) reach everything the
+    command runs, and storage keys among them must match the table's layout."""
     return load_table(args.table, properties=properties, storage_options=storage_options(args))
 
 
-def _fields(text: str) -> list[str]:
-    return [f.strip() for f in text.split(",") if f.strip()]
+def positive_int(text: str) -> int:
+    value = _int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    value = _int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
+    return value
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
+_OUTPUT_FORMATS = (".parquet", ".csv")
+
+
+def _output_file(text: str) -> str:
+    if Path(text).suffix.lower() not in _OUTPUT_FORMATS:
+        raise argparse.ArgumentTypeError(f"{text!r}: the output must be a .parquet or .csv file")
+    return text
+
+
+def _fields(text: str, flag: str) -> list[str]:
+    fields = [f.strip() for f in text.split(",")]
+    if not text.strip() or any(not f for f in fields):
+        raise FedError(f"{flag} {text!r}: expected names separated by commas")
+    return fields
+
+
+def _filters(text: str | None) -> list[Filter]:
+    if text is None:
+        return []
+    if not text.strip():
+        raise InvalidFilterError("--where is empty: leave it out to read every row")
+    return parse_where(text)
 
 
 def _create(args: argparse.Namespace) -> int:
@@ -131,12 +182,13 @@ def _create(args: argparse.Namespace) -> int:
     table = create_table(
         args.table,
         name=args.name,
-        record_key_fields=_fields(args.record_key),
-        partition_fields=_fields(args.partition_by),
+        record_key_fields=_fields(args.record_key, "--record-key"),
+        partition_fields=_fields(args.partition_by, "--partition-by") if args.partition_by else [],
         precombine_field=args.precombine,
         hive_style_partitioning=not args.plain_partitions,
         properties=properties,
         storage_options=storage_options(args),
+        start_over=args.start_over,
     )
     print(f"Created table {table.name} at {table.path} ({table.strategy.display_name()} layout)")
     return 0
@@ -156,7 +208,7 @@ def _read_input(path: str) -> pa.Table:
 
 def _write(args: argparse.Namespace) -> int:
     data = _read_input(args.input)
-    table = open_table(args)
+    table = open_table(args, parse_pairs(args.property, "--property"))
     with tqdm(total=0, unit="file", desc=args.operation, disable=None, file=sys.stderr) as bar:
 
         def progress(done: int, total: int) -> None:
@@ -164,23 +216,27 @@ def _write(args: argparse.Namespace) -> int:
             bar.n = done
             bar.refresh()
 
-        instant = WriteClient(table, parse_pairs(args.property, "--property"), progress=progress).write(
-            data, args.operation
-        )
-    print(f"Committed {instant}: {args.operation} of {data.num_rows:,} records")
+        result = WriteClient(table, progress=progress).write(data, args.operation)
+    for warning in result.warnings:
+        print(f"fed: warning: {warning}", file=sys.stderr)
+    print(
+        f"Committed {result.instant}: {args.operation} of {data.num_rows:,} records "
+        f"({result.files_written} files written)"
+    )
     return 0
 
 
 def _read(args: argparse.Namespace) -> int:
+    filters = _filters(args.where)
+    columns = _fields(args.columns, "--columns") if args.columns is not None else None
     table = open_table(args)
-    filters = parse_where(args.where) if args.where else []
-    columns = _fields(args.columns) if args.columns else None
     data = table.read(filters, columns, as_of=args.as_of)
     if args.output:
-        if args.output.endswith(".csv"):
-            pacsv.write_csv(data, args.output)
-        else:
-            pq.write_table(data, args.output)
+        with storage_errors(args.output):
+            if Path(args.output).suffix.lower() == ".csv":
+                pacsv.write_csv(data, args.output)
+            else:
+                pq.write_table(data, args.output)
         print(f"Wrote {data.num_rows:,} rows to {args.output}")
         return 0
     print(_format_rows(data, args.limit))
@@ -188,7 +244,7 @@ def _read(args: argparse.Namespace) -> int:
 
 
 def _format_rows(data: pa.Table, limit: int) -> str:
-    shown = data.slice(0, max(limit, 0)).to_pylist()
+    shown = data.slice(0, limit).to_pylist() if data.num_columns else []
     names = data.column_names
     cells = [[str(row[n]) for n in names] for row in shown]
     widths = [max([len(n), *(len(c[i]) for c in cells)]) for i, n in enumerate(names)]
@@ -200,8 +256,9 @@ def _format_rows(data: pa.Table, limit: int) -> str:
 
 
 def _files(args: argparse.Namespace) -> int:
+    filters = _filters(args.where)
     table = open_table(args)
-    slices = table.file_slices(parse_where(args.where) if args.where else [], as_of=args.as_of)
+    slices = table.file_slices(filters, as_of=args.as_of)
     for s in slices:
         print(f"{table.fs.to_physical(s.path) if args.physical else s.path}\t{s.size}")
     print(f"({len(slices)} file slices, {sum(s.size for s in slices):,} bytes)", file=sys.stderr)
@@ -224,7 +281,9 @@ def _timeline(args: argparse.Namespace) -> int:
 
 def _clean(args: argparse.Namespace) -> int:
     table = open_table(args)
-    retain = args.retain or table.option(P.CLEANER_COMMITS_RETAINED, P.DEFAULT_CLEANER_COMMITS_RETAINED)
+    retain = args.retain
+    if retain is None:
+        retain = table.option(P.CLEANER_COMMITS_RETAINED, P.DEFAULT_CLEANER_COMMITS_RETAINED)
     instant = clean(table, retain)
     if instant is None:
         print(f"Nothing to clean (keeping the latest {retain} commits)")

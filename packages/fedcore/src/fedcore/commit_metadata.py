@@ -145,6 +145,15 @@ def clean_metadata(
     return json.dumps(body, indent=2).encode()
 
 
+def deleted_files(data: bytes) -> dict[str, list[str]]:
+    """partition -> file names a clean (or rollback) deleted, from its metadata."""
+    try:
+        partitions = json.loads(data).get("partitionMetadata") or {}
+        return {p: list(body.get("successDeleteFiles") or []) for p, body in partitions.items()}
+    except (ValueError, AttributeError) as exc:
+        raise MetadataTableError(f"clean metadata is unreadable: {exc}") from exc
+
+
 def earliest_retained(data: bytes) -> str | None:
     """The earliest commit a clean kept the files of; time travel before it is impossible."""
     try:

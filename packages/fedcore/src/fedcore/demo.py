@@ -86,7 +86,7 @@ def run_demo(
         model: dict[int, float] = {}
 
         def commit(label: str, operation: str, data: pa.Table) -> None:
-            instant = writer.write(data, operation)
+            instant = writer.write(data, operation).instant
             ids = data.column("trip_id").to_pylist()
             if operation == "delete":
                 for trip in ids:

@@ -73,6 +73,36 @@ class AtomicWriteUnsupportedError(FedError):
     """The filesystem offers no atomic exclusive create, so a commit cannot be made safely."""
 
 
+class StorageError(FedError, OSError):
+    """A storage request failed; the message names the path (logical and physical when known).
+
+    Raised in place of the OSError the filesystem gave, at the filesystem layer, so that
+    callers catch one hierarchy. The subclasses below are also the matching built-in
+    errors, so code that handles a missing file keeps working.
+    """
+
+    def __str__(self) -> str:
+        # OSError renders "[Errno N] strerror: filename" once errno is set; the message
+        # already says all of that in words.
+        return str(self.args[0]) if self.args else super().__str__()
+
+
+class StorageFileNotFoundError(StorageError, FileNotFoundError):
+    """A file or folder fedcore expected in storage is not there."""
+
+
+class StorageFileExistsError(StorageError, FileExistsError):
+    """A file fedcore was to create is already there (or a file stands where a folder must)."""
+
+
+class StoragePermissionError(StorageError, PermissionError):
+    """Storage refused access to a path."""
+
+
+class DataFileMissingError(StorageFileNotFoundError):
+    """A data file the table's metadata references is not in storage (deleted outside fedcore)."""
+
+
 class UnsupportedTableVersionError(FedError):
     """The table was written in a Hudi table version fedcore does not read or write."""
 
@@ -117,6 +147,17 @@ class InvalidPartitionValueError(InvalidRecordsError):
 
 class InvalidFilterError(FedError, ValueError):
     """A read filter names an unknown column, an unsupported operator or a bad literal."""
+
+
+class InvalidColumnsError(FedError, ValueError):
+    """A projection names a column the table does not have, or a column twice."""
+
+
+class TableServiceWarning(UserWarning):
+    """A table service (clean, compaction, archival) failed after a write had committed.
+
+    Never raised: the write succeeded and is visible; the service runs again after the
+    next write. Attached to the write's result and logged."""
 
 
 # --- metadata table ----------------------------------------------------------------------

@@ -138,7 +138,7 @@ def typed(value: Any, arrow_type: pa.DataType, column: str) -> Any:
         if pa.types.is_date(arrow_type):
             return value if isinstance(value, date) else date.fromisoformat(str(value))
         return pa.scalar(value).cast(arrow_type).as_py()
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError, TypeError) as exc:
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError, TypeError, OverflowError) as exc:
         raise InvalidFilterError(f"{value!r} is not a valid {arrow_type} value for {column!r}") from exc
 
 

@@ -133,12 +133,20 @@ class LayoutReport:
 
             matplotlib.use("Agg")
             import matplotlib.pyplot as plt
+            from matplotlib.ticker import MaxNLocator
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise FedError("plotting needs matplotlib: pip install 'fedcore[plot]'") from exc
         counts = sorted(self.files_per_prefix.values(), reverse=True)
         figure, axes = plt.subplots(figsize=(10, 4.5), layout="constrained")
         axes.bar(range(len(counts)), counts, width=1.0, color="#3b73b9")
         axes.axhline(self.mean, color="#d1495b", linestyle="--", label=f"mean {self.mean:,.1f}")
+        # Whole-numbered ticks: with one to three prefixes matplotlib would label -0.4 ... 0.4.
+        if len(counts) <= 20:
+            axes.set_xticks(range(len(counts)))
+        else:
+            axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+        axes.yaxis.set_major_locator(MaxNLocator(integer=True))
+        axes.set_xlim(-0.5, len(counts) - 0.5)
         axes.set_xlabel(f"storage prefix (fullest first, {self.prefixes:,} in all)")
         axes.set_ylabel("files")
         axes.set_title(f"{self.strategy.display_name()} layout: {self.files:,} files, skew {self.skew:.2f}")

@@ -18,6 +18,11 @@ from fedcore import properties as P
 from fedcore.exceptions import InvalidPartitionValueError
 
 DEFAULT_PARTITION: Final = "__HIVE_DEFAULT_PARTITION__"
+#: One folder name: NAME_MAX of local file systems (ext4, xfs, APFS).
+MAX_SEGMENT_BYTES: Final = 255
+#: A whole partition path, leaving room in a 1,024-byte S3 key for the storage path,
+#: hash prefix, table name and file name.
+MAX_PATH_BYTES: Final = 640
 
 # Hudi's escapePathName set: control characters and the characters that mean
 # something in a path or a URI.
@@ -95,8 +100,20 @@ class PartitionScheme:
                 raise InvalidPartitionValueError(
                     f"partition value {text!r} of {field!r} would name a folder outside its partition"
                 )
+            if len(segment.encode()) > MAX_SEGMENT_BYTES:
+                raise InvalidPartitionValueError(
+                    f"partition value {text[:40]!r}... of {field!r} is too long: its folder name "
+                    f"{field + '=' if self.hive_style else ''}... would be {len(segment.encode())} bytes; "
+                    f"file systems allow {MAX_SEGMENT_BYTES}"
+                )
             segments.append(segment)
-        return "/".join(segments)
+        path = "/".join(segments)
+        if len(path.encode()) > MAX_PATH_BYTES:
+            raise InvalidPartitionValueError(
+                f"partition path {path[:60]!r}... is {len(path.encode())} bytes; at most {MAX_PATH_BYTES} "
+                "leave room for the storage prefix and file name within an object key (S3: 1,024 bytes)"
+            )
+        return path
 
     def values_of(self, partition_path: str) -> dict[str, str | None]:
         """Partition column values (as text, None for Hudi's default partition) of a path."""

@@ -100,20 +100,59 @@ STORAGE_KEYS: Final = (
     STORAGE_PARTITION_LOCATIONS,
 )
 
+#: CRC32 of the storage keys as the table was created with them: Hudi's own checksum covers
+#: only the table name, and a hand-edited storage key would send every read to the wrong place.
+STORAGE_CHECKSUM: Final = "hoodie.storage.checksum"
+
 #: Entry-point group through which other packages register storage strategies by name.
 STORAGE_STRATEGY_ENTRY_POINT_GROUP: Final = "fedcore.storage_strategies"
 
 
-def property_as_int(options: Mapping[str, str], key: str, default: int) -> int:
+def property_as_int(options: Mapping[str, str], key: str, default: int, minimum: int | None = None) -> int:
     """An integer setting; a bad value is the caller's configuration error, named."""
     try:
-        return int(options.get(key, default))
-    except ValueError:
-        raise ConfigError(f"{key}: {options[key]!r} is not an integer") from None
+        value = int(options.get(key, default))
+    except (TypeError, ValueError):
+        raise ConfigError(key, f"{options[key]!r} is not an integer") from None
+    if minimum is not None and value < minimum:
+        raise ConfigError(key, f"{value} is below the least allowed value, {minimum}")
+    return value
 
 
 def property_as_bool(options: Mapping[str, str], key: str, default: bool = True) -> bool:
     value = str(options.get(key, default)).strip().lower()
     if value not in ("true", "false"):
-        raise ConfigError(f"{key}: {options[key]!r} is not true or false")
+        raise ConfigError(key, f"{options[key]!r} is not true or false")
     return value == "true"
+
+
+#: Integer settings a write and its table services read: (default, least allowed value).
+INT_OPTIONS: Final[dict[str, tuple[int, int]]] = {
+    METADATA_COMPACT_DELTAS: (DEFAULT_METADATA_COMPACT_DELTAS, 1),
+    HEARTBEAT_INTERVAL_MS: (DEFAULT_HEARTBEAT_INTERVAL_MS, 1),
+    HEARTBEAT_TOLERABLE_MISSES: (DEFAULT_HEARTBEAT_TOLERABLE_MISSES, 0),
+    MAX_FILE_SIZE: (DEFAULT_MAX_FILE_SIZE, 1),
+    SMALL_FILE_LIMIT: (DEFAULT_SMALL_FILE_LIMIT, 0),
+    RECORD_SIZE_ESTIMATE: (DEFAULT_RECORD_SIZE_ESTIMATE, 1),
+    CLEANER_COMMITS_RETAINED: (DEFAULT_CLEANER_COMMITS_RETAINED, 1),
+    ARCHIVE_MIN_INSTANTS: (DEFAULT_ARCHIVE_MIN_INSTANTS, 1),
+    ARCHIVE_MAX_INSTANTS: (DEFAULT_ARCHIVE_MAX_INSTANTS, 2),
+}
+BOOL_OPTIONS: Final = (CLEAN_AUTOMATIC, ARCHIVE_AUTOMATIC)
+
+
+def check_options(options: Mapping[str, str]) -> None:
+    """Parse every runtime setting present, so a bad value fails before a write begins,
+    never in a table service after its commit."""
+    for key, (default, minimum) in INT_OPTIONS.items():
+        if key in options:
+            property_as_int(options, key, default, minimum)
+    for key in BOOL_OPTIONS:
+        if key in options:
+            property_as_bool(options, key)
+    keep_min = property_as_int(options, ARCHIVE_MIN_INSTANTS, DEFAULT_ARCHIVE_MIN_INSTANTS)
+    keep_max = property_as_int(options, ARCHIVE_MAX_INSTANTS, DEFAULT_ARCHIVE_MAX_INSTANTS)
+    if keep_min >= keep_max:
+        raise ConfigError(
+            ARCHIVE_MIN_INSTANTS, f"{keep_min} must be below {ARCHIVE_MAX_INSTANTS} ({keep_max})"
+        )

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from fedcore.archival import check_not_archived
 from fedcore.avro_schema import field_types
-from fedcore.exceptions import InvalidFilterError, InvalidInstantError
+from fedcore.exceptions import InvalidColumnsError, InvalidFilterError, InvalidInstantError
 from fedcore.filters import Filter, matches, row_expression, typed
 from fedcore.io.filesystems import open_sized
 from fedcore.io.parquet import read_parquet
@@ -132,16 +132,33 @@ class Reader:
         wanted = None
         if columns is not None:
             wanted = list(dict.fromkeys([*columns, *(f.column for f in row_filters)]))
-        with open_sized(self.table.fs, file_slice.path, file_slice.size) as handle:
+        fs = self.table.fs
+        with fs.errors(file_slice.path), open_sized(fs, file_slice.path, file_slice.size) as handle:
             data = read_parquet(handle, wanted)
         expression = row_expression(row_filters)
         if expression is not None:
             data = data.filter(expression)
         return data.select(list(columns)) if columns is not None else data
 
+    def check_columns(self, columns: Sequence[str] | None) -> None:
+        """A projection names existing columns, each once (``InvalidColumnsError``)."""
+        if columns is None:
+            return
+        if isinstance(columns, str):
+            raise InvalidColumnsError(f"columns must be a list of names, not the string {columns!r}")
+        seen: set[str] = set()
+        for column in columns:
+            if column in seen:
+                raise InvalidColumnsError(f"column {column!r} is asked for twice")
+            seen.add(column)
+            if column not in self._types and column not in META_COLUMNS:
+                known = ", ".join([*META_COLUMNS, *self._types]) or "none: nothing was written yet"
+                raise InvalidColumnsError(f"unknown column {column!r}; the table has {known}")
+
     def batches(
         self, filters: Sequence[FilterSpec] = (), columns: Sequence[str] | None = None
     ) -> Iterator[pa.Table]:
+        self.check_columns(columns)
         plan = self.plan(filters)
         with ThreadPoolExecutor(_READ_THREADS) as pool:
             yield from pool.map(lambda s: self.read_slice(s, columns, plan.row_filters), plan.slices)

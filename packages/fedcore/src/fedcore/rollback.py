@@ -2,7 +2,8 @@
 
 A pending instant is rolled back only once its writer's heartbeat has expired
 (a live writer is never undone under its feet). A completed write can be rolled
-back while nothing was written or cleaned after it: its files are deleted
+back while nothing was written after it and no clean since deleted a file-group
+version it superseded (those are what a rollback restores): its files are deleted
 through the storage strategy, the rollback's metadata-table delta removes them
 (and restores file groups a replace commit had retired), and only then is the
 commit's instant file removed, so a crash half way leaves readers on either the
@@ -15,10 +16,21 @@ import contextlib
 import time
 from typing import TYPE_CHECKING
 
-from fedcore.commit_metadata import rollback_metadata
+from fedcore.commit_metadata import CommitMetadata, deleted_files, rollback_metadata
 from fedcore.exceptions import InvalidInstantError, RollbackError
+from fedcore.filenames import BASE_FILE_RE
+from fedcore.io.filesystems import read_object
 from fedcore.metadata.table import DELETE, UNREPLACE, Op
-from fedcore.timeline import INFLIGHT, REQUESTED, ROLLBACK, WRITE_ACTIONS, Instant, parse_instant_time
+from fedcore.timeline import (
+    CLEAN,
+    INFLIGHT,
+    REQUESTED,
+    ROLLBACK,
+    WRITE_ACTIONS,
+    Instant,
+    instant_path,
+    parse_instant_time,
+)
 from fedcore.transaction import (
     Transaction,
     is_failed,
@@ -48,16 +60,39 @@ def rollback(table: Table, instant_time: str) -> str:
             raise RollbackError(f"{instant} had already decided to commit; it was completed instead")
         return done
     later = [i for i in timeline.completed() if i.time > instant.time and i.action != ROLLBACK]
-    if later:
+    writes = [i for i in later if i.action in WRITE_ACTIONS]
+    if writes:
         raise RollbackError(
-            f"{instant} is not the latest change: {later[0]} came after it; roll that back first"
+            f"{instant} is not the latest write: {writes[0]} came after it; roll that back first"
         )
-    return _roll_back_completed(table, instant)
-
-
-def _roll_back_completed(table: Table, instant: Instant) -> str:
-    start = time.monotonic()
     metadata = table.commit_metadata(instant)
+    _check_cleans_spared(table, instant, metadata, [i for i in later if i.action == CLEAN])
+    return _roll_back_completed(table, instant, metadata)
+
+
+def _check_cleans_spared(
+    table: Table, instant: Instant, metadata: CommitMetadata, cleans: list[Instant]
+) -> None:
+    """Rolling back a write brings back the file-group versions it superseded; a clean that
+    ran after it may have deleted them, and then the write can no longer be rolled back."""
+    needed = {(s.file_id, s.prev_commit) for s in metadata.stats if s.prev_commit not in ("", "null")}
+    replaced = {file_id for ids in metadata.replaced.values() for file_id in ids}
+    for clean in cleans:
+        for names in deleted_files(read_object(table.fs.table_fs, instant_path(table.path, clean))).values():
+            for name in names:
+                match = BASE_FILE_RE.fullmatch(name)
+                if match is None:
+                    continue
+                if (match[1], match[3]) in needed or match[1] in replaced:
+                    raise RollbackError(
+                        f"{instant} can no longer be rolled back: clean {clean.time} ran after it and "
+                        f"deleted {name}, a version of file group {match[1]} that rolling back would "
+                        "have to restore"
+                    )
+
+
+def _roll_back_completed(table: Table, instant: Instant, metadata: CommitMetadata) -> str:
+    start = time.monotonic()
     transaction = Transaction(table, ROLLBACK)
     transaction.begin()
     transaction.inflight(b"")

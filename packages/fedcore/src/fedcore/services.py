@@ -4,11 +4,19 @@ The commit is complete and visible before any of them starts; they keep the
 next reads and commits as cheap as this one (fewer old slices, fewer deltas to
 apply, a short timeline to list). Each can be switched off by an option, as in
 Hudi, and run later on its own.
+
+They never turn a committed write into a failed one. Each is idempotent and
+safe to race with another writer's services (exclusive creates pick one winner,
+deletions tolerate files already gone); whatever still goes wrong in one is
+returned as a warning, logged, and the next write runs the services again. A
+scheduler that trusts exit codes must see success for a write that committed, or
+it would retry an insert and duplicate its rows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from fedcore import properties as P
@@ -18,24 +26,55 @@ from fedcore.metadata.table import MetadataTable
 
 if TYPE_CHECKING:
     from fedcore.table import Table
+    from fedcore.timeline import Timeline
+
+log = logging.getLogger("fedcore.services")
 
 
-def run_table_services(table: Table, options: Mapping[str, str] | None = None) -> None:
-    """After a commit (``options``: the writer's, over the table's).
+def run_table_services(table: Table) -> list[str]:
+    """After a commit, with the table's options (a writer's over the table's); the
+    warnings of services that failed, empty when all went well.
 
     The services share one listing of the timeline, listed again only when a clean
     added to it: ``.hoodie/`` is the one prefix every reader and writer of the table
     lists, the one an object store would throttle first."""
-    options = table.options if options is None else options
-    timeline = table.timeline()
-    if P.property_as_bool(options, P.CLEAN_AUTOMATIC):
-        retained = P.property_as_int(options, P.CLEANER_COMMITS_RETAINED, P.DEFAULT_CLEANER_COMMITS_RETAINED)
+    options = table.options
+    warnings: list[str] = []
+    state: dict[str, Timeline] = {}
+
+    def service(name: str, run: Callable[[], object]) -> None:
+        try:
+            run()
+        except Exception as exc:  # the write committed: a service failure must not undo that
+            message = f"{name} after the commit failed and will run again after the next write: {exc}"
+            log.warning("%s: %s", table.path, message)
+            warnings.append(message)
+
+    def load() -> None:
+        state["timeline"] = table.timeline()
+
+    def run_clean() -> None:
+        retained = P.property_as_int(
+            options, P.CLEANER_COMMITS_RETAINED, P.DEFAULT_CLEANER_COMMITS_RETAINED, minimum=1
+        )
         # The writer rolled back failed writes before it began.
-        if clean(table, retained, recover=False, timeline=timeline) is not None:
-            timeline = table.timeline()
-    index = table.file_index_at(timeline)
-    limit = P.property_as_int(options, P.METADATA_COMPACT_DELTAS, P.DEFAULT_METADATA_COMPACT_DELTAS)
-    if isinstance(index, MetadataTable) and index.deltas_since_compaction() >= limit:
-        index.compact()
+        if clean(table, retained, recover=False, timeline=state["timeline"]) is not None:
+            state["timeline"] = table.timeline()
+
+    def run_compaction() -> None:
+        index = table.file_index_at(state["timeline"])
+        limit = P.property_as_int(
+            options, P.METADATA_COMPACT_DELTAS, P.DEFAULT_METADATA_COMPACT_DELTAS, minimum=1
+        )
+        if isinstance(index, MetadataTable) and index.deltas_since_compaction() >= limit:
+            index.compact()
+
+    service("listing the timeline", load)
+    if "timeline" not in state:
+        return warnings
+    if P.property_as_bool(options, P.CLEAN_AUTOMATIC):
+        service("clean", run_clean)
+    service("metadata-table compaction", run_compaction)
     if P.property_as_bool(options, P.ARCHIVE_AUTOMATIC):
-        archive(table, options, timeline=timeline)
+        service("archival", lambda: archive(table, options, timeline=state["timeline"]))
+    return warnings

@@ -10,18 +10,25 @@ two different places.
 from __future__ import annotations
 
 import itertools
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 
 import pyarrow as pa
+from fsspec import AbstractFileSystem
 
 from fedcore import properties as P
 from fedcore.commit_metadata import CommitMetadata
 from fedcore.exceptions import (
+    ConfigError,
+    InvalidPathError,
     MetadataTableRequiredError,
+    StorageError,
     StorageStrategyMismatchError,
+    TableAlreadyExistsError,
     UnsupportedTableVersionError,
 )
+from fedcore.io.errors import storage_errors
 from fedcore.io.federated import FederatedFileSystem
 from fedcore.io.filesystems import StorageOptions, filesystem_for, open_sized, read_object
 from fedcore.io.parquet import read_parquet_schema
@@ -52,6 +59,7 @@ class Table:
         self.storage_options = storage_options
         #: Runtime settings (heartbeat, file sizing, cleaning): the caller's over the table's.
         self.options: dict[str, str] = {**config, **{str(k): str(v) for k, v in (options or {}).items()}}
+        P.check_options(self.options)
         check_supported(config, strategy)
 
     @property
@@ -69,6 +77,26 @@ class Table:
 
     def option(self, key: str, default: int) -> int:
         return P.property_as_int(self.options, key, default)
+
+    def with_options(self, options: Mapping[str, str] | None) -> Table:
+        """This table with runtime options (a writer's) over its own: every part of a write
+        (heartbeat, file sizing, services) reads them from the table it is given, so none is
+        silently ignored. Storage keys must describe the table's own layout
+        (``StorageStrategyMismatchError`` otherwise); every value is checked now, before
+        anything is written."""
+        if not options:
+            return self
+        given = {str(k): str(v) for k, v in options.items()}
+        if P.STORAGE_CHECKSUM in given:
+            raise ConfigError(P.STORAGE_CHECKSUM, "is computed by fedcore, never given")
+        check_storage_properties(self.strategy, self.config, given)
+        runtime = {k: v for k, v in given.items() if k not in P.STORAGE_KEYS}
+        table = Table(
+            self.path, self.config, self.strategy, self.storage_options, {**self.options, **runtime}
+        )
+        if "fs" in self.__dict__:
+            table.__dict__["fs"] = self.fs  # one filesystem per table handle: keep its connections
+        return table
 
     @property
     def heartbeat_interval_ms(self) -> int:
@@ -115,7 +143,7 @@ class Table:
         timeline = self.timeline() if timeline is None else timeline
         for instant in reversed(timeline.completed(WRITE_ACTIONS)):
             for stat in self.commit_metadata(instant).stats:
-                with open_sized(self.fs, stat.path, stat.file_size) as handle:
+                with self.fs.errors(stat.path), open_sized(self.fs, stat.path, stat.file_size) as handle:
                     return strip_meta(read_parquet_schema(handle).empty_table()).schema.remove_metadata()
         return None
 
@@ -183,8 +211,11 @@ def create_table(
     database: str | None = None,
     properties: Mapping[str, str] | None = None,
     storage_options: StorageOptions | None = None,
+    start_over: bool = False,
 ) -> Table:
-    """Create a table and persist its storage strategy; fails if a table is already there."""
+    """Create a table and persist its storage strategy; fails if a table is already there
+    (``TableAlreadyExistsError``), or if an earlier table's timeline is, unless ``start_over``
+    (which deletes that timeline and metadata first)."""
     table_path = normalize_uri(path)
     requested = {str(k): str(v) for k, v in (properties or {}).items()}
     strategy = load_storage_strategy(table_path, {**requested, P.TABLE_NAME: name})
@@ -197,6 +228,9 @@ def create_table(
     other = {
         k: v for k, v in requested.items() if k not in P.STORAGE_KEYS and k not in strategy.accepted_keys
     }
+    if P.STORAGE_CHECKSUM in other:
+        raise ConfigError(P.STORAGE_CHECKSUM, "is computed by fedcore, never given")
+    storage = persisted_storage_properties(strategy, requested)
     config = TableConfig.create(
         name=name,
         record_key_fields=record_key_fields,
@@ -204,10 +238,45 @@ def create_table(
         precombine_field=precombine_field,
         hive_style_partitioning=hive_style_partitioning,
         database=database,
-        properties={**other, **persisted_storage_properties(strategy, requested)},
+        properties={**other, **storage, P.STORAGE_CHECKSUM: storage_checksum(storage)},
     )
-    config.save_new(filesystem_for(table_path, storage_options), table_path)
+    P.check_options(config)
+    fs = filesystem_for(table_path, storage_options)
+    _prepare_new_table_path(fs, table_path, start_over)
+    config.save_new(fs, table_path)
     return Table(table_path, config, strategy, storage_options)
+
+
+def _prepare_new_table_path(fs: AbstractFileSystem, table_path: str, start_over: bool) -> None:
+    """Refuse a path that is a file or that holds an earlier table's timeline.
+
+    A ``.hoodie/`` whose ``hoodie.properties`` is gone still holds instants written
+    through some storage strategy; adopting them under a new config would read their
+    files in the wrong places. ``start_over`` deletes that metadata first (never a
+    table that still has its config)."""
+    folder = f"{table_path}/{P.HOODIE_FOLDER}"
+    try:
+        with storage_errors(folder):
+            names = [name.rsplit("/", 1)[-1] for name in fs.ls(folder, detail=False, refresh=True)]
+    except FileNotFoundError:
+        return
+    except StorageError as exc:
+        if isinstance(exc.__cause__, NotADirectoryError):
+            raise InvalidPathError(f"cannot create a table at {table_path}: it is a file") from None
+        raise
+    if P.PROPERTIES_FILE in names:
+        raise TableAlreadyExistsError(f"a table already exists at {table_path}")
+    if not names:
+        return
+    if not start_over:
+        raise TableAlreadyExistsError(
+            f"{folder} holds {len(names)} entries of an earlier table (its timeline or metadata) but "
+            f"no {P.PROPERTIES_FILE}; creating a table there would adopt them. Pass start_over=True "
+            "(fed create --start-over) to delete that metadata first; data files the earlier table "
+            "wrote are not deleted"
+        )
+    with storage_errors(folder):
+        fs.rm(folder, recursive=True)
 
 
 def load_table(
@@ -220,9 +289,8 @@ def load_table(
     table_path = normalize_uri(path)
     config = TableConfig.load(filesystem_for(table_path, storage_options), table_path)
     strategy = load_storage_strategy(table_path, config)
-    check_storage_properties(strategy, config, properties or {})
-    runtime = {k: v for k, v in (properties or {}).items() if k not in P.STORAGE_KEYS}
-    return Table(table_path, config, strategy, storage_options, runtime)
+    check_storage_checksum(strategy, config)
+    return Table(table_path, config, strategy, storage_options).with_options(properties)
 
 
 def check_supported(config: TableConfig, strategy: StorageStrategy) -> None:
@@ -264,4 +332,28 @@ def check_storage_properties(
             f"{persisted_storage_properties(strategy, config)}, but "
             f"{persisted_storage_properties(wanted, asked)} was asked for; a table changes storage "
             "strategy only by migration (re-bootstrapping it into a new table)"
+        )
+
+
+def storage_checksum(storage: Mapping[str, str]) -> str:
+    """CRC32 over the storage keys and values, sorted: ``hoodie.storage.checksum``."""
+    text = "\n".join(f"{key}={storage[key]}" for key in sorted(storage))
+    return str(zlib.crc32(text.encode()))
+
+
+def check_storage_checksum(strategy: StorageStrategy, config: Mapping[str, str]) -> None:
+    """Raise StorageStrategyMismatchError if the storage keys were changed after creation."""
+    keys = set(P.STORAGE_KEYS) | strategy.accepted_keys
+    storage = {k: v for k, v in config.items() if k in keys}
+    recorded = config.get(P.STORAGE_CHECKSUM)
+    if not storage and recorded is None:
+        return  # a Hive-layout table written by Hudi itself: no storage keys to protect
+    if recorded != storage_checksum(storage):
+        raise StorageStrategyMismatchError(
+            f"the storage keys in {strategy.table_path}/{P.HOODIE_FOLDER}/{P.PROPERTIES_FILE} "
+            f"({storage}) are not the ones the table was created with "
+            f"({P.STORAGE_CHECKSUM} {'is missing' if recorded is None else 'does not match'}): "
+            "they were edited by hand. Physical paths are derived from them, so the table would be "
+            "read in the wrong places; restore the original values (a table changes storage only "
+            "by migration)"
         )

@@ -23,6 +23,7 @@ from fsspec import AbstractFileSystem
 from fedcore import properties as P
 from fedcore.exceptions import InstantConflictError, InvalidInstantError
 from fedcore.io.atomic import create_exclusive
+from fedcore.io.errors import storage_errors
 
 COMMIT: Final = "commit"
 REPLACE_COMMIT: Final = "replacecommit"
@@ -108,7 +109,8 @@ class Timeline:
     def load(cls, fs: AbstractFileSystem, table_path: str) -> Timeline:
         folder = f"{table_path}/{P.HOODIE_FOLDER}"
         # refresh: s3fs caches listings, and a stale timeline would hide commits.
-        names = [entry.rsplit("/", 1)[-1] for entry in fs.ls(folder, detail=False, refresh=True)]
+        with storage_errors(folder):
+            names = [entry.rsplit("/", 1)[-1] for entry in fs.ls(folder, detail=False, refresh=True)]
         return cls(instant for instant in map(parse_instant_file, names) if instant is not None)
 
     def __iter__(self) -> Iterator[Instant]:
@@ -146,11 +148,20 @@ def instant_path(table_path: str, instant: Instant, state: str | None = None) ->
     return f"{table_path}/{P.HOODIE_FOLDER}/{instant.file_name(state)}"
 
 
+def heartbeat_path(table_path: str, time: str) -> str:
+    return f"{table_path}/{P.HOODIE_FOLDER}/.heartbeat/{time}"
+
+
 def new_instant(fs: AbstractFileSystem, table_path: str, action: str, plan: bytes = b"") -> Instant:
     """Request a new instant, strictly later than any on the timeline and unique among writers.
 
-    The requested file is created exclusively, so two writers that pick the same
-    time both see it and one of them moves on to the next millisecond.
+    An instant time must be unique across actions, not only per action: a commit and a
+    clean with the same time would share a metadata-table delta, a marker folder and an
+    outcome. Hudi's timeline file names differ by action, so the time is reserved by
+    creating the instant's heartbeat file exclusively (it holds the first beat, so the
+    instant never exists without proof of life), and only then its requested file. Two
+    writers that pick the same time both see the reservation, and one moves on to the
+    next millisecond.
     """
     last = Timeline.load(fs, table_path).last_time()
     moment = datetime.now(timezone.utc)
@@ -158,11 +169,19 @@ def new_instant(fs: AbstractFileSystem, table_path: str, action: str, plan: byte
         moment = max(moment, parse_instant_time(last) + timedelta(milliseconds=1))
     for _ in range(100):
         instant = Instant(instant_time(moment), action, REQUESTED)
+        moment += timedelta(milliseconds=1)
+        beat = str(int(datetime.now(timezone.utc).timestamp() * 1000)).encode()
+        try:
+            create_exclusive(fs, heartbeat_path(table_path, instant.time), beat)
+        except FileExistsError:
+            continue  # another writer's instant (running, or finished and not yet cleaned up)
         try:
             create_exclusive(fs, instant_path(table_path, instant), plan)
             return instant
         except FileExistsError:
-            moment += timedelta(milliseconds=1)
+            # An instant of this time whose heartbeat is already gone: not ours to touch.
+            with storage_errors(heartbeat_path(table_path, instant.time)):
+                fs.rm_file(heartbeat_path(table_path, instant.time))
     raise InstantConflictError(f"could not request a new {action} instant on {table_path}")
 
 

@@ -27,6 +27,7 @@ writer, which finds the decision and the commit metadata in the outcome file.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -36,7 +37,7 @@ from fedcore import properties as P
 from fedcore.commit_metadata import rollback_metadata
 from fedcore.exceptions import CommitConflictError, InstantConflictError
 from fedcore.io.atomic import create_exclusive
-from fedcore.io.filesystems import read_object
+from fedcore.io.filesystems import read_object, remove_files
 from fedcore.metadata.table import Op
 from fedcore.timeline import (
     CLEAN,
@@ -46,12 +47,16 @@ from fedcore.timeline import (
     ROLLBACK,
     Instant,
     Timeline,
+    heartbeat_path,
     new_instant,
+    parse_instant_time,
     transition,
 )
 
 if TYPE_CHECKING:
     from fedcore.table import Table
+
+log = logging.getLogger("fedcore.transaction")
 
 STEPS: Final = ("requested", "inflight", "data", "metadata", "claims", "outcome", "completed")
 _COMMIT_OUTCOME: Final = b"commit\n"
@@ -70,13 +75,13 @@ class Heartbeat:
 
     def __init__(self, table: Table, instant: str, interval_ms: int) -> None:
         self._fs = table.fs.table_fs
-        self.path = f"{table.path}/{P.HOODIE_FOLDER}/.heartbeat/{instant}"
+        self.path = heartbeat_path(table.path, instant)
         self._interval = interval_ms / 1000
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self.beat()
+        """Keep beating; the first beat was written when the instant was requested."""
         self._thread = threading.Thread(target=self._run, name=f"fed-heartbeat-{self.path}", daemon=True)
         self._thread.start()
 
@@ -179,12 +184,16 @@ class Transaction:
                 ) from None
 
     def finish(self) -> None:
-        """Housekeeping after completion; a crash here leaves only garbage that readers ignore."""
-        if self.heartbeat is not None:
-            self.heartbeat.stop(remove=True)
-        marker_folder = self.table.marker_folder(self.time)
-        if self._fs.exists(marker_folder):
-            self._fs.rm(marker_folder, recursive=True)
+        """Housekeeping after completion; a crash here leaves only garbage that readers ignore,
+        and a failure here never fails the instant, which is already complete."""
+        try:
+            if self.heartbeat is not None:
+                self.heartbeat.stop(remove=True)
+            _remove_markers(self.table, self.time)
+        except OSError as exc:
+            log.warning(
+                "%s: cleaning up after instant %s failed (harmless): %s", self.table.path, self.time, exc
+            )
 
     def stop_heartbeat(self) -> None:
         if self.heartbeat is not None:
@@ -199,14 +208,21 @@ class Transaction:
 
 
 def is_failed(table: Table, instant: Instant) -> bool:
-    """A pending instant whose writer stopped beating its heartbeat (or never started one)."""
-    path = f"{table.path}/{P.HOODIE_FOLDER}/.heartbeat/{instant.time}"
+    """A pending instant whose writer stopped beating its heartbeat.
+
+    The instant's own time counts as its first beat: a writer creates the requested
+    file a moment before its heartbeat file, and an instant just requested must never
+    look dead to another writer in that moment. An instant time is the clock when it
+    was requested (or later), so a writer that died before its first beat still
+    expires after the same interval as any other."""
+    path = heartbeat_path(table.path, instant.time)
     try:
         last = int(table.fs.table_fs.cat_file(path).decode() or 0)
     except (FileNotFoundError, ValueError):
         last = 0
+    requested_ms = int(parse_instant_time(instant.time).timestamp() * 1000)
     expiry = table.heartbeat_interval_ms * (table.heartbeat_tolerable_misses + 1)
-    return _now_ms() - last > expiry
+    return _now_ms() - max(last, requested_ms) > expiry
 
 
 def roll_back_pending(table: Table, instant: Instant) -> str | None:
@@ -260,13 +276,17 @@ def _delete_written_files(table: Table, instant: str) -> dict[str, list[str]]:
     if not fs.exists(folder):
         return deleted
     prefix = fs._strip_protocol(folder).rstrip("/") + "/"
-    for marker in fs.find(folder, detail=False):
+    try:
+        markers = fs.find(folder, detail=False)
+    except FileNotFoundError:
+        return deleted  # another process finished rolling this instant back
+    for marker in markers:
         relative = str(marker)[len(prefix) :]
         if relative.startswith(".claims/"):
             release_claim(table, relative[len(".claims/") :], instant)
             continue
         logical = relative.rsplit(".marker.", 1)[0]
-        if table.fs.exists(logical):
+        with contextlib.suppress(FileNotFoundError):  # never written, or another roller got it
             table.fs.rm_file(logical)
         partition, _, name = logical.rpartition("/")
         deleted.setdefault(partition, []).append(name)
@@ -292,22 +312,19 @@ def roll_back_failed_writes(table: Table, timeline: Timeline | None = None) -> l
 
 def remove_instant_files(table: Table, instant: Instant, states: Iterable[str | None]) -> None:
     """Delete an undone instant's timeline files (None: the completed one) and its heartbeat."""
-    fs = table.fs.table_fs
     folder = f"{table.path}/{P.HOODIE_FOLDER}"
-    for path in [
-        *(f"{folder}/{instant.file_name(state)}" for state in states),
-        f"{folder}/.heartbeat/{instant.time}",
-    ]:
-        if fs.exists(path):
-            fs.rm_file(path)
+    paths = [f"{folder}/{instant.file_name(state)}" for state in states]
+    # Idempotent: two writers may roll back the same dead instant at once.
+    remove_files(table.fs.table_fs, [*paths, heartbeat_path(table.path, instant.time)])
 
 
 def release_claim(table: Table, name: str, holder: str) -> None:
     """Delete a claim, but only if ``holder`` holds it."""
     fs = table.fs.table_fs
     path = table.claim_path(name)
-    if fs.exists(path) and bytes(fs.cat_file(path)).decode() == holder:
-        fs.rm_file(path)
+    with contextlib.suppress(FileNotFoundError):  # released already (a racing roller)
+        if read_object(fs, path).decode() == holder:
+            fs.rm_file(path)
 
 
 def _abandon(table: Table, instant: Instant) -> None:

@@ -73,6 +73,37 @@ class FileGroupWrite:
     deleted_keys: set[str] = field(default_factory=set)
 
 
+@dataclass(frozen=True)
+class WriteResult:
+    """What a committed write did. ``warnings``: table services that failed after the
+    commit (the write itself succeeded; they run again after the next write)."""
+
+    instant: str
+    operation: str
+    files_written: int
+    rows_written: int
+    inserted: int
+    updated: int
+    deleted: int
+    bytes_written: int
+    warnings: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, instant: str, metadata: CommitMetadata, warnings: Iterable[str] = ()) -> WriteResult:
+        stats = metadata.stats
+        return cls(
+            instant=instant,
+            operation=metadata.operation.lower(),
+            files_written=len(stats),
+            rows_written=sum(s.num_writes for s in stats),
+            inserted=sum(s.num_inserts for s in stats),
+            updated=sum(s.num_update_writes for s in stats),
+            deleted=sum(s.num_deletes for s in stats),
+            bytes_written=sum(s.total_write_bytes for s in stats),
+            warnings=tuple(warnings),
+        )
+
+
 class WriteClient:
     def __init__(
         self,
@@ -82,8 +113,10 @@ class WriteClient:
         hook: StepHook | None = None,
         progress: Progress | None = None,
     ) -> None:
-        self.table = table
-        self.options = {**table.options, **{str(k): str(v) for k, v in (options or {}).items()}}
+        """``options`` (Hudi's keys) apply to this client's writes over the table's own; storage
+        keys must match the table's layout, and every value is checked here, before a write."""
+        self.table = table.with_options(options)
+        self.options = self.table.options
         self._hook = hook
         self._progress = progress or (lambda done, total: None)
 
@@ -92,24 +125,26 @@ class WriteClient:
 
     # --- operations ----------------------------------------------------------------------
 
-    def bulk_insert(self, data: pa.Table) -> str:
+    def bulk_insert(self, data: pa.Table) -> WriteResult:
         return self.write(data, BULK_INSERT)
 
-    def insert(self, data: pa.Table) -> str:
+    def insert(self, data: pa.Table) -> WriteResult:
         return self.write(data, INSERT)
 
-    def upsert(self, data: pa.Table) -> str:
+    def upsert(self, data: pa.Table) -> WriteResult:
         return self.write(data, UPSERT)
 
-    def delete(self, data: pa.Table) -> str:
+    def delete(self, data: pa.Table) -> WriteResult:
         """Delete the records whose keys (record key and partition columns) appear in ``data``."""
         return self.write(data, DELETE)
 
-    def insert_overwrite(self, data: pa.Table) -> str:
+    def insert_overwrite(self, data: pa.Table) -> WriteResult:
         """Replace every file group of the partitions ``data`` touches with ``data``."""
         return self.write(data, INSERT_OVERWRITE)
 
-    def write(self, data: pa.Table, operation: str) -> str:
+    def write(self, data: pa.Table, operation: str) -> WriteResult:
+        """Write ``data`` as one instant; once it has committed this returns (never raises),
+        with any table-service failure after the commit as a warning."""
         if operation not in OPERATIONS:
             raise InvalidRecordsError(f"unknown operation {operation!r}; one of {', '.join(OPERATIONS)}")
         if not isinstance(data, pa.Table):
@@ -144,14 +179,13 @@ class WriteClient:
         )
         try:
             transaction.begin()
-            instant = self._write(transaction, timeline, operation, data, schema, keys, by_partition)
+            metadata = self._write(transaction, timeline, operation, data, schema, keys, by_partition)
         except Exception:
             transaction.abort()
             raise
         finally:
             transaction.stop_heartbeat()  # also on a crash, as the death of the process would
-        run_table_services(self.table, self.options)
-        return instant
+        return WriteResult.of(transaction.time, metadata, run_table_services(self.table))
 
     # --- planning ----------------------------------------------------------------------------
 
@@ -164,7 +198,7 @@ class WriteClient:
         schema: pa.Schema | None,
         keys: list[str],
         by_partition: dict[str, list[int]],
-    ) -> str:
+    ) -> CommitMetadata:
         current = self.table.file_index_at(timeline).files(by_partition) if by_partition else {}
         record_size = self._record_size(timeline)
         plan: list[FileGroupWrite] = []
@@ -213,7 +247,8 @@ class WriteClient:
             schema=to_avro_json(table_schema, self.table.name),
             replaced=replaced,
         )
-        return transaction.commit(metadata.to_bytes(), ops, supersedes)
+        transaction.commit(metadata.to_bytes(), ops, supersedes)
+        return metadata
 
     def _plan_partition(
         self,
@@ -279,7 +314,8 @@ class WriteClient:
 
         def keys_of(name: str) -> list[str]:
             path = f"{partition}/{name}" if partition else name
-            with open_sized(self.table.fs, path, files.files[name]) as handle:
+            fs = self.table.fs
+            with fs.errors(path), open_sized(fs, path, files.files[name]) as handle:
                 return read_parquet(handle, [RECORD_KEY]).column(0).to_pylist()
 
         location: dict[str, str] = {}
@@ -331,7 +367,8 @@ class WriteClient:
         kept = 0
         if group.base is not None:
             base_path = f"{group.partition}/{group.base[1]}" if group.partition else group.base[1]
-            with open_sized(self.table.fs, base_path, group.base_size) as handle:
+            fs = self.table.fs
+            with fs.errors(base_path), open_sized(fs, base_path, group.base_size) as handle:
                 old = read_parquet(handle)
             gone = pa.array(sorted(group.updated_keys | group.deleted_keys), pa.string())
             old = old.filter(pc.invert(pc.is_in(old.column(RECORD_KEY), value_set=gone)))

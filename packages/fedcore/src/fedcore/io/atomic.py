@@ -16,15 +16,19 @@ import uuid
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
-from fedcore.exceptions import AtomicWriteUnsupportedError
+from fedcore.exceptions import AtomicWriteUnsupportedError, StorageError
+from fedcore.io.errors import storage_errors
 
 
 def create_exclusive(fs: AbstractFileSystem, path: str, data: bytes) -> None:
-    """Write ``data`` to ``path`` if nothing is there; raise FileExistsError if something is."""
+    """Write ``data`` to ``path`` if nothing is there; raise FileExistsError if something is
+    (a ``StorageFileExistsError``); any other storage failure is a ``StorageError``."""
     if isinstance(fs, LocalFileSystem):
-        _local_create_exclusive(fs._strip_protocol(path), data)
+        with storage_errors(path):
+            _local_create_exclusive(fs._strip_protocol(path), data)
     elif "s3" in _protocols(fs):
-        fs.pipe_file(path, data, mode="create")
+        with storage_errors(path):
+            fs.pipe_file(path, data, mode="create")
     else:
         raise AtomicWriteUnsupportedError(
             f"{type(fs).__name__} offers no atomic exclusive create; "
@@ -38,7 +42,11 @@ def _protocols(fs: AbstractFileSystem) -> tuple[str, ...]:
 
 def _local_create_exclusive(path: str, data: bytes) -> None:
     directory = os.path.dirname(path)
-    os.makedirs(directory, exist_ok=True)
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as exc:
+        # A file where a folder must be: not "the file to create exists".
+        raise StorageError(f"cannot create folder {directory}: a file is in the way ({exc})") from exc
     temporary = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
     with open(temporary, "xb") as handle:
         handle.write(data)

@@ -21,15 +21,22 @@ silently miss them. Files are found through the table's metadata instead.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from typing import Any, NamedTuple
 
 from fsspec import AbstractFileSystem
 
 from fedcore import properties as P
-from fedcore.exceptions import InvalidFileNameError, InvalidPathError, ListingNotSupportedError
+from fedcore.exceptions import (
+    DataFileMissingError,
+    InvalidFileNameError,
+    InvalidPathError,
+    ListingNotSupportedError,
+)
 from fedcore.filenames import BASE_FILE_RE, LOG_FILE_RE, is_partition_metadata
 from fedcore.io.atomic import create_exclusive
+from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import StorageOptions, filesystem_for
 from fedcore.io.uris import check_relative_path, is_within, normalize_uri
 from fedcore.storage.base import StorageStrategy
@@ -166,6 +173,16 @@ class FederatedFileSystem(AbstractFileSystem):
             return Target(self.table_fs, physical, False)
         return Target(self.filesystem_for_root(root), physical, True)
 
+    def errors(self, path: str, target: Target | None = None) -> contextlib.AbstractContextManager[None]:
+        """Storage errors on ``path`` as typed ``StorageError``s naming it; a data file that is
+        not there is a ``DataFileMissingError`` that says what a user can do about it."""
+        target = self._resolve(path) if target is None else target
+        if not target.is_data:
+            return storage_errors(path, target.path)
+        return storage_errors(
+            f"data file {path}", target.path, missing=DataFileMissingError, hint=_missing_data_hint(path)
+        )
+
     def _listable(self, rel: str) -> bool:
         return self.strategy.data_under_table_path or rel == P.HOODIE_FOLDER or rel.startswith(_HOODIE_PREFIX)
 
@@ -188,22 +205,23 @@ class FederatedFileSystem(AbstractFileSystem):
         **kwargs: Any,
     ) -> Any:
         target = self._resolve(path, writing=any(flag in mode for flag in "wxa+"))
-        return target.fs.open(
-            target.path,
-            mode,
-            block_size=block_size,
-            cache_options=cache_options,
-            autocommit=autocommit,
-            **kwargs,
-        )
+        with self.errors(path, target):
+            return target.fs.open(
+                target.path,
+                mode,
+                block_size=block_size,
+                cache_options=cache_options,
+                autocommit=autocommit,
+                **kwargs,
+            )
 
     def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
         rel = self.relative(path)
         return self._info(self._resolve(rel), rel, **kwargs)
 
-    @staticmethod
-    def _info(target: Target, rel: str, **kwargs: Any) -> dict[str, Any]:
-        return {**target.fs.info(target.path, **kwargs), "name": rel}
+    def _info(self, target: Target, rel: str, **kwargs: Any) -> dict[str, Any]:
+        with self.errors(rel, target):
+            return {**target.fs.info(target.path, **kwargs), "name": rel}
 
     def ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
         rel = self.relative(path)
@@ -217,35 +235,39 @@ class FederatedFileSystem(AbstractFileSystem):
                 "find them through the table's metadata"
             )
         else:
-            entries = [
-                {**entry, "name": self._logical_name(entry["name"])}
-                for entry in target.fs.ls(target.path, detail=True, **kwargs)
-            ]
+            with self.errors(rel, target):
+                listed = target.fs.ls(target.path, detail=True, **kwargs)
+            entries = [{**entry, "name": self._logical_name(entry["name"])} for entry in listed]
         return entries if detail else [entry["name"] for entry in entries]
 
     def exists(self, path: str, **kwargs: Any) -> bool:
         target = self._resolve(path)
-        return bool(target.fs.exists(target.path, **kwargs))
+        with self.errors(path, target):
+            return bool(target.fs.exists(target.path, **kwargs))
 
     def cat_file(self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any) -> bytes:
         target = self._resolve(path)
-        return bytes(target.fs.cat_file(target.path, start=start, end=end, **kwargs))
+        with self.errors(path, target):
+            return bytes(target.fs.cat_file(target.path, start=start, end=end, **kwargs))
 
     def pipe_file(self, path: str, value: bytes, mode: str = "overwrite", **kwargs: Any) -> None:
         """Write a whole file; ``mode="create"`` is atomic and exclusive (see ``io.atomic``)."""
         target = self._resolve(path, writing=True)
-        if mode == "create":
-            create_exclusive(target.fs, target.path, value)
-        else:
-            target.fs.pipe_file(target.path, value, **kwargs)
+        with self.errors(path, target):
+            if mode == "create":
+                create_exclusive(target.fs, target.path, value)
+            else:
+                target.fs.pipe_file(target.path, value, **kwargs)
 
     def put_file(self, lpath: str, rpath: str, **kwargs: Any) -> None:
         target = self._resolve(rpath, writing=True)
-        target.fs.put_file(lpath, target.path, **kwargs)
+        with self.errors(rpath, target):
+            target.fs.put_file(lpath, target.path, **kwargs)
 
     def get_file(self, rpath: str, lpath: str, **kwargs: Any) -> None:
         target = self._resolve(rpath)
-        target.fs.get_file(target.path, lpath, **kwargs)
+        with self.errors(rpath, target):
+            target.fs.get_file(target.path, lpath, **kwargs)
 
     def cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
         source, destination = self._resolve(path1), self._resolve(path2, writing=True)
@@ -260,7 +282,8 @@ class FederatedFileSystem(AbstractFileSystem):
 
     def rm_file(self, path: str) -> None:
         target = self._resolve(path)
-        target.fs.rm_file(target.path)
+        with self.errors(path, target):
+            target.fs.rm_file(target.path)
 
     def _rm(self, path: str) -> None:
         self.rm_file(path)
@@ -274,7 +297,8 @@ class FederatedFileSystem(AbstractFileSystem):
                     f"cannot delete {rel or 'the table root'!r} recursively: its data files are "
                     "spread over storage prefixes and are deleted through the table's metadata"
                 )
-            target.fs.rm(target.path, recursive=recursive, maxdepth=maxdepth)
+            with self.errors(rel, target):
+                target.fs.rm(target.path, recursive=recursive, maxdepth=maxdepth)
 
     def mkdir(self, path: str, create_parents: bool = True, **kwargs: Any) -> None:
         target = self._resolve(path)
@@ -299,3 +323,13 @@ class FederatedFileSystem(AbstractFileSystem):
     def sign(self, path: str, expiration: int = 100, **kwargs: Any) -> str:
         target = self._resolve(path)
         return str(target.fs.sign(target.path, expiration=expiration, **kwargs))
+
+
+def _missing_data_hint(path: str) -> str:
+    match = BASE_FILE_RE.fullmatch(path.rpartition("/")[2])
+    written_by = f" (written by instant {match[3]})" if match is not None else ""
+    return (
+        f"the table references it{written_by} but it is not in storage: it was deleted or moved "
+        "outside fedcore; restore it from a copy, or roll back the write that made it with "
+        "`fed rollback TABLE INSTANT` if that is the table's latest write"
+    )

@@ -11,6 +11,7 @@ deep, so a bucket can add its own KMS key without repeating the endpoint.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias
@@ -20,6 +21,7 @@ from fsspec import AbstractFileSystem
 from fsspec.spec import AbstractBufferedFile
 
 from fedcore.exceptions import InvalidStorageConfigError
+from fedcore.io.errors import storage_errors
 from fedcore.io.uris import has_scheme, is_within, normalize_uri, protocol_of
 
 StorageOptions: TypeAlias = Mapping[str, Mapping[str, Any]]
@@ -69,14 +71,15 @@ def read_object(fs: AbstractFileSystem, path: str) -> bytes:
     whether to download it in parallel parts; a ranged GET from byte 0 skips that
     and halves the requests of reading timeline and metadata-table files. An empty
     object cannot satisfy a range, so it is read plainly."""
-    try:
-        return bytes(fs.cat_file(path, start=0))
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        if exc.errno != errno.EINVAL:
+    with storage_errors(path):
+        try:
+            return bytes(fs.cat_file(path, start=0))
+        except FileNotFoundError:
             raise
-        return bytes(fs.cat_file(path))
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise
+            return bytes(fs.cat_file(path))
 
 
 def open_sized(fs: AbstractFileSystem, path: str, size: int | None) -> Any:
@@ -101,10 +104,29 @@ def read_objects(fs: AbstractFileSystem, paths: Sequence[str]) -> list[bytes]:
     costs about one round trip rather than N. Raises FileNotFoundError for a missing one."""
     if len(paths) < 2:
         return [read_object(fs, p) for p in paths]
-    found = fs.cat_ranges(list(paths), [0] * len(paths), [None] * len(paths), on_error="return")
+    with storage_errors(paths[0]):
+        found = fs.cat_ranges(list(paths), [0] * len(paths), [None] * len(paths), on_error="return")
     results = []
     for path, data in zip(paths, found, strict=True):
         if isinstance(data, FileNotFoundError):
-            raise FileNotFoundError(path)
+            with storage_errors(path):
+                raise data
         results.append(read_object(fs, path) if isinstance(data, BaseException) else bytes(data))
     return results
+
+
+def remove_files(fs: AbstractFileSystem, paths: Sequence[str]) -> None:
+    """Delete files in one bulk request where the store has one; a file already gone is
+    no error: table services are idempotent, and two writers' services may race to the
+    same deletions."""
+    if not paths:
+        return
+    with storage_errors(paths[0]):
+        try:
+            fs.rm(list(paths))
+            return
+        except FileNotFoundError:
+            pass  # a local rm of a list stops at the first missing file: go one by one
+        for path in paths:
+            with contextlib.suppress(FileNotFoundError):
+                fs.rm_file(path)

@@ -7,13 +7,13 @@ Under ``.hoodie/metadata/fed-files/``:
   completes and counted only once it has, so a crash anywhere before the commit
   point leaves a delta that no reader ever applies. A commit writes bytes in
   proportion to the files it changed, whatever the size of the table.
-- ``base/<instant>-<shard>.parquet`` and ``manifests/<instant>.json``: the
+- ``base/<instant>-<shard>-<attempt>.parquet`` and ``manifests/<instant>.json``: the
   compacted state. Partitions are hashed into shards; a shard is sorted by
   partition and cut into small row groups, so looking up one partition reads a
   footer and the row groups holding it. Compaction rewrites only the shards its
   deltas touched, doubles the shard count when shards outgrow their target, and
   switches over by creating the manifest exclusively.
-- ``base/<instant>-partitions.parquet``: the partition list, for filters that do
+- ``base/<instant>-partitions-<attempt>.parquet``: the partition list, for filters that do
   not pin every partition column.
 
 A lookup as of instant T starts from the newest manifest at or before T and
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import io
 import json
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final, NamedTuple
@@ -39,7 +40,7 @@ from fedcore import properties as P
 from fedcore.commit_metadata import earliest_retained
 from fedcore.exceptions import InstantNotRetainedError, MetadataTableError
 from fedcore.io.atomic import create_exclusive
-from fedcore.io.filesystems import read_object, read_objects
+from fedcore.io.filesystems import read_object, read_objects, remove_files
 from fedcore.io.parquet import open_parquet, read_parquet, read_row_groups
 from fedcore.metadata.file_index import FileIndex, PartitionFiles
 from fedcore.metadata.ranged import RangedFile, ReadStats
@@ -139,8 +140,7 @@ class MetadataTable(FileIndex):
 
     def discard_delta(self, instant: str) -> None:
         """Drop the delta of an instant that will never complete (rollback of a failed write)."""
-        if self.fs.exists(self.delta_path(instant)):
-            self.fs.rm_file(self.delta_path(instant))
+        remove_files(self.fs, [self.delta_path(instant)])  # one request; gone already is fine
 
     # --- reading ---------------------------------------------------------------------
 
@@ -241,8 +241,7 @@ class MetadataTable(FileIndex):
             for name in self._names("base")
             if name[:17] <= boundary.instant and name not in used
         ]
-        if doomed:
-            self.fs.rm(doomed)
+        remove_files(self.fs, doomed)
         return len(doomed)
 
     def _read_deltas(self, instants: Sequence[str], wanted: set[str] | None) -> list[list[Op]]:
@@ -252,8 +251,9 @@ class MetadataTable(FileIndex):
             found = read_objects(self.fs, paths)
         except FileNotFoundError as exc:
             raise MetadataTableError(
-                f"a completed instant has no metadata-table delta ({exc}); "
-                "run the repair tool to rebuild the metadata table"
+                f"a completed instant has no metadata-table delta ({exc}); the metadata table is "
+                "damaged and fedcore cannot yet rebuild it from storage: restore .hoodie/metadata "
+                "from a copy"
             ) from None
         self.stats.add(len(found), sum(map(len, found)))
         return [_ops(_parquet_table(data, path), wanted) for path, data in zip(paths, found, strict=True)]
@@ -342,6 +342,10 @@ class MetadataTable(FileIndex):
         shards: list[tuple[str, int, int] | None] = (
             list(old.shards) if old is not None and count == old_count else [None] * count
         )
+        # Two writers' services may compact up to the same instant at once: each writes its
+        # own files, and the exclusive manifest picks one; the loser's files are garbage that
+        # ``drop_older_than`` removes once archival passes them.
+        attempt = uuid.uuid4().hex[:8]
         for shard in sorted(rewrite):
             rows = [
                 row
@@ -352,12 +356,12 @@ class MetadataTable(FileIndex):
                 shards[shard] = None
                 continue
             data = self._parquet_bytes(pa.Table.from_pylist(rows, schema=_SCHEMA))
-            name = f"{upto}-{shard:05d}.parquet"
+            name = f"{upto}-{shard:05d}-{attempt}.parquet"
             create_exclusive(self.fs, f"{self.folder}/base/{name}", data)
             shards[shard] = (name, len(data), len(rows))
         partitions = self._partition_list(old, changes, touched)
         data = self._parquet_bytes(pa.table({"partition": partitions}, schema=_PARTITIONS_SCHEMA))
-        partitions_name = f"{upto}-partitions.parquet"
+        partitions_name = f"{upto}-partitions-{attempt}.parquet"
         create_exclusive(self.fs, f"{self.folder}/base/{partitions_name}", data)
         pending = frozenset(i.time for i in timeline.pending() if i.time < upto)
         manifest = Manifest(upto, pending, tuple(shards), (partitions_name, len(data)))

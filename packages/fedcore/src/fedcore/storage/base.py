@@ -80,7 +80,7 @@ class StorageStrategy(ABC):
 
     @abstractmethod
     def roots(self) -> tuple[str, ...]:
-        """Every root a location can fall under; the repair tool lists these."""
+        """Every root a location can fall under; rebuilding the file list from storage would list these."""
 
     def properties(self) -> dict[str, str]:
         """The storage keys that define this layout, as persisted in the table config.

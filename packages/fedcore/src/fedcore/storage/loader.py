@@ -50,7 +50,9 @@ def strategy_spec(cls: type[StorageStrategy], requested: str) -> str:
 
 def load_storage_strategy(table_path: str, properties: Mapping[str, str]) -> StorageStrategy:
     """Build the strategy the properties name (``hive`` when they name none)."""
-    spec = properties.get(P.STORAGE_STRATEGY_CLASS) or P.DEFAULT_STORAGE_STRATEGY
+    spec = properties.get(P.STORAGE_STRATEGY_CLASS)
+    if spec is None:
+        spec = P.DEFAULT_STORAGE_STRATEGY  # given but empty is an error, never the default
     cls = strategy_class(spec)
     try:
         return cls(table_path, properties)

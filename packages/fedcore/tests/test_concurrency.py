@@ -1,0 +1,160 @@
+"""Concurrent writers: a committed write always reports success, a live writer is never
+rolled back, and racing table services back off quietly."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from fedcore import properties as P
+from fedcore.archival import archive, read_archive
+from fedcore.cleaning import clean
+from fedcore.io.atomic import create_exclusive
+from fedcore.metadata.table import MetadataTable
+from fedcore.stress import run_stress
+from fedcore.table import Table
+from fedcore.testing import Backend
+from fedcore.timeline import CLEAN, COMMIT, Instant, heartbeat_path, instant_path, instant_time, new_instant
+from fedcore.transaction import is_failed, roll_back_failed_writes, roll_back_pending
+from fedcore.write_client import WriteClient
+
+from .test_writes import make_table, physical_files, rows, trips
+
+KEEP = {P.ARCHIVE_MIN_INSTANTS: "4", P.ARCHIVE_MAX_INSTANTS: "8", P.METADATA_COMPACT_DELTAS: "2"}
+
+
+def test_writer_processes_never_misreport_a_commit(backend: Backend) -> None:
+    """The short run of benchmarks/writer_stress.py: every exit code tells the truth."""
+    report = run_stress(
+        f"{backend.table_path}-stress", f"{backend.storage_path}/stress", backend.storage_options, rounds=3
+    )
+    assert report.violations == [], report.summary()
+    assert report.committed >= 3, report.summary()  # at least one writer per round got through
+    assert set(report.errors) <= {"CommitConflictError"}
+
+
+def test_a_just_requested_instant_never_looks_failed(backend: Backend) -> None:
+    table = make_table(backend)  # 100 ms heartbeats, two misses tolerated
+    instant = new_instant(table.fs.table_fs, table.path, COMMIT)
+    # The heartbeat is there from the moment the instant is: it reserved the time.
+    assert table.fs.table_fs.exists(heartbeat_path(table.path, instant.time))
+    assert not is_failed(table, instant)
+    table.fs.table_fs.rm_file(heartbeat_path(table.path, instant.time))
+    # Even without its heartbeat file, an instant is as alive as its own time says.
+    assert not is_failed(table, instant)
+    assert roll_back_failed_writes(table) == []
+    time.sleep(0.5)
+    assert is_failed(table, instant)
+    assert roll_back_failed_writes(table) == [instant.time]
+
+
+def test_instant_times_are_unique_across_actions(backend: Backend) -> None:
+    """A clean must never take the time another writer's commit has taken: the two would
+    share a metadata-table delta, a marker folder and an outcome. Timeline file names differ
+    by action, so the time itself is reserved (by the heartbeat file)."""
+    table = make_table(backend)
+    fs = table.fs.table_fs
+    latest = datetime.now(timezone.utc) + timedelta(hours=1)  # so the next pick is predictable
+    create_exclusive(fs, instant_path(table.path, Instant(instant_time(latest), COMMIT, "requested")), b"")
+    contested = instant_time(latest + timedelta(milliseconds=1))
+    # Another writer has reserved the next millisecond and is about to request its commit.
+    create_exclusive(fs, heartbeat_path(table.path, contested), b"0")
+    clean_instant = new_instant(fs, table.path, CLEAN)
+    assert clean_instant.time > contested
+
+
+def test_two_writers_rolling_back_one_dead_instant_both_succeed(backend: Backend) -> None:
+    table = make_table(backend)
+    WriteClient(table).upsert(trips([1, 2]))
+    dead = new_instant(table.fs.table_fs, table.path, COMMIT)
+    time.sleep(0.5)
+    assert is_failed(table, dead)
+    roll_back_pending(table, dead)
+    roll_back_pending(table, dead)  # a second writer that saw it pending too: no error
+    assert table.timeline().pending() == []
+    assert rows(table) == {1: ("us", 11.0), 2: ("us", 12.0)}
+
+
+def test_racing_compactions_back_off_quietly(backend: Backend) -> None:
+    table = make_table(backend)
+    for n in range(3):
+        WriteClient(table, {P.METADATA_COMPACT_DELTAS: "100"}).upsert(trips([n]))
+    barrier = threading.Barrier(2, timeout=30)
+    timeline = table.timeline()
+
+    def listed_together() -> object:
+        barrier.wait()  # both have listed the same timeline before either reads a manifest
+        return timeline
+
+    results: list[object] = []
+
+    def compact() -> None:
+        index = MetadataTable(table.fs.table_fs, table.path, listed_together)  # type: ignore[arg-type]
+        try:
+            results.append(index.compact())
+        except Exception as exc:
+            results.append(exc)
+
+    threads = [threading.Thread(target=compact) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(map(str, results)) == sorted([str(None), timeline.completed()[-1].time]), results
+    assert rows(table) == {n: ("us", 10.0 + n) for n in range(3)}
+
+
+def test_an_archival_that_loses_the_race_backs_off_quietly(backend: Backend) -> None:
+    table = make_table(backend, **KEEP, **{P.ARCHIVE_AUTOMATIC: "false"})
+    for n in range(10):
+        WriteClient(table).upsert(trips([n % 3], fare=100.0 * n))
+    expected = rows(table)
+    other: list[list[str]] = []
+
+    def meanwhile(step: str) -> None:
+        if step == "written" and not other:
+            other.append(archive(table))  # another writer's archival runs to completion now
+
+    archived = archive(table, hook=meanwhile)
+    assert other, "the other archival ran"
+    assert other[0] == archived  # the same instants; deleting them twice is no error
+    assert rows(table) == expected
+    assert len(read_archive(table)) > 0
+
+
+def test_a_failing_table_service_is_a_warning_on_a_committed_write(tmp_path: Path) -> None:
+    # A file where archival's folder must be: possible on a file system (S3 has no folders).
+    backend = Backend("local", f"file://{tmp_path}/tables/trips", f"file://{tmp_path}/storage", None)
+    table = make_table(backend, **KEEP)
+    for n in range(6):
+        WriteClient(table).upsert(trips([n]))
+    # Archival cannot write its archive: a file stands where its folder must be.
+    archived = Path(table.path.removeprefix("file://")) / ".hoodie" / "archived"
+    archived.parent.mkdir(parents=True, exist_ok=True)
+    archived.write_bytes(b"in the way")
+    results = [WriteClient(table).upsert(trips([100 + n])) for n in range(6)]
+    warned = [r for r in results if r.warnings]
+    assert warned, "archival was due and failed"
+    assert all("archival" in w for r in warned for w in r.warnings)
+    assert all(r.instant in {i.time for i in table.timeline().completed()} for r in results)
+    assert set(rows(table)) == {*range(6), *range(100, 106)}
+
+
+def test_services_cleaning_twice_the_same_files_is_no_error(backend: Backend) -> None:
+    table = make_table(backend, **{P.CLEAN_AUTOMATIC: "false"})
+    for fare in (1.0, 2.0, 3.0, 4.0):
+        WriteClient(table).upsert(trips([1], fare=fare))
+    files_before = len(physical_files(backend, backend.storage_path))
+    first, second = clean(_fresh(table), 1), clean(_fresh(table), 1)
+    assert first is not None
+    assert second is None  # the first clean's retained commit is where the second starts
+    assert len(physical_files(backend, backend.storage_path)) < files_before
+    assert rows(table) == {1: ("us", 5.0)}
+
+
+def _fresh(table: Table) -> Table:
+    from fedcore.table import load_table
+
+    return load_table(table.path, storage_options=table.storage_options)
