@@ -133,6 +133,13 @@ CASES: dict[str, Argv] = {
         "-p",
         f"{P.MAX_FILE_SIZE}=big",
     ],
+    "write -p unknown key": lambda s: [
+        "write",
+        _t(s),
+        s.input("a.parquet", records([9])),
+        "-p",
+        "hoodie.datasource.write.operation=insert",
+    ],
     "write -p no-equals": lambda s: ["write", _t(s), s.input("a.parquet", records([9])), "-p", "novalue"],
     "write --operation merge": lambda s: [
         "write",

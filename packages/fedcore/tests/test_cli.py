@@ -105,3 +105,27 @@ def test_errors_are_one_line_and_exit_2(
     assert message in err
     assert err.count("\n") == 1
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("prefixes", [1, 2, 3, 40])
+def test_the_layout_plot_labels_prefixes_with_whole_numbers(prefixes: int) -> None:
+    import matplotlib.pyplot as plt
+
+    from fedcore.layout import preview_layout
+    from fedcore.storage.loader import load_storage_strategy
+
+    properties = {
+        "hoodie.table.name": "trips",
+        "hoodie.storage.strategy.class": "object_store",
+        "hoodie.storage.path": "s3://lake-storage",
+        "hoodie.storage.prefix.count": str(prefixes),
+    }
+    strategy = load_storage_strategy("s3://lake-tables/trips", properties)
+    figure = preview_layout(strategy, ["day=2026-01-01"], 500).figure()
+    try:
+        low, high = figure.axes[0].get_xlim()
+        ticks = [t for t in figure.axes[0].get_xticks() if low <= t <= high]
+        assert len(ticks) >= 1
+        assert all(float(t).is_integer() for t in ticks), ticks
+    finally:
+        plt.close(figure)

@@ -15,7 +15,7 @@ import uuid
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fedcore.exceptions import FedError
 from fedcore.filenames import base_file_name
@@ -128,6 +128,14 @@ class LayoutReport:
 
     def plot(self, path: str) -> None:
         """Files per prefix as a picture: a bar per prefix, fullest first."""
+        import matplotlib.pyplot as plt
+
+        figure = self.figure()
+        figure.savefig(path, dpi=110)
+        plt.close(figure)
+
+    def figure(self) -> Any:
+        """The plot as a matplotlib Figure (close it with ``matplotlib.pyplot.close``)."""
         try:
             import matplotlib
 
@@ -151,8 +159,7 @@ class LayoutReport:
         axes.set_ylabel("files")
         axes.set_title(f"{self.strategy.display_name()} layout: {self.files:,} files, skew {self.skew:.2f}")
         axes.legend()
-        figure.savefig(path, dpi=110)
-        plt.close(figure)
+        return figure
 
 
 def table_layout(table: Table, samples: int = 3) -> LayoutReport:

@@ -139,6 +139,9 @@ INT_OPTIONS: Final[dict[str, tuple[int, int]]] = {
     ARCHIVE_MAX_INSTANTS: (DEFAULT_ARCHIVE_MAX_INSTANTS, 2),
 }
 BOOL_OPTIONS: Final = (CLEAN_AUTOMATIC, ARCHIVE_AUTOMATIC)
+#: Every setting a caller may give when opening or writing a table (storage keys aside):
+#: anything else would be silently ignored, so it is refused.
+RUNTIME_KEYS: Final = frozenset([*INT_OPTIONS, *BOOL_OPTIONS])
 
 
 def check_options(options: Mapping[str, str]) -> None:
