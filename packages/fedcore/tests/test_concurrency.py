@@ -8,9 +8,12 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pytest
+
 from fedcore import properties as P
 from fedcore.archival import archive, read_archive
-from fedcore.cleaning import clean
+from fedcore.cleaning import clean, plan_clean
+from fedcore.exceptions import StorageError
 from fedcore.io.atomic import create_exclusive
 from fedcore.metadata.table import MetadataTable
 from fedcore.stress import run_stress
@@ -158,3 +161,24 @@ def _fresh(table: Table) -> Table:
     from fedcore.table import load_table
 
     return load_table(table.path, storage_options=table.storage_options)
+
+
+def test_a_failed_clean_stops_its_heartbeat_and_leaves_nothing_pending(tmp_path: Path) -> None:
+    # A folder where the clean must delete a file makes the delete fail (a file system only).
+    backend = Backend("local", f"file://{tmp_path}/tables/trips", f"file://{tmp_path}/storage", None)
+    table = make_table(backend, **{P.CLEAN_AUTOMATIC: "false"})
+    for fare in (1.0, 2.0, 3.0):
+        WriteClient(table).upsert(trips([1], fare=fare))
+    plan = plan_clean(table, 1)
+    assert plan is not None
+    ((partition, names),) = plan.doomed.items()
+    (name,) = names
+    physical = Path(table.fs.to_physical(f"{partition}/{name}").removeprefix("file://"))
+    physical.unlink()
+    physical.mkdir()
+    with pytest.raises(StorageError):
+        clean(table, 1)
+    beating = [t.name for t in threading.enumerate() if t.name.startswith("fed-heartbeat-")]
+    assert beating == [], "the failed clean's heartbeat thread is still running"
+    assert table.timeline().pending() == [], "the failed clean was dropped at once"
+    assert rows(table) == {1: ("us", 4.0)}

@@ -125,20 +125,19 @@ def clean(
         return None
     doomed = plan.doomed
     start = time.monotonic()
-    transaction = Transaction(table, CLEAN)
-    transaction.begin()
-    transaction.inflight(b"")
-    for partition, names in doomed.items():
-        for name in names:
-            path = f"{partition}/{name}" if partition else name
-            # Already gone if an earlier clean died before completing.
-            with contextlib.suppress(FileNotFoundError):
-                table.fs.rm_file(path)
-    body = clean_metadata(
-        start=transaction.time,
-        earliest_retained=plan.earliest_retained,
-        deleted={p: list(names) for p, names in doomed.items()},
-        took_ms=int((time.monotonic() - start) * 1000),
-    )
-    ops = [Op(p, name, size, DELETE) for p, names in doomed.items() for name, size in names.items()]
-    return transaction.commit(body, ops)
+    with Transaction(table, CLEAN) as transaction:
+        transaction.inflight(b"")
+        for partition, names in doomed.items():
+            for name in names:
+                path = f"{partition}/{name}" if partition else name
+                # Already gone if an earlier clean died before completing.
+                with contextlib.suppress(FileNotFoundError):
+                    table.fs.rm_file(path)
+        body = clean_metadata(
+            start=transaction.time,
+            earliest_retained=plan.earliest_retained,
+            deleted={p: list(names) for p, names in doomed.items()},
+            took_ms=int((time.monotonic() - start) * 1000),
+        )
+        ops = [Op(p, name, size, DELETE) for p, names in doomed.items() for name, size in names.items()]
+        return transaction.commit(body, ops)

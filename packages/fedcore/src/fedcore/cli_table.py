@@ -29,7 +29,7 @@ from fedcore.write_client import OPERATIONS, UPSERT, WriteClient
 
 def table_commands(commands: Any) -> None:
     def add(name: str, help_text: str) -> argparse.ArgumentParser:
-        parser = commands.add_parser(name, help=help_text, description=help_text)
+        parser: argparse.ArgumentParser = commands.add_parser(name, help=help_text, description=help_text)
         if name != "demo":
             parser.add_argument("table", help="table path (local path, file:// or s3:// URI)")
             parser.add_argument(

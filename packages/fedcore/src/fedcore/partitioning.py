@@ -130,9 +130,9 @@ class PartitionScheme:
             values = dict(zip(self.fields, segments, strict=False))
         out: dict[str, str | None] = {}
         for field in self.fields:
-            text = values.get(field)
-            if text is None or text == DEFAULT_PARTITION:
+            found = values.get(field)
+            if found is None or found == DEFAULT_PARTITION:
                 out[field] = None
             else:
-                out[field] = unescape(text) if self.url_encode else text
+                out[field] = unescape(found) if self.url_encode else found
         return out

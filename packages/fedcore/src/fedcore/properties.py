@@ -45,6 +45,9 @@ NON_PARTITIONED_KEY_GENERATOR: Final = "org.apache.hudi.keygen.NonpartitionedKey
 
 # --- Metadata table, writes, cleaning (Hudi's keys and defaults) --------------------
 METADATA_ENABLE: Final = "hoodie.metadata.enable"
+#: A new table gets the metadata table unless told otherwise (Hudi's default since 0.11);
+#: an existing config without the key has none (``TableConfig.metadata_enabled``).
+DEFAULT_METADATA_ENABLE_NEW_TABLE: Final = True
 METADATA_COMPACT_DELTAS: Final = "hoodie.metadata.compact.max.delta.commits"
 DEFAULT_METADATA_COMPACT_DELTAS: Final = 10
 HEARTBEAT_INTERVAL_MS: Final = "hoodie.client.heartbeat.interval_in_ms"

@@ -159,20 +159,21 @@ class Reader:
         self, filters: Sequence[FilterSpec] = (), columns: Sequence[str] | None = None
     ) -> Iterator[pa.Table]:
         self.check_columns(columns)
-        plan = self.plan(filters)
+        yield from self.read_plan(self.plan(filters), columns)
+
+    def read_plan(self, plan: ReadPlan, columns: Sequence[str] | None) -> Iterator[pa.Table]:
+        """The rows of each slice of ``plan``, in its order, read in parallel."""
         with ThreadPoolExecutor(_READ_THREADS) as pool:
             yield from pool.map(lambda s: self.read_slice(s, columns, plan.row_filters), plan.slices)
 
-    def read(self, filters: Sequence[FilterSpec] = (), columns: Sequence[str] | None = None) -> pa.Table:
-        tables = list(self.batches(filters, columns))
-        if not tables:
-            return self._empty(columns)
-        return pa.concat_tables(tables, promote_options="permissive")
+    def column_names(self) -> list[str]:
+        """Every column a read returns, meta columns first."""
+        return [*META_COLUMNS, *self._types] if self._types else []
 
-    def _empty(self, columns: Sequence[str] | None) -> pa.Table:
-        schema = self.table.schema()
-        if schema is None:
+    def empty(self, columns: Sequence[str] | None) -> pa.Table:
+        """No rows, with the schema a read of ``columns`` returns (the newest base file's)."""
+        full = self.table.schema_with_meta_fields()
+        if full is None:
             return pa.table({})
-        full = pa.schema([pa.field(c, pa.string()) for c in META_COLUMNS] + list(schema))
         empty = full.empty_table()
         return empty.select(list(columns)) if columns is not None else empty

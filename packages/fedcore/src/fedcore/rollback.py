@@ -93,36 +93,35 @@ def _check_cleans_spared(
 
 def _roll_back_completed(table: Table, instant: Instant, metadata: CommitMetadata) -> str:
     start = time.monotonic()
-    transaction = Transaction(table, ROLLBACK)
-    transaction.begin()
-    transaction.inflight(b"")
-    deleted: dict[str, list[str]] = {}
-    ops: list[Op] = []
-    for stat in metadata.stats:
-        with contextlib.suppress(FileNotFoundError):
-            table.fs.rm_file(stat.path)
-        name = stat.path.rpartition("/")[2]
-        deleted.setdefault(stat.partition_path, []).append(name)
-        ops.append(Op(stat.partition_path, name, stat.file_size, DELETE))
-        if stat.prev_commit not in ("", "null"):
-            release_claim(table, f"{stat.file_id}_{stat.prev_commit}", instant.time)
-    for partition, file_ids in metadata.replaced.items():
-        ops.extend(Op(partition, file_id, 0, UNREPLACE) for file_id in file_ids)
-    if metadata.replaced:
-        previous = table.file_index.files(metadata.replaced, as_of=_before(table, instant))
+    with Transaction(table, ROLLBACK) as transaction:
+        transaction.inflight(b"")
+        deleted: dict[str, list[str]] = {}
+        ops: list[Op] = []
+        for stat in metadata.stats:
+            with contextlib.suppress(FileNotFoundError):
+                table.fs.rm_file(stat.path)
+            name = stat.path.rpartition("/")[2]
+            deleted.setdefault(stat.partition_path, []).append(name)
+            ops.append(Op(stat.partition_path, name, stat.file_size, DELETE))
+            if stat.prev_commit not in ("", "null"):
+                release_claim(table, f"{stat.file_id}_{stat.prev_commit}", instant.time)
         for partition, file_ids in metadata.replaced.items():
-            slices = previous[partition].latest_slices() if partition in previous else {}
-            for file_id in file_ids:
-                if file_id in slices:
-                    release_claim(table, f"{file_id}_{slices[file_id][0]}", instant.time)
-    body = rollback_metadata(
-        start=transaction.time,
-        rolled_back=instant.time,
-        action=instant.action,
-        deleted=deleted,
-        took_ms=int((time.monotonic() - start) * 1000),
-    )
-    done = transaction.commit(body, ops)
+            ops.extend(Op(partition, file_id, 0, UNREPLACE) for file_id in file_ids)
+        if metadata.replaced:
+            previous = table.file_index.files(metadata.replaced, as_of=_before(table, instant))
+            for partition, file_ids in metadata.replaced.items():
+                slices = previous[partition].latest_slices() if partition in previous else {}
+                for file_id in file_ids:
+                    if file_id in slices:
+                        release_claim(table, f"{file_id}_{slices[file_id][0]}", instant.time)
+        body = rollback_metadata(
+            start=transaction.time,
+            rolled_back=instant.time,
+            action=instant.action,
+            deleted=deleted,
+            took_ms=int((time.monotonic() - start) * 1000),
+        )
+        done = transaction.commit(body, ops)
     remove_instant_files(table, instant, (None, INFLIGHT, REQUESTED))
     return done
 

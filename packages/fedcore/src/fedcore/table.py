@@ -9,10 +9,10 @@ two different places.
 
 from __future__ import annotations
 
-import itertools
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from fsspec import AbstractFileSystem
@@ -35,13 +35,16 @@ from fedcore.io.parquet import read_parquet_schema
 from fedcore.io.uris import normalize_uri
 from fedcore.metadata import FileIndex, ListingFileIndex, MetadataTable
 from fedcore.partitioning import PartitionScheme
-from fedcore.reader import FileSlice, FilterSpec, Reader
-from fedcore.records import strip_meta
+from fedcore.reader import FileSlice, FilterSpec
+from fedcore.records import META_COLUMNS, strip_meta
 from fedcore.storage.base import StorageStrategy
 from fedcore.storage.loader import load_storage_strategy, strategy_spec
 from fedcore.table_config import TableConfig
 from fedcore.timeline import WRITE_ACTIONS, Instant, Timeline, instant_path
 from fedcore.transaction import is_failed, roll_back_pending
+
+if TYPE_CHECKING:
+    from fedcore.scan import DataScan
 
 
 class Table:
@@ -121,7 +124,7 @@ class Table:
 
     @property
     def metadata_enabled(self) -> bool:
-        return self.config.get(P.METADATA_ENABLE, "false").strip().lower() == "true"
+        return self.config.metadata_enabled
 
     @cached_property
     def file_index(self) -> FileIndex:
@@ -155,7 +158,38 @@ class Table:
                     return strip_meta(read_parquet_schema(handle).empty_table()).schema.remove_metadata()
         return None
 
-    # --- reads (see ``reader``) ------------------------------------------------------------
+    def schema_with_meta_fields(self) -> pa.Schema | None:
+        """``schema()`` with Hudi's five ``_hoodie_*`` columns first (strings), as reads return it."""
+        schema = self.schema()
+        if schema is None:
+            return None
+        return pa.schema([pa.field(name, pa.string()) for name in META_COLUMNS] + list(schema))
+
+    # --- reads (see ``scan``) ------------------------------------------------------------
+
+    def scan(
+        self,
+        filters: Sequence[FilterSpec] = (),
+        columns: Sequence[str] | None = None,
+        *,
+        as_of: str | None = None,
+        limit: int | None = None,
+        with_meta_fields: bool = True,
+    ) -> DataScan:
+        """A read of this table, run by its ``plan_files``, ``to_arrow``, ``to_arrow_batch_reader``,
+        ``count``, ``to_pandas``, ``to_polars`` or ``to_duckdb``.
+
+        Args:
+            filters: ``(column, op, value)`` triples joined by AND; ops ``=, !=, <, <=, >, >=, IN``.
+                Partition-column filters prune partitions through the metadata table.
+            columns: columns to return, in order; None for all.
+            as_of: time travel to an instant (``yyyyMMddHHmmssSSS``).
+            limit: at most this many rows.
+            with_meta_fields: include the ``_hoodie_*`` columns (as Hudi's readers do).
+        """
+        from fedcore.scan import DataScan
+
+        return DataScan.of(self, filters, columns, as_of, limit, with_meta_fields)
 
     def read(
         self,
@@ -163,8 +197,8 @@ class Table:
         columns: Sequence[str] | None = None,
         as_of: str | None = None,
     ) -> pa.Table:
-        """Snapshot (or, with ``as_of``, time-travel) read with partition pruning."""
-        return Reader(self, as_of).read(filters, columns)
+        """Shorthand for ``scan(filters, columns, as_of=as_of).to_arrow()``."""
+        return self.scan(filters, columns, as_of=as_of).to_arrow()
 
     def read_batches(
         self,
@@ -172,18 +206,13 @@ class Table:
         columns: Sequence[str] | None = None,
         as_of: str | None = None,
     ) -> pa.RecordBatchReader:
-        """Like ``read``, one file slice at a time."""
-        tables = Reader(self, as_of).batches(filters, columns)
-        first = next(tables, None)
-        if first is None:
-            empty = Reader(self, as_of).read(filters, columns)
-            return pa.RecordBatchReader.from_batches(empty.schema, iter(()))
-        chained = (batch for t in itertools.chain([first], tables) for batch in t.to_batches())
-        return pa.RecordBatchReader.from_batches(first.schema, chained)
+        """Shorthand for ``scan(filters, columns, as_of=as_of).to_arrow_batch_reader()``."""
+        return self.scan(filters, columns, as_of=as_of).to_arrow_batch_reader()
 
     def file_slices(self, filters: Sequence[FilterSpec] = (), as_of: str | None = None) -> list[FileSlice]:
-        """The latest committed file slice of every file group the filters keep: for engines."""
-        return Reader(self, as_of).plan(filters).slices
+        """Shorthand for ``scan(filters, as_of=as_of).plan_files()``: the latest committed file
+        slice of every file group the filters keep, for engines."""
+        return self.scan(filters, as_of=as_of).plan_files()
 
     # --- protocol paths ----------------------------------------------------------------------
 
@@ -227,7 +256,8 @@ def create_table(
     table_path = normalize_uri(path)
     requested = {str(k): str(v) for k, v in (properties or {}).items()}
     strategy = load_storage_strategy(table_path, {**requested, P.TABLE_NAME: name})
-    if not strategy.data_under_table_path and requested.get(P.METADATA_ENABLE, "true").lower() != "true":
+    wanted = P.property_as_bool(requested, P.METADATA_ENABLE, P.DEFAULT_METADATA_ENABLE_NEW_TABLE)
+    if not strategy.data_under_table_path and not wanted:
         raise MetadataTableRequiredError(
             P.METADATA_ENABLE,
             f"the {strategy.display_name()} layout spreads data files over storage prefixes that "
@@ -307,8 +337,7 @@ def check_supported(config: TableConfig, strategy: StorageStrategy) -> None:
             f"table {config.name} has table version {config.version}; fedcore reads and writes "
             f"version {P.DEFAULT_TABLE_VERSION} (Hudi 0.14/0.15)"
         )
-    metadata = config.get(P.METADATA_ENABLE, "false").strip().lower() == "true"
-    if not strategy.data_under_table_path and not metadata:
+    if not strategy.data_under_table_path and not config.metadata_enabled:
         raise MetadataTableRequiredError(
             P.METADATA_ENABLE, f"is false, but the {strategy.display_name()} layout needs the metadata table"
         )

@@ -71,7 +71,7 @@ class TableConfig(Mapping[str, str]):
             P.RECORD_KEY_FIELDS: ",".join(f.strip() for f in record_key_fields),
             P.HIVE_STYLE_PARTITIONING: str(hive_style_partitioning).lower(),
             P.URL_ENCODE_PARTITIONING: "true",
-            P.METADATA_ENABLE: "true",
+            P.METADATA_ENABLE: str(P.DEFAULT_METADATA_ENABLE_NEW_TABLE).lower(),
             P.DROP_PARTITION_COLUMNS: "false",
             P.KEY_GENERATOR_CLASS: _key_generator(record_key_fields, partition_fields),
         }
@@ -145,6 +145,12 @@ class TableConfig(Mapping[str, str]):
     @property
     def precombine_field(self) -> str | None:
         return self._props.get(P.PRECOMBINE_FIELD) or None
+
+    @property
+    def metadata_enabled(self) -> bool:
+        """Whether the table has fedcore's metadata table. A config without the key (a table
+        written by Hudi itself) has none: its files are found by listing, as Hudi does."""
+        return self._props.get(P.METADATA_ENABLE, "false").strip().lower() == "true"
 
     @property
     def hive_style_partitioning(self) -> bool:

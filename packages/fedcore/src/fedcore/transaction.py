@@ -31,6 +31,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
+from types import TracebackType
 from typing import TYPE_CHECKING, Final
 
 from fedcore import properties as P
@@ -104,7 +105,14 @@ class Heartbeat:
 
 
 class Transaction:
-    """The protocol state of one instant of this process."""
+    """The protocol state of one instant of this process.
+
+    Use it as a context manager: entering begins the instant (requested, heartbeat);
+    an ordinary exception in the block rolls the instant back at once; leaving always
+    stops the heartbeat, so no caller writes that by hand. A ``BaseException`` (a
+    crash stand-in, ``KeyboardInterrupt``) only stops the heartbeat, as the death of
+    the process would, and the next writer recovers the instant.
+    """
 
     def __init__(self, table: Table, action: str, hook: StepHook | None = None) -> None:
         self.table = table
@@ -119,6 +127,26 @@ class Transaction:
     def time(self) -> str:
         assert self.instant is not None, "transaction not started"
         return self.instant.time
+
+    def __enter__(self) -> Transaction:
+        try:
+            self.begin()
+        except BaseException as error:  # a crash at "requested": as if inside the block
+            self.__exit__(type(error), error, error.__traceback__)
+            raise
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        try:
+            if kind is not None and issubclass(kind, Exception):
+                try:
+                    self.abort()
+                except Exception as failure:  # the original error matters more; recovery retries
+                    log.warning("%s: rolling back %s failed: %s", self.table.path, self.instant, failure)
+        finally:
+            self.stop_heartbeat()
 
     def begin(self) -> str:
         self.instant = new_instant(self._fs, self.table.path, self.action)
@@ -248,21 +276,20 @@ def roll_back_pending(table: Table, instant: Instant) -> str | None:
         _abandon(table, instant)
         return None
     start = time.monotonic()
-    rollback = Transaction(table, ROLLBACK)
-    rollback.begin()
-    deleted = _delete_written_files(table, instant.time)
-    index = table.metadata_table_or_none()
-    if index is not None:
-        index.discard_delta(instant.time)
-    body = rollback_metadata(
-        start=rollback.time,
-        rolled_back=instant.time,
-        action=instant.action,
-        deleted=deleted,
-        took_ms=int((time.monotonic() - start) * 1000),
-    )
-    rollback.inflight(b"")
-    rollback.commit(body, [])
+    with Transaction(table, ROLLBACK) as rollback:
+        deleted = _delete_written_files(table, instant.time)
+        index = table.metadata_table_or_none()
+        if index is not None:
+            index.discard_delta(instant.time)
+        body = rollback_metadata(
+            start=rollback.time,
+            rolled_back=instant.time,
+            action=instant.action,
+            deleted=deleted,
+            took_ms=int((time.monotonic() - start) * 1000),
+        )
+        rollback.inflight(b"")
+        rollback.commit(body, [])
     remove_instant_files(table, instant, (INFLIGHT, REQUESTED))
     _remove_markers(table, instant.time)
     return rollback.time

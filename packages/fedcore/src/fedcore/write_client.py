@@ -174,17 +174,9 @@ class WriteClient:
         for row, partition in enumerate(partitions):
             by_partition.setdefault(partition, []).append(row)
 
-        transaction = Transaction(
-            self.table, REPLACE_COMMIT if operation == INSERT_OVERWRITE else COMMIT, self._hook
-        )
-        try:
-            transaction.begin()
+        action = REPLACE_COMMIT if operation == INSERT_OVERWRITE else COMMIT
+        with Transaction(self.table, action, self._hook) as transaction:
             metadata = self._write(transaction, timeline, operation, data, schema, keys, by_partition)
-        except Exception:
-            transaction.abort()
-            raise
-        finally:
-            transaction.stop_heartbeat()  # also on a crash, as the death of the process would
         return WriteResult.of(transaction.time, metadata, run_table_services(self.table))
 
     # --- planning ----------------------------------------------------------------------------
@@ -316,7 +308,8 @@ class WriteClient:
             path = f"{partition}/{name}" if partition else name
             fs = self.table.fs
             with fs.errors(path), open_sized(fs, path, files.files[name]) as handle:
-                return read_parquet(handle, [RECORD_KEY]).column(0).to_pylist()
+                keys: list[str] = read_parquet(handle, [RECORD_KEY]).column(0).to_pylist()
+                return keys
 
         location: dict[str, str] = {}
         with ThreadPoolExecutor(_IO_THREADS) as pool:

@@ -59,7 +59,7 @@ def _check_name(name: str) -> None:
         check_relative_path(name)  # raises, with the explanation
 
 
-class FederatedFileSystem(AbstractFileSystem):
+class FederatedFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec ships no types
     protocol = "fed"
     root_marker = ""
     cachable = False  # bound to one table; fsspec's instance cache would share it by repr

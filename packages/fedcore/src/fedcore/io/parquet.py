@@ -45,6 +45,11 @@ def read_row_groups(parquet: pq.ParquetFile, row_groups: Sequence[int]) -> pa.Ta
     return parquet.read_row_groups(list(row_groups), use_threads=False)
 
 
+def read_parquet_metadata(source: Source) -> pq.FileMetaData:
+    """The footer alone: row counts and statistics without reading any data page."""
+    return open_parquet(source).metadata
+
+
 def read_parquet_schema(source: Source) -> pa.Schema:
     """The Arrow schema from the footer alone."""
     return open_parquet(source).schema_arrow

@@ -135,8 +135,9 @@ class StorageStrategy(ABC):
     def __eq__(self, other: object) -> bool:
         return (
             type(other) is type(self)
-            and other.table_path == self.table_path  # type: ignore[attr-defined]
-            and other.properties() == self.properties()  # type: ignore[attr-defined]
+            and isinstance(other, StorageStrategy)
+            and other.table_path == self.table_path
+            and other.properties() == self.properties()
         )
 
     def __hash__(self) -> int:

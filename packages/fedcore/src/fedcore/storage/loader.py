@@ -19,8 +19,7 @@ from fedcore.storage.object_store import ObjectStoreStorageStrategy
 from fedcore.storage.partition_map import PartitionMapStorageStrategy
 
 BUILTIN_STRATEGIES: Mapping[str, type[StorageStrategy]] = {
-    cls.name: cls  # type: ignore[misc]
-    for cls in (HiveStorageStrategy, ObjectStoreStorageStrategy, PartitionMapStorageStrategy)
+    cls.name: cls for cls in (HiveStorageStrategy, ObjectStoreStorageStrategy, PartitionMapStorageStrategy)
 }
 
 
@@ -68,7 +67,8 @@ def _from_entry_point(name: str) -> object | None:
     for entry_point in entry_points(group=P.STORAGE_STRATEGY_ENTRY_POINT_GROUP):
         if entry_point.name == name:
             try:
-                return entry_point.load()
+                loaded: object = entry_point.load()
+                return loaded
             except Exception as exc:
                 raise UnknownStorageStrategyError(
                     P.STORAGE_STRATEGY_CLASS, f"entry point {name!r} failed to load: {exc}"

@@ -1,0 +1,211 @@
+"""``table.scan(...)``: an immutable description of a read, planned and read on demand.
+
+A scan holds what to read (filters, columns, an instant, a row limit, whether to
+include Hudi's meta columns) and nothing else; each call plans afresh from the
+timeline, so a long-lived scan sees the table as of the moment it is run (or as
+of ``as_of``). ``plan_files()`` is what an engine calls: the latest committed file
+slice of every file group the partition filters keep, found through the metadata
+table, never by listing. The ``to_*`` methods read those slices with Arrow and
+hand the rows over to the library a user works in; pandas, polars and duckdb are
+optional extras, each fed from Arrow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from fedcore.exceptions import FedError, InvalidColumnsError
+from fedcore.filters import Filter
+from fedcore.io.filesystems import open_sized
+from fedcore.io.parquet import read_parquet_metadata
+from fedcore.reader import FileSlice, FilterSpec, Reader
+from fedcore.records import META_COLUMNS
+
+if TYPE_CHECKING:
+    from fedcore.table import Table
+
+
+@dataclass(frozen=True)
+class DataScan:
+    """A read of ``table``: build it with ``Table.scan``, refine it with ``update``.
+
+    Args:
+        table: the table to read.
+        filters: ``(column, op, value)`` triples (or ``Filter``), joined by AND.
+            Filters on partition columns prune partitions before any file is
+            opened; every filter is applied to the rows.
+        columns: the columns to return, in order; None for all.
+        as_of: an instant time (``yyyyMMddHHmmssSSS``): the table as it was then.
+        limit: at most this many rows; None for all.
+        with_meta_fields: include Hudi's ``_hoodie_*`` columns (as Hudi's own
+            readers do); False returns the data columns only.
+    """
+
+    table: Table
+    filters: tuple[Filter, ...] = ()
+    columns: tuple[str, ...] | None = None
+    as_of: str | None = None
+    limit: int | None = None
+    with_meta_fields: bool = True
+
+    def __post_init__(self) -> None:
+        if self.limit is not None and (isinstance(self.limit, bool) or self.limit < 0):
+            raise InvalidColumnsError(f"limit must be a non-negative whole number, not {self.limit!r}")
+        if self.columns is not None and not self.with_meta_fields:
+            meta = [c for c in self.columns if c in META_COLUMNS]
+            if meta:
+                raise InvalidColumnsError(f"{meta[0]!r} is a meta column, and with_meta_fields is False")
+
+    @classmethod
+    def of(
+        cls,
+        table: Table,
+        filters: Sequence[FilterSpec] = (),
+        columns: Sequence[str] | None = None,
+        as_of: str | None = None,
+        limit: int | None = None,
+        with_meta_fields: bool = True,
+    ) -> DataScan:
+        if isinstance(columns, str):
+            raise InvalidColumnsError(f"columns must be a list of names, not the string {columns!r}")
+        return cls(
+            table,
+            tuple(Filter.of(f) for f in filters),
+            None if columns is None else tuple(columns),
+            as_of,
+            limit,
+            with_meta_fields,
+        )
+
+    def update(self, **changes: Any) -> DataScan:
+        """A new scan with some of its settings changed (``filters``, ``columns``, ...)."""
+        settings = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+        settings.update(changes)
+        return DataScan.of(**settings)
+
+    # --- planning ------------------------------------------------------------------------
+
+    def _reader(self) -> Reader:
+        return Reader(self.table, self.as_of)
+
+    def _columns(self, reader: Reader) -> list[str] | None:
+        if self.columns is not None:
+            reader.check_columns(self.columns)
+            return list(self.columns)
+        if self.with_meta_fields:
+            return None
+        return [name for name in reader.column_names() if name not in META_COLUMNS]
+
+    def plan_files(self) -> list[FileSlice]:
+        """The file slices this scan reads: one per file group the partition filters keep."""
+        return self._reader().plan(self.filters).slices
+
+    # --- reading -------------------------------------------------------------------------
+
+    def to_arrow_batch_reader(self) -> pa.RecordBatchReader:
+        """The rows as a stream of record batches, one file slice at a time.
+
+        The stream's schema is that of the newest file slice the scan reads, which is read
+        first: as in Hudi, rows of files written before a column was added get nulls there."""
+        reader = self._reader()
+        columns = self._columns(reader)
+        plan = reader.plan(self.filters)
+        plan.slices.sort(key=lambda s: s.base_instant, reverse=True)
+        tables = reader.read_plan(plan, columns)
+        first = next(tables, None) if self.limit != 0 else None
+        if first is None:
+            schema = reader.empty(columns).schema
+            return pa.RecordBatchReader.from_batches(schema, iter(()))
+        return pa.RecordBatchReader.from_batches(
+            first.schema, self._batches(itertools.chain([first], tables), first.schema)
+        )
+
+    def _batches(self, tables: Iterator[pa.Table], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+        remaining = self.limit
+        for table in tables:
+            if remaining is not None and table.num_rows >= remaining:
+                table = table.slice(0, remaining)
+            yield from _conform(table, schema).to_batches()
+            if remaining is not None:
+                remaining -= table.num_rows
+                if remaining <= 0:
+                    return
+
+    def to_arrow(self) -> pa.Table:
+        """All the rows as one ``pyarrow.Table``."""
+        return self.to_arrow_batch_reader().read_all()
+
+    def count(self) -> int:
+        """How many rows the scan returns. Without row filters, from file footers alone."""
+        reader = self._reader()
+        plan = reader.plan(self.filters)
+        total = 0
+        if plan.row_filters:
+            columns = list(dict.fromkeys(f.column for f in plan.row_filters))
+            total = sum(int(t.num_rows) for t in reader.read_plan(plan, columns))
+        else:
+            fs = self.table.fs
+            for file_slice in plan.slices:
+                with fs.errors(file_slice.path), open_sized(fs, file_slice.path, file_slice.size) as handle:
+                    total += int(read_parquet_metadata(handle).num_rows)
+        return total if self.limit is None else min(total, self.limit)
+
+    def to_pandas(self, **kwargs: Any) -> Any:
+        """The rows as a ``pandas.DataFrame`` (needs ``fedcore[pandas]``); ``kwargs`` go to
+        ``pyarrow.Table.to_pandas``."""
+        _require("pandas")
+        return self.to_arrow().to_pandas(**kwargs)
+
+    def to_polars(self) -> Any:
+        """The rows as a ``polars.DataFrame`` (needs ``fedcore[polars]``)."""
+        polars = _require("polars")
+        return polars.from_arrow(self.to_arrow())
+
+    def to_duckdb(self, table_name: str, connection: Any = None) -> Any:
+        """The rows registered as ``table_name`` in a DuckDB connection (a new in-memory one
+        unless given); returns the connection (needs ``fedcore[duckdb]``)."""
+        duckdb = _require("duckdb")
+        con = connection if connection is not None else duckdb.connect()
+        con.register(table_name, self.to_arrow())
+        return con
+
+    def __repr__(self) -> str:
+        parts = [f"table={self.table.name!r}"]
+        if self.filters:
+            parts.append(f"filters={[(f.column, f.op, f.value) for f in self.filters]!r}")
+        if self.columns is not None:
+            parts.append(f"columns={list(self.columns)!r}")
+        if self.as_of is not None:
+            parts.append(f"as_of={self.as_of!r}")
+        if self.limit is not None:
+            parts.append(f"limit={self.limit}")
+        if not self.with_meta_fields:
+            parts.append("with_meta_fields=False")
+        return f"DataScan({', '.join(parts)})"
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """A slice's rows in the scan's schema: a file written before a column was added has
+    nulls there; narrower types widen (the newest base file's schema wins, as in Hudi)."""
+    if table.schema.equals(schema):
+        return table
+    columns = [
+        table.column(field.name) if field.name in table.column_names else pa.nulls(table.num_rows, field.type)
+        for field in schema
+    ]
+    return pa.table(dict(zip(schema.names, columns, strict=True))).cast(schema)
+
+
+def _require(module: str) -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise FedError(f"this needs {module}: pip install 'fedcore[{module}]' ({exc})") from exc

@@ -1,0 +1,97 @@
+"""``table.scan(...)``: one immutable read, planned through the metadata table, handed to Arrow,
+pandas, polars or DuckDB."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pyarrow as pa
+import pytest
+
+from fedcore.exceptions import InvalidColumnsError
+from fedcore.records import META_COLUMNS
+from fedcore.scan import DataScan
+from fedcore.testing import Backend
+from fedcore.write_client import WriteClient
+
+from .test_writes import make_table, trips
+
+
+def filled(backend: Backend):  # type: ignore[no-untyped-def]
+    table = make_table(backend)
+    WriteClient(table).upsert(trips(range(12), ["us", "de", "fr"] * 4))
+    return table
+
+
+def test_a_scan_is_immutable_and_reads_what_read_reads(backend: Backend) -> None:
+    table = filled(backend)
+    scan = table.scan([("country", "IN", ["us", "de"]), ("fare", ">", 12.0)], ["trip_id", "fare"])
+    assert isinstance(scan, DataScan)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        scan.limit = 1  # type: ignore[misc]
+    got = scan.to_arrow().sort_by("trip_id")
+    assert got.column_names == ["trip_id", "fare"]
+    assert got.column("trip_id").to_pylist() == [3, 4, 6, 7, 9, 10]
+    assert got == table.read(scan.filters, ["trip_id", "fare"]).sort_by("trip_id")
+    assert len(scan.plan_files()) == 2  # one file group in each of the two partitions kept
+    narrower = scan.update(limit=2)
+    assert narrower.limit == 2
+    assert scan.limit is None
+    assert narrower.to_arrow().num_rows == 2
+    assert "limit=2" in repr(narrower)
+
+
+def test_meta_fields_are_an_explicit_choice(backend: Backend) -> None:
+    table = filled(backend)
+    with_meta = table.scan().to_arrow()
+    without = table.scan(with_meta_fields=False).to_arrow()
+    assert with_meta.column_names[:5] == list(META_COLUMNS)
+    assert without.column_names == ["trip_id", "country", "ts", "fare"]
+    assert table.schema_with_meta_fields().names == with_meta.column_names  # type: ignore[union-attr]
+    assert table.schema().names == without.column_names  # type: ignore[union-attr]
+    with pytest.raises(InvalidColumnsError, match="meta column"):
+        table.scan(columns=["_hoodie_record_key"], with_meta_fields=False)
+
+
+def test_count_reads_footers_without_filters_and_rows_with_them(backend: Backend) -> None:
+    table = filled(backend)
+    assert table.scan().count() == 12
+    assert table.scan([("country", "=", "us")]).count() == 4
+    assert table.scan([("fare", ">=", 20.0)]).count() == 2
+    assert table.scan(limit=5).count() == 5
+
+
+def test_the_batch_reader_streams_one_slice_at_a_time(backend: Backend) -> None:
+    table = filled(backend)
+    reader = table.scan(with_meta_fields=False).to_arrow_batch_reader()
+    assert isinstance(reader, pa.RecordBatchReader)
+    assert reader.schema.names == ["trip_id", "country", "ts", "fare"]
+    batches = list(reader)
+    assert len(batches) == 3  # one file slice per partition
+    assert sorted(r["trip_id"] for b in batches for r in b.to_pylist()) == list(range(12))
+    limited = list(table.scan(limit=5).to_arrow_batch_reader())
+    assert sum(b.num_rows for b in limited) == 5
+
+
+def test_pandas_polars_and_duckdb_get_the_same_rows(backend: Backend) -> None:
+    table = filled(backend)
+    scan = table.scan([("country", "=", "de")], ["trip_id", "fare"])
+    expected = sorted(scan.to_arrow().to_pylist(), key=lambda r: r["trip_id"])
+    frame = scan.to_pandas()
+    assert sorted(frame.to_dict("records"), key=lambda r: r["trip_id"]) == expected
+    assert sorted(scan.to_polars().to_dicts(), key=lambda r: r["trip_id"]) == expected
+    con = scan.to_duckdb("trips")
+    assert con.execute("select sum(fare), count(*) from trips").fetchone() == (
+        sum(r["fare"] for r in expected),
+        4,
+    )
+
+
+def test_an_empty_scan_has_the_table_schema(backend: Backend) -> None:
+    table = filled(backend)
+    empty = table.scan([("country", "=", "nowhere")], ["trip_id", "fare"]).to_arrow()
+    assert empty.num_rows == 0
+    assert empty.schema.names == ["trip_id", "fare"]
+    assert table.scan(limit=0).to_arrow().num_rows == 0
+    with pytest.raises(InvalidColumnsError):
+        table.scan(limit=-1)
