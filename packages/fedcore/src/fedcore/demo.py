@@ -22,7 +22,7 @@ from fedcore import properties as P
 from fedcore.exceptions import FedError
 from fedcore.layout import table_layout
 from fedcore.table import Table, create_table
-from fedcore.write_client import WriteClient
+from fedcore.write_client import Operation, WriteClient
 
 COUNTRIES = ("usa", "bra", "deu", "ind", "jpn")
 START = date(2026, 1, 1)
@@ -85,7 +85,7 @@ def run_demo(
         writer = WriteClient(table, progress=progress)
         model: dict[int, float] = {}
 
-        def commit(label: str, operation: str, data: pa.Table) -> None:
+        def commit(label: str, operation: Operation, data: pa.Table) -> None:
             instant = writer.write(data, operation).instant
             ids = data.column("trip_id").to_pylist()
             if operation == "delete":

@@ -8,7 +8,7 @@ it replaces by ``_hoodie_record_key`` alone, without knowing the key fields.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final, TypeAlias
 
 import pyarrow as pa
 
@@ -22,6 +22,34 @@ RECORD_KEY: Final = "_hoodie_record_key"
 PARTITION_PATH: Final = "_hoodie_partition_path"
 FILE_NAME: Final = "_hoodie_file_name"
 META_COLUMNS: Final = (COMMIT_TIME, COMMIT_SEQNO, RECORD_KEY, PARTITION_PATH, FILE_NAME)
+
+
+#: What a write accepts: a ``pyarrow.Table`` or ``RecordBatch``, a ``RecordBatchReader``, or any
+#: object that exports an Arrow stream (``__arrow_c_stream__``: polars, DuckDB relations,
+#: pandas 2.2+, ...); a pandas ``DataFrame`` of older pandas goes through ``Table.from_pandas``.
+WriteInput: TypeAlias = Any
+
+
+def to_arrow_table(data: WriteInput) -> pa.Table:
+    """Write input as one Arrow table, read from its stream once (``InvalidRecordsError`` if it
+    is nothing Arrow can read)."""
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    try:
+        if isinstance(data, pa.RecordBatchReader):
+            return data.read_all()
+        if hasattr(data, "__arrow_c_stream__"):
+            return pa.RecordBatchReader.from_stream(data).read_all()
+        if type(data).__module__.startswith("pandas"):
+            return pa.Table.from_pandas(data, preserve_index=False)
+    except (pa.ArrowException, TypeError, ValueError) as exc:
+        raise InvalidRecordsError(f"cannot read the records as Arrow: {exc}") from exc
+    raise InvalidRecordsError(
+        f"records must be a pyarrow Table, RecordBatch or RecordBatchReader, or export an Arrow stream "
+        f"(pandas, polars, ...), not {type(data).__name__}"
+    )
 
 
 def check_columns(data: pa.Table, fields: Sequence[str], what: str) -> None:

@@ -44,10 +44,23 @@ from fedcore.timeline import WRITE_ACTIONS, Instant, Timeline, instant_path
 from fedcore.transaction import is_failed, roll_back_pending
 
 if TYPE_CHECKING:
+    from fedcore.records import WriteInput
     from fedcore.scan import DataScan
+    from fedcore.write_client import Operation, WriteResult
 
 
 class Table:
+    """A table: its config, storage strategy and federated filesystem; reads through
+    ``scan`` and writes through ``upsert``, ``insert``, ``bulk_insert``, ``delete`` and
+    ``insert_overwrite``. Get one from ``load_table`` or ``create_table``.
+
+    Attributes:
+        path: the table path (metadata lives under ``<path>/.hoodie``).
+        config: ``hoodie.properties``, validated.
+        strategy: where data files go (persisted at creation).
+        options: runtime settings: the caller's over the table's.
+    """
+
     def __init__(
         self,
         path: str,
@@ -213,6 +226,39 @@ class Table:
         """Shorthand for ``scan(filters, as_of=as_of).plan_files()``: the latest committed file
         slice of every file group the filters keep, for engines."""
         return self.scan(filters, as_of=as_of).plan_files()
+
+    # --- writes (see ``write_client``) -------------------------------------------------------
+
+    def write(
+        self, data: WriteInput, operation: Operation, options: Mapping[str, str] | None = None
+    ) -> WriteResult:
+        """Shorthand for ``WriteClient(self, options).write(data, operation)``: one instant.
+
+        ``data`` is a pyarrow Table, RecordBatch or RecordBatchReader, or anything exporting an
+        Arrow stream (polars, pandas); ``options`` are Hudi's keys for this write only."""
+        from fedcore.write_client import WriteClient
+
+        return WriteClient(self, options).write(data, operation)
+
+    def upsert(self, data: WriteInput, options: Mapping[str, str] | None = None) -> WriteResult:
+        """Update the rows whose keys exist, insert the others (idempotent)."""
+        return self.write(data, "upsert", options)
+
+    def insert(self, data: WriteInput, options: Mapping[str, str] | None = None) -> WriteResult:
+        """Insert without looking keys up: an existing key gets a second row, as in Hudi."""
+        return self.write(data, "insert", options)
+
+    def bulk_insert(self, data: WriteInput, options: Mapping[str, str] | None = None) -> WriteResult:
+        """Like ``insert``, into new file groups only (for a first load)."""
+        return self.write(data, "bulk_insert", options)
+
+    def delete(self, data: WriteInput, options: Mapping[str, str] | None = None) -> WriteResult:
+        """Delete the rows whose keys (record key and partition columns) appear in ``data``."""
+        return self.write(data, "delete", options)
+
+    def insert_overwrite(self, data: WriteInput, options: Mapping[str, str] | None = None) -> WriteResult:
+        """Replace every file group of the partitions ``data`` touches with ``data``."""
+        return self.write(data, "insert_overwrite", options)
 
     # --- protocol paths ----------------------------------------------------------------------
 

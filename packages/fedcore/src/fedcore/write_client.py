@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Literal, TypeAlias, get_args
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -36,24 +36,27 @@ from fedcore.records import (
     FILE_NAME,
     META_COLUMNS,
     RECORD_KEY,
+    WriteInput,
     check_columns,
     conform,
     latest_per_key,
     partition_paths,
     record_keys,
     take,
+    to_arrow_table,
 )
 from fedcore.services import run_table_services
 from fedcore.table import Table
 from fedcore.timeline import COMMIT, REPLACE_COMMIT, WRITE_ACTIONS, Timeline
 from fedcore.transaction import StepHook, Transaction, roll_back_failed_writes
 
+Operation: TypeAlias = Literal["bulk_insert", "insert", "upsert", "delete", "insert_overwrite"]
 BULK_INSERT: Final = "bulk_insert"
 INSERT: Final = "insert"
 UPSERT: Final = "upsert"
 DELETE: Final = "delete"
 INSERT_OVERWRITE: Final = "insert_overwrite"
-OPERATIONS: Final = (BULK_INSERT, INSERT, UPSERT, DELETE, INSERT_OVERWRITE)
+OPERATIONS: Final[tuple[Operation, ...]] = get_args(Operation)
 _IO_THREADS: Final = 8
 
 #: Called as (files done, files to write) while a write runs.
@@ -105,6 +108,16 @@ class WriteResult:
 
 
 class WriteClient:
+    """Writes to one table with one set of options: what engines and pipelines hold on to.
+
+    Args:
+        table: the table (from ``load_table`` or ``create_table``).
+        options: Hudi's keys (``hoodie.parquet.max.file.size``, heartbeat, cleaning, archival)
+            over the table's own; checked here. Storage keys must match the table's layout.
+        hook: called with each commit-protocol step name (crash-injection tests).
+        progress: called as (files written, files to write) while a write runs.
+    """
+
     def __init__(
         self,
         table: Table,
@@ -120,35 +133,55 @@ class WriteClient:
         self._hook = hook
         self._progress = progress or (lambda done, total: None)
 
+    def __repr__(self) -> str:
+        return f"WriteClient({self.table!r})"
+
     def _int(self, key: str, default: int) -> int:
         return P.property_as_int(self.options, key, default)
 
     # --- operations ----------------------------------------------------------------------
 
-    def bulk_insert(self, data: pa.Table) -> WriteResult:
+    def bulk_insert(self, data: WriteInput) -> WriteResult:
         return self.write(data, BULK_INSERT)
 
-    def insert(self, data: pa.Table) -> WriteResult:
+    def insert(self, data: WriteInput) -> WriteResult:
         return self.write(data, INSERT)
 
-    def upsert(self, data: pa.Table) -> WriteResult:
+    def upsert(self, data: WriteInput) -> WriteResult:
         return self.write(data, UPSERT)
 
-    def delete(self, data: pa.Table) -> WriteResult:
+    def delete(self, data: WriteInput) -> WriteResult:
         """Delete the records whose keys (record key and partition columns) appear in ``data``."""
         return self.write(data, DELETE)
 
-    def insert_overwrite(self, data: pa.Table) -> WriteResult:
+    def insert_overwrite(self, data: WriteInput) -> WriteResult:
         """Replace every file group of the partitions ``data`` touches with ``data``."""
         return self.write(data, INSERT_OVERWRITE)
 
-    def write(self, data: pa.Table, operation: str) -> WriteResult:
-        """Write ``data`` as one instant; once it has committed this returns (never raises),
-        with any table-service failure after the commit as a warning."""
+    def write(self, data: WriteInput, operation: Operation) -> WriteResult:
+        """Write ``data`` as one instant with ``operation``.
+
+        Args:
+            data: a pyarrow Table, RecordBatch or RecordBatchReader, or anything exporting an
+                Arrow stream (polars, pandas, ...). For ``delete``, the record key and
+                partition columns are enough.
+            operation: ``upsert`` (update keys in place, insert the rest: idempotent),
+                ``insert`` / ``bulk_insert`` (no key lookup: an existing key gets a second
+                row, as in Hudi), ``delete``, or ``insert_overwrite`` (replace the file
+                groups of the partitions written).
+
+        Returns:
+            What was committed. Once the instant has committed this returns, never raises;
+            a table service that failed after the commit is in ``warnings``.
+
+        Raises:
+            InvalidRecordsError, SchemaMismatchError, CommitConflictError (another writer
+            changed the same file groups first; nothing of this write is visible),
+            StorageError.
+        """
         if operation not in OPERATIONS:
             raise InvalidRecordsError(f"unknown operation {operation!r}; one of {', '.join(OPERATIONS)}")
-        if not isinstance(data, pa.Table):
-            raise InvalidRecordsError(f"records must be a pyarrow.Table, not {type(data).__name__}")
+        data = to_arrow_table(data)
         # One listing of the timeline serves recovery, the schema and the plan.
         timeline = self.table.timeline()
         if roll_back_failed_writes(self.table, timeline):
