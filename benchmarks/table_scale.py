@@ -44,13 +44,13 @@ import pyarrow as pa
 from tqdm import tqdm
 
 from fedcore import properties as P
-from fedcore.archival import archived_through
 from fedcore.avro_schema import to_avro_json
 from fedcore.commit_metadata import CommitMetadata, WriteStat
 from fedcore.filenames import base_file_name
 from fedcore.io.filesystems import filesystem_for
 from fedcore.metadata.table import ADD, Op
 from fedcore.reader import Reader
+from fedcore.retention import archived_through
 from fedcore.services import run_table_services
 from fedcore.table import Table, create_table
 from fedcore.testing import LoopbackS3

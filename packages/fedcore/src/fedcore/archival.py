@@ -29,21 +29,18 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from fsspec import AbstractFileSystem
 
 from fedcore import properties as P
-from fedcore.cleaning import last_clean_retained
-from fedcore.exceptions import ConfigError, InstantNotRetainedError
+from fedcore.exceptions import ConfigError
 from fedcore.io.atomic import create_exclusive
 from fedcore.io.filesystems import read_object, read_objects, remove_files
 from fedcore.io.parquet import read_parquet
+from fedcore.retention import ARCHIVE_PREFIX, archive_folder, last_clean_retained
 from fedcore.timeline import WRITE_ACTIONS, Instant, Timeline, parse_instant_file
 
 if TYPE_CHECKING:
-    from fedcore.table import Table
+    from fedcore.handle import TableHandle
 
-FOLDER = "archived"
-_PREFIX = "fed-archive-"
 _SCHEMA = pa.schema(
     [
         pa.field("instant", pa.string(), nullable=False),
@@ -54,30 +51,8 @@ _SCHEMA = pa.schema(
 )
 
 
-def archive_folder(table_path: str) -> str:
-    return f"{table_path}/{P.HOODIE_FOLDER}/{FOLDER}"
-
-
-def archived_through(fs: AbstractFileSystem, table_path: str) -> str | None:
-    """The newest instant archival took off the active timeline, if any."""
-    try:
-        names = fs.ls(archive_folder(table_path), detail=False, refresh=True)
-    except FileNotFoundError:
-        return None
-    times = [n.rsplit("/", 1)[-1][len(_PREFIX) :][:17] for n in names if _PREFIX in n.rsplit("/", 1)[-1]]
-    return max(times, default=None)
-
-
-def check_not_archived(fs: AbstractFileSystem, table_path: str, as_of: str) -> None:
-    boundary = archived_through(fs, table_path)
-    if boundary is not None and as_of <= boundary:
-        raise InstantNotRetainedError(
-            f"instant {as_of} was archived (the active timeline starts after {boundary})"
-        )
-
-
 def archive(
-    table: Table,
+    table: TableHandle,
     options: Mapping[str, str] | None = None,
     *,
     timeline: Timeline | None = None,
@@ -126,7 +101,7 @@ def archive(
     return [i.time for i in doomed]
 
 
-def _bound(table: Table, timeline: Timeline, keep_from: str) -> str:
+def _bound(table: TableHandle, timeline: Timeline, keep_from: str) -> str:
     """Archival stops before this instant."""
     bounds = [keep_from]
     pending = timeline.pending()
@@ -135,13 +110,13 @@ def _bound(table: Table, timeline: Timeline, keep_from: str) -> str:
     writes = timeline.completed(WRITE_ACTIONS)
     if writes:
         bounds.append(writes[-1].time)
-    retained = last_clean_retained(table, timeline)
+    retained = last_clean_retained(table.fs.table_fs, table.path, timeline)
     if retained:
         bounds.append(retained)
     return min(bounds)
 
 
-def _instant_files(table: Table, times: set[str]) -> list[str]:
+def _instant_files(table: TableHandle, times: set[str]) -> list[str]:
     """Every timeline file (all states) of the given instants, oldest first."""
     folder = f"{table.path}/{P.HOODIE_FOLDER}"
     names = sorted(
@@ -152,11 +127,11 @@ def _instant_files(table: Table, times: set[str]) -> list[str]:
     ]
 
 
-def _remove(table: Table, paths: list[str]) -> None:
+def _remove(table: TableHandle, paths: list[str]) -> None:
     remove_files(table.fs.table_fs, paths)
 
 
-def _write_archive(table: Table, boundary: str, files: list[str]) -> None:
+def _write_archive(table: TableHandle, boundary: str, files: list[str]) -> None:
     contents = read_objects(table.fs.table_fs, files)
     instants: list[Instant] = [parse_instant_file(path.rsplit("/", 1)[-1]) for path in files]  # type: ignore[misc]
     rows = pa.table(
@@ -170,18 +145,18 @@ def _write_archive(table: Table, boundary: str, files: list[str]) -> None:
     )
     sink = io.BytesIO()
     pq.write_table(rows, sink, compression="zstd")
-    path = f"{archive_folder(table.path)}/{_PREFIX}{boundary}.parquet"
+    path = f"{archive_folder(table.path)}/{ARCHIVE_PREFIX}{boundary}.parquet"
     # Exists when an earlier archival to the same boundary died before its deletions: finish them.
     with contextlib.suppress(FileExistsError):
         create_exclusive(table.fs.table_fs, path, sink.getvalue())
 
 
-def read_archive(table: Table) -> pa.Table:
+def read_archive(table: TableHandle) -> pa.Table:
     """Every archived timeline file: instant, action, file name, content."""
     folder = archive_folder(table.path)
     try:
         names = sorted(table.fs.table_fs.ls(folder, detail=False, refresh=True))
     except FileNotFoundError:
         return _SCHEMA.empty_table()
-    parts = [read_parquet(read_object(table.fs.table_fs, n)) for n in names if _PREFIX in n]
+    parts = [read_parquet(read_object(table.fs.table_fs, n)) for n in names if ARCHIVE_PREFIX in n]
     return pa.concat_tables(parts) if parts else _SCHEMA.empty_table()

@@ -25,16 +25,16 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from fedcore.commit_metadata import clean_metadata, earliest_retained
+from fedcore.commit_metadata import clean_metadata
 from fedcore.filenames import BASE_FILE_RE
-from fedcore.io.filesystems import read_object
 from fedcore.metadata.table import DELETE, Op
-from fedcore.timeline import CLEAN, WRITE_ACTIONS, Timeline, instant_path
+from fedcore.retention import last_clean_retained
+from fedcore.timeline import CLEAN, WRITE_ACTIONS, Timeline
 from fedcore.transaction import Transaction, roll_back_failed_writes
 
 if TYPE_CHECKING:
+    from fedcore.handle import TableHandle
     from fedcore.metadata.file_index import PartitionFiles
-    from fedcore.table import Table
 
 #: Record a clean that deletes nothing once its window holds this many write instants.
 EMPTY_CLEAN_WINDOW = 10
@@ -55,14 +55,14 @@ class CleanPlan:
         return bool(self.doomed) or self.partitions is None or self.window >= EMPTY_CLEAN_WINDOW
 
 
-def plan_clean(table: Table, retained: int, timeline: Timeline | None = None) -> CleanPlan | None:
+def plan_clean(table: TableHandle, retained: int, timeline: Timeline | None = None) -> CleanPlan | None:
     """What a clean keeping the latest ``retained`` writes would delete; None when nothing fell out."""
     timeline = table.timeline() if timeline is None else timeline
     writes = timeline.completed(WRITE_ACTIONS)
     if retained < 1 or len(writes) <= retained:
         return None
     earliest = writes[-retained].time
-    since = last_clean_retained(table, timeline)
+    since = last_clean_retained(table.fs.table_fs, table.path, timeline)
     if since is not None and since >= earliest:
         return None
     plan = CleanPlan(earliest)
@@ -81,14 +81,6 @@ def plan_clean(table: Table, retained: int, timeline: Timeline | None = None) ->
         if doomed:
             plan.doomed[partition] = doomed
     return plan
-
-
-def last_clean_retained(table: Table, timeline: Timeline) -> str | None:
-    """Where the latest clean left off: the earliest instant it retained."""
-    cleans = timeline.completed([CLEAN])
-    if not cleans:
-        return None
-    return earliest_retained(read_object(table.fs.table_fs, instant_path(table.path, cleans[-1])))
 
 
 def _doomed(files: PartitionFiles, earliest: str) -> dict[str, int]:
@@ -112,7 +104,7 @@ def _doomed(files: PartitionFiles, earliest: str) -> dict[str, int]:
 
 
 def clean(
-    table: Table, retained: int, *, recover: bool = True, timeline: Timeline | None = None
+    table: TableHandle, retained: int, *, recover: bool = True, timeline: Timeline | None = None
 ) -> str | None:
     """Run a clean; the clean instant's time, or None when nothing was old enough to delete.
 

@@ -22,7 +22,7 @@ from fedcore.filenames import base_file_name
 from fedcore.storage.base import StorageStrategy
 
 if TYPE_CHECKING:
-    from fedcore.table import Table
+    from fedcore.handle import TableHandle
 
 #: Below this many files per prefix a chi-square test says nothing reliable.
 MIN_EXPECTED_PER_PREFIX = 5
@@ -162,7 +162,7 @@ class LayoutReport:
         return figure
 
 
-def table_layout(table: Table, samples: int = 3) -> LayoutReport:
+def table_layout(table: TableHandle, samples: int = 3) -> LayoutReport:
     """Files and bytes per storage location of every file the table's metadata holds."""
     files: Counter[str] = Counter()
     sizes: Counter[str] = Counter()

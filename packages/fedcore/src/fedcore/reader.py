@@ -16,17 +16,17 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from fedcore.archival import check_not_archived
 from fedcore.avro_schema import field_types
 from fedcore.exceptions import InvalidColumnsError, InvalidFilterError, InvalidInstantError
 from fedcore.filters import Filter, matches, row_expression, typed
 from fedcore.io.filesystems import open_sized
 from fedcore.io.parquet import read_parquet
 from fedcore.records import META_COLUMNS
+from fedcore.retention import check_not_archived
 from fedcore.timeline import WRITE_ACTIONS, parse_instant_time
 
 if TYPE_CHECKING:
-    from fedcore.table import Table
+    from fedcore.handle import TableHandle
 
 FilterSpec = Filter | Sequence[Any]
 _READ_THREADS = 8
@@ -55,7 +55,7 @@ class ReadPlan:
 
 
 class Reader:
-    def __init__(self, table: Table, as_of: str | None = None) -> None:
+    def __init__(self, table: TableHandle, as_of: str | None = None) -> None:
         self.table = table
         self.as_of = as_of
         if as_of is not None:

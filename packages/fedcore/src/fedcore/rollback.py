@@ -40,10 +40,10 @@ from fedcore.transaction import (
 )
 
 if TYPE_CHECKING:
-    from fedcore.table import Table
+    from fedcore.handle import TableHandle
 
 
-def rollback(table: Table, instant_time: str) -> str:
+def rollback(table: TableHandle, instant_time: str) -> str:
     """Roll back ``instant_time``; returns the rollback instant's time."""
     parse_instant_time(instant_time)
     timeline = table.timeline()
@@ -71,7 +71,7 @@ def rollback(table: Table, instant_time: str) -> str:
 
 
 def _check_cleans_spared(
-    table: Table, instant: Instant, metadata: CommitMetadata, cleans: list[Instant]
+    table: TableHandle, instant: Instant, metadata: CommitMetadata, cleans: list[Instant]
 ) -> None:
     """Rolling back a write brings back the file-group versions it superseded; a clean that
     ran after it may have deleted them, and then the write can no longer be rolled back."""
@@ -91,7 +91,7 @@ def _check_cleans_spared(
                     )
 
 
-def _roll_back_completed(table: Table, instant: Instant, metadata: CommitMetadata) -> str:
+def _roll_back_completed(table: TableHandle, instant: Instant, metadata: CommitMetadata) -> str:
     start = time.monotonic()
     with Transaction(table, ROLLBACK) as transaction:
         transaction.inflight(b"")
@@ -126,6 +126,6 @@ def _roll_back_completed(table: Table, instant: Instant, metadata: CommitMetadat
     return done
 
 
-def _before(table: Table, instant: Instant) -> str | None:
+def _before(table: TableHandle, instant: Instant) -> str | None:
     earlier = [i.time for i in table.timeline().completed(WRITE_ACTIONS) if i.time < instant.time]
     return earlier[-1] if earlier else None

@@ -28,7 +28,7 @@ from fedcore.reader import FileSlice, FilterSpec, Reader
 from fedcore.records import META_COLUMNS
 
 if TYPE_CHECKING:
-    from fedcore.table import Table
+    from fedcore.handle import TableHandle
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class DataScan:
             readers do); False returns the data columns only.
     """
 
-    table: Table
+    table: TableHandle
     filters: tuple[Filter, ...] = ()
     columns: tuple[str, ...] | None = None
     as_of: str | None = None
@@ -65,7 +65,7 @@ class DataScan:
     @classmethod
     def of(
         cls,
-        table: Table,
+        table: TableHandle,
         filters: Sequence[FilterSpec] = (),
         columns: Sequence[str] | None = None,
         as_of: str | None = None,

@@ -25,13 +25,13 @@ from fedcore.cleaning import clean
 from fedcore.metadata.table import MetadataTable
 
 if TYPE_CHECKING:
-    from fedcore.table import Table
+    from fedcore.handle import TableHandle
     from fedcore.timeline import Timeline
 
 log = logging.getLogger("fedcore.services")
 
 
-def run_table_services(table: Table) -> list[str]:
+def run_table_services(table: TableHandle) -> list[str]:
     """After a commit, with the table's options (a writer's over the table's); the
     warnings of services that failed, empty when all went well.
 

@@ -95,7 +95,7 @@ class TableConfig(Mapping[str, str]):
 
     def to_bytes(self) -> bytes:
         saved_on = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        text = javaproperties.dumps(
+        text: str = javaproperties.dumps(
             self._props, comments=f"Properties saved on {saved_on}", timestamp=True, sort_keys=True
         )
         return text.encode("latin-1")

@@ -55,7 +55,7 @@ from fedcore.timeline import (
 )
 
 if TYPE_CHECKING:
-    from fedcore.table import Table
+    from fedcore.handle import TableHandle
 
 log = logging.getLogger("fedcore.transaction")
 
@@ -74,7 +74,7 @@ def _now_ms() -> int:
 class Heartbeat:
     """``.hoodie/.heartbeat/<t>``: proof of life, refreshed by a daemon thread."""
 
-    def __init__(self, table: Table, instant: str, interval_ms: int) -> None:
+    def __init__(self, table: TableHandle, instant: str, interval_ms: int) -> None:
         self._fs = table.fs.table_fs
         self.path = heartbeat_path(table.path, instant)
         self._interval = interval_ms / 1000
@@ -114,7 +114,7 @@ class Transaction:
     the process would, and the next writer recovers the instant.
     """
 
-    def __init__(self, table: Table, action: str, hook: StepHook | None = None) -> None:
+    def __init__(self, table: TableHandle, action: str, hook: StepHook | None = None) -> None:
         self.table = table
         self.action = action
         self._hook = hook or (lambda step: None)
@@ -204,7 +204,7 @@ class Transaction:
                 return
             except FileExistsError:
                 holder = read_object(self._fs, path).decode()
-                if attempt == 1 and self.table.roll_back_if_failed(holder):
+                if attempt == 1 and roll_back_if_failed(self.table, holder):
                     continue  # the holder was a dead writer: its claim is released now
                 raise CommitConflictError(
                     f"instant {self.time} conflicts with instant {holder}: both change file group "
@@ -235,7 +235,7 @@ class Transaction:
             roll_back_pending(self.table, self.instant)
 
 
-def is_failed(table: Table, instant: Instant) -> bool:
+def is_failed(table: TableHandle, instant: Instant) -> bool:
     """A pending instant whose writer stopped beating its heartbeat.
 
     The instant's own time counts as its first beat: a writer creates the requested
@@ -253,7 +253,16 @@ def is_failed(table: Table, instant: Instant) -> bool:
     return _now_ms() - max(last, requested_ms) > expiry
 
 
-def roll_back_pending(table: Table, instant: Instant) -> str | None:
+def roll_back_if_failed(table: TableHandle, instant_time: str) -> bool:
+    """Roll back ``instant_time`` if it is pending and its writer is dead; True if it was."""
+    instant = table.timeline().find(instant_time)
+    if instant is None or instant.is_completed or not is_failed(table, instant):
+        return False
+    roll_back_pending(table, instant)
+    return True
+
+
+def roll_back_pending(table: TableHandle, instant: Instant) -> str | None:
     """Roll back a pending instant (or roll it forward if it had decided to commit).
 
     Returns the rollback instant's time, or None if the instant was rolled forward
@@ -295,7 +304,7 @@ def roll_back_pending(table: Table, instant: Instant) -> str | None:
     return rollback.time
 
 
-def _delete_written_files(table: Table, instant: str) -> dict[str, list[str]]:
+def _delete_written_files(table: TableHandle, instant: str) -> dict[str, list[str]]:
     """Delete the data files and claims the markers of ``instant`` name."""
     fs = table.fs.table_fs
     folder = table.marker_folder(instant)
@@ -320,12 +329,12 @@ def _delete_written_files(table: Table, instant: str) -> dict[str, list[str]]:
     return deleted
 
 
-def _remove_markers(table: Table, instant: str) -> None:
+def _remove_markers(table: TableHandle, instant: str) -> None:
     with contextlib.suppress(FileNotFoundError):  # none: nothing was written
         table.fs.table_fs.rm(table.marker_folder(instant), recursive=True)
 
 
-def roll_back_failed_writes(table: Table, timeline: Timeline | None = None) -> list[str]:
+def roll_back_failed_writes(table: TableHandle, timeline: Timeline | None = None) -> list[str]:
     """The eager rollback every writer runs first: undo pending instants whose writers died."""
     timeline = table.timeline() if timeline is None else timeline
     done = []
@@ -337,7 +346,7 @@ def roll_back_failed_writes(table: Table, timeline: Timeline | None = None) -> l
     return done
 
 
-def remove_instant_files(table: Table, instant: Instant, states: Iterable[str | None]) -> None:
+def remove_instant_files(table: TableHandle, instant: Instant, states: Iterable[str | None]) -> None:
     """Delete an undone instant's timeline files (None: the completed one) and its heartbeat."""
     folder = f"{table.path}/{P.HOODIE_FOLDER}"
     paths = [f"{folder}/{instant.file_name(state)}" for state in states]
@@ -345,7 +354,7 @@ def remove_instant_files(table: Table, instant: Instant, states: Iterable[str | 
     remove_files(table.fs.table_fs, [*paths, heartbeat_path(table.path, instant.time)])
 
 
-def release_claim(table: Table, name: str, holder: str) -> None:
+def release_claim(table: TableHandle, name: str, holder: str) -> None:
     """Delete a claim, but only if ``holder`` holds it."""
     fs = table.fs.table_fs
     path = table.claim_path(name)
@@ -354,7 +363,7 @@ def release_claim(table: Table, name: str, holder: str) -> None:
             fs.rm_file(path)
 
 
-def _abandon(table: Table, instant: Instant) -> None:
+def _abandon(table: TableHandle, instant: Instant) -> None:
     remove_instant_files(table, instant, (INFLIGHT, REQUESTED))
     index = table.metadata_table_or_none()
     if index is not None:

@@ -28,6 +28,7 @@ from fedcore.avro_schema import to_avro_json
 from fedcore.commit_metadata import CommitMetadata, WriteStat
 from fedcore.exceptions import InvalidRecordsError
 from fedcore.filenames import base_file_name, new_file_id
+from fedcore.handle import TableHandle
 from fedcore.io.filesystems import open_sized
 from fedcore.io.parquet import read_parquet
 from fedcore.metadata.file_index import PartitionFiles
@@ -46,7 +47,6 @@ from fedcore.records import (
     to_arrow_table,
 )
 from fedcore.services import run_table_services
-from fedcore.table import Table
 from fedcore.timeline import COMMIT, REPLACE_COMMIT, WRITE_ACTIONS, Timeline
 from fedcore.transaction import StepHook, Transaction, roll_back_failed_writes
 
@@ -120,7 +120,7 @@ class WriteClient:
 
     def __init__(
         self,
-        table: Table,
+        table: TableHandle,
         options: Mapping[str, str] | None = None,
         *,
         hook: StepHook | None = None,

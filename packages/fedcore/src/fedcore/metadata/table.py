@@ -37,13 +37,13 @@ import xxhash
 from fsspec import AbstractFileSystem
 
 from fedcore import properties as P
-from fedcore.commit_metadata import earliest_retained
-from fedcore.exceptions import InstantNotRetainedError, MetadataTableError
+from fedcore.exceptions import MetadataTableError
 from fedcore.io.atomic import create_exclusive
 from fedcore.io.filesystems import read_object, read_objects, remove_files
 from fedcore.io.parquet import open_parquet, read_parquet, read_row_groups
 from fedcore.metadata.file_index import FileIndex, PartitionFiles
 from fedcore.metadata.ranged import RangedFile, ReadStats
+from fedcore.retention import check_not_cleaned
 from fedcore.timeline import Timeline
 
 FOLDER: Final = f"{P.HOODIE_FOLDER}/metadata/fed-files"
@@ -104,7 +104,8 @@ class Manifest:
 
 
 def shard_of(partition: str, shard_count: int) -> int:
-    return xxhash.xxh32_intdigest(partition.encode()) % shard_count
+    digest: int = xxhash.xxh32_intdigest(partition.encode())
+    return digest % shard_count
 
 
 class MetadataTable(FileIndex):
@@ -120,6 +121,7 @@ class MetadataTable(FileIndex):
         row_group_rows: int = 2_048,
     ) -> None:
         self.fs = fs
+        self.table_path = table_path
         self.folder = f"{table_path}/{FOLDER}"
         self._load_timeline = load_timeline
         self.shard_rows = shard_rows
@@ -176,23 +178,12 @@ class MetadataTable(FileIndex):
         """The manifest to start from and the instants whose deltas to apply, oldest first."""
         timeline = self._load_timeline() if timeline is None else timeline
         if as_of is not None:
-            self._check_retained(timeline, as_of)
+            check_not_cleaned(self.fs, self.table_path, timeline, as_of)
         manifest = self._manifest(as_of)
         completed = [i.time for i in timeline.completed(as_of=as_of)]
         if manifest is None:
             return None, completed
         return manifest, [t for t in completed if t > manifest.instant or t in manifest.excluded]
-
-    def _check_retained(self, timeline: Timeline, as_of: str) -> None:
-        for clean in timeline.completed(["clean"]):
-            if clean.time <= as_of:
-                continue
-            retained = earliest_retained(read_object(self.fs, _instant_file(self.folder, clean.file_name())))
-            if retained and as_of < retained:
-                raise InstantNotRetainedError(
-                    f"the files of instant {as_of} were cleaned at {clean.time} "
-                    f"(it kept commits from {retained} on)"
-                )
 
     def manifest_times(self) -> list[str]:
         """The instants compactions folded the table up to, oldest first."""
@@ -389,11 +380,6 @@ class MetadataTable(FileIndex):
         sink = io.BytesIO()
         pq.write_table(table, sink, row_group_size=self.row_group_rows, compression="zstd")
         return sink.getvalue()
-
-
-def _instant_file(folder: str, name: str) -> str:
-    table_path = folder[: -len(FOLDER) - 1]
-    return f"{table_path}/{P.HOODIE_FOLDER}/{name}"
 
 
 def _parquet_table(data: bytes, path: str) -> pa.Table:

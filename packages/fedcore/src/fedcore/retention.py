@@ -1,0 +1,77 @@
+"""What a table can no longer show: instants archival moved out, versions a clean deleted.
+
+One low module answers these questions for everyone above: the reader (may this
+time travel go ahead?), the metadata table (does a view as of T still exist?), the
+cleaner (where did the previous clean stop?) and archival (what must it keep?).
+Each answer comes from the timeline the caller already listed, plus at most one
+small read, never from the commit protocol or the table services themselves.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from fsspec import AbstractFileSystem
+
+from fedcore import properties as P
+from fedcore.commit_metadata import earliest_retained
+from fedcore.exceptions import InstantNotRetainedError
+from fedcore.io.errors import storage_errors
+from fedcore.io.filesystems import read_object
+from fedcore.timeline import CLEAN, Instant, Timeline, instant_path
+
+ARCHIVE_FOLDER: Final = "archived"
+#: Archive files are ``fed-archive-<boundary instant>.parquet``: Hudi's own archived-timeline
+#: reader passes them by.
+ARCHIVE_PREFIX: Final = "fed-archive-"
+
+
+def archive_folder(table_path: str) -> str:
+    return f"{table_path}/{P.HOODIE_FOLDER}/{ARCHIVE_FOLDER}"
+
+
+def archived_through(fs: AbstractFileSystem, table_path: str) -> str | None:
+    """The newest instant archival took off the active timeline, if any."""
+    try:
+        with storage_errors(archive_folder(table_path)):
+            names = fs.ls(archive_folder(table_path), detail=False, refresh=True)
+    except FileNotFoundError:
+        return None
+    times = [
+        name[len(ARCHIVE_PREFIX) :][:17]
+        for name in (n.rsplit("/", 1)[-1] for n in names)
+        if name.startswith(ARCHIVE_PREFIX)
+    ]
+    return max(times, default=None)
+
+
+def check_not_archived(fs: AbstractFileSystem, table_path: str, as_of: str) -> None:
+    boundary = archived_through(fs, table_path)
+    if boundary is not None and as_of <= boundary:
+        raise InstantNotRetainedError(
+            f"instant {as_of} was archived (the active timeline starts after {boundary})"
+        )
+
+
+def clean_retained(fs: AbstractFileSystem, table_path: str, clean: Instant) -> str | None:
+    """The earliest commit a completed clean kept the files of."""
+    return earliest_retained(read_object(fs, instant_path(table_path, clean)))
+
+
+def last_clean_retained(fs: AbstractFileSystem, table_path: str, timeline: Timeline) -> str | None:
+    """Where the latest clean left off: the earliest instant it retained."""
+    cleans = timeline.completed([CLEAN])
+    return clean_retained(fs, table_path, cleans[-1]) if cleans else None
+
+
+def check_not_cleaned(fs: AbstractFileSystem, table_path: str, timeline: Timeline, as_of: str) -> None:
+    """Raise InstantNotRetainedError if a clean after ``as_of`` deleted what it saw."""
+    for clean in timeline.completed([CLEAN]):
+        if clean.time <= as_of:
+            continue
+        retained = clean_retained(fs, table_path, clean)
+        if retained and as_of < retained:
+            raise InstantNotRetainedError(
+                f"the files of instant {as_of} were cleaned at {clean.time} "
+                f"(it kept commits from {retained} on)"
+            )
