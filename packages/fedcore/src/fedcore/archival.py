@@ -67,8 +67,7 @@ def archive(
     if index is None:
         return []  # a listing index tells committed files apart by the active timeline
     options = table.options if options is None else options
-    keep_min = P.property_as_int(options, P.ARCHIVE_MIN_INSTANTS, P.DEFAULT_ARCHIVE_MIN_INSTANTS)
-    keep_max = P.property_as_int(options, P.ARCHIVE_MAX_INSTANTS, P.DEFAULT_ARCHIVE_MAX_INSTANTS)
+    keep_min, keep_max = P.ARCHIVE_MIN_INSTANTS.of(options), P.ARCHIVE_MAX_INSTANTS.of(options)
     if not 0 < keep_min < keep_max:
         raise ConfigError(
             P.ARCHIVE_MIN_INSTANTS,

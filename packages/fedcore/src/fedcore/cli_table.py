@@ -283,7 +283,7 @@ def _clean(args: argparse.Namespace) -> int:
     table = open_table(args)
     retain = args.retain
     if retain is None:
-        retain = table.option(P.CLEANER_COMMITS_RETAINED, P.DEFAULT_CLEANER_COMMITS_RETAINED)
+        retain = P.CLEANER_COMMITS_RETAINED.of(table.options)
     instant = clean(table, retain)
     if instant is None:
         print(f"Nothing to clean (keeping the latest {retain} commits)")

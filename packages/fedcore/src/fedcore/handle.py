@@ -83,9 +83,6 @@ class TableHandle:
     def partition_scheme(self) -> PartitionScheme:
         return PartitionScheme.from_config(self.config)
 
-    def option(self, key: str, default: int) -> int:
-        return P.property_as_int(self.options, key, default)
-
     def with_options(self: H, options: Mapping[str, str] | None) -> H:
         """This table with runtime options (a writer's) over its own: every part of a write
         (heartbeat, file sizing, services) reads them from the table it is given, so none is
@@ -115,11 +112,11 @@ class TableHandle:
 
     @property
     def heartbeat_interval_ms(self) -> int:
-        return self.option(P.HEARTBEAT_INTERVAL_MS, P.DEFAULT_HEARTBEAT_INTERVAL_MS)
+        return P.HEARTBEAT_INTERVAL_MS.of(self.options)
 
     @property
     def heartbeat_tolerable_misses(self) -> int:
-        return self.option(P.HEARTBEAT_TOLERABLE_MISSES, P.DEFAULT_HEARTBEAT_TOLERABLE_MISSES)
+        return P.HEARTBEAT_TOLERABLE_MISSES.of(self.options)
 
     # --- timeline and file index ---------------------------------------------------------
 

@@ -44,30 +44,78 @@ COMPLEX_KEY_GENERATOR: Final = "org.apache.hudi.keygen.ComplexKeyGenerator"
 NON_PARTITIONED_KEY_GENERATOR: Final = "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
 
 # --- Metadata table, writes, cleaning (Hudi's keys and defaults) --------------------
-METADATA_ENABLE: Final = "hoodie.metadata.enable"
-#: A new table gets the metadata table unless told otherwise (Hudi's default since 0.11);
-#: an existing config without the key has none (``TableConfig.metadata_enabled``).
-DEFAULT_METADATA_ENABLE_NEW_TABLE: Final = True
-METADATA_COMPACT_DELTAS: Final = "hoodie.metadata.compact.max.delta.commits"
-DEFAULT_METADATA_COMPACT_DELTAS: Final = 10
-HEARTBEAT_INTERVAL_MS: Final = "hoodie.client.heartbeat.interval_in_ms"
-DEFAULT_HEARTBEAT_INTERVAL_MS: Final = 60_000
-HEARTBEAT_TOLERABLE_MISSES: Final = "hoodie.client.heartbeat.tolerable.misses"
-DEFAULT_HEARTBEAT_TOLERABLE_MISSES: Final = 2
-MAX_FILE_SIZE: Final = "hoodie.parquet.max.file.size"
-DEFAULT_MAX_FILE_SIZE: Final = 120 * 2**20
-SMALL_FILE_LIMIT: Final = "hoodie.parquet.small.file.limit"
-DEFAULT_SMALL_FILE_LIMIT: Final = 100 * 2**20
-RECORD_SIZE_ESTIMATE: Final = "hoodie.copyonwrite.record.size.estimate"
-DEFAULT_RECORD_SIZE_ESTIMATE: Final = 1024
-CLEANER_COMMITS_RETAINED: Final = "hoodie.cleaner.commits.retained"
-DEFAULT_CLEANER_COMMITS_RETAINED: Final = 10
-CLEAN_AUTOMATIC: Final = "hoodie.clean.automatic"
-ARCHIVE_MIN_INSTANTS: Final = "hoodie.keep.min.commits"
-DEFAULT_ARCHIVE_MIN_INSTANTS: Final = 20
-ARCHIVE_MAX_INSTANTS: Final = "hoodie.keep.max.commits"
-DEFAULT_ARCHIVE_MAX_INSTANTS: Final = 30
-ARCHIVE_AUTOMATIC: Final = "hoodie.archive.automatic"
+# Each runtime setting is its key bound once to its type, default and parser
+# (``IntOption`` / ``BoolOption`` below): ``MAX_FILE_SIZE.of(options)``, never a
+# default or a parse at the call site. The options are ``str``s, so they stay usable
+# as keys: ``{MAX_FILE_SIZE: "1048576"}``.
+
+
+class IntOption(str):
+    """A Hudi key whose value is a whole number, with its default and least allowed value."""
+
+    default: int
+    minimum: int
+
+    def __new__(cls, key: str, default: int = 0, minimum: int = 0) -> IntOption:
+        option = super().__new__(cls, key)
+        option.default, option.minimum = default, minimum
+        return option
+
+    def __reduce__(self) -> tuple[type[IntOption], tuple[str, int, int]]:
+        return (type(self), (str(self), self.default, self.minimum))
+
+    def of(self, options: Mapping[str, str]) -> int:
+        """The setting in ``options`` (the default when absent); ``ConfigError`` names the key."""
+        raw = options.get(self)
+        if raw is None:
+            return self.default
+        try:
+            value = int(str(raw).strip())
+        except ValueError:
+            raise ConfigError(self, f"{raw!r} is not an integer") from None
+        if value < self.minimum:
+            raise ConfigError(self, f"{value} is below the least allowed value, {self.minimum}")
+        return value
+
+
+class BoolOption(str):
+    """A Hudi key whose value is ``true`` or ``false``, with its default."""
+
+    default: bool
+
+    def __new__(cls, key: str, default: bool = False) -> BoolOption:
+        option = super().__new__(cls, key)
+        option.default = default
+        return option
+
+    def __reduce__(self) -> tuple[type[BoolOption], tuple[str, bool]]:
+        return (type(self), (str(self), self.default))
+
+    def of(self, options: Mapping[str, str]) -> bool:
+        raw = options.get(self)
+        if raw is None:
+            return self.default
+        value = str(raw).strip().lower()
+        if value not in ("true", "false"):
+            raise ConfigError(self, f"{raw!r} is not true or false")
+        return value == "true"
+
+
+#: Whether a table has fedcore's metadata table. A new table gets it unless told otherwise
+#: (Hudi's default since 0.11); an existing config without the key has none
+#: (``TableConfig.metadata_enabled``).
+METADATA_ENABLE: Final = BoolOption("hoodie.metadata.enable", True)
+METADATA_COMPACT_DELTAS: Final = IntOption("hoodie.metadata.compact.max.delta.commits", 10, 1)
+HEARTBEAT_INTERVAL_MS: Final = IntOption("hoodie.client.heartbeat.interval_in_ms", 60_000, 1)
+HEARTBEAT_TOLERABLE_MISSES: Final = IntOption("hoodie.client.heartbeat.tolerable.misses", 2, 0)
+MAX_FILE_SIZE: Final = IntOption("hoodie.parquet.max.file.size", 120 * 2**20, 1)
+SMALL_FILE_LIMIT: Final = IntOption("hoodie.parquet.small.file.limit", 100 * 2**20, 0)
+RECORD_SIZE_ESTIMATE: Final = IntOption("hoodie.copyonwrite.record.size.estimate", 1024, 1)
+CLEANER_COMMITS_RETAINED: Final = IntOption("hoodie.cleaner.commits.retained", 10, 1)
+CLEAN_AUTOMATIC: Final = BoolOption("hoodie.clean.automatic", True)
+ARCHIVE_MIN_INSTANTS: Final = IntOption("hoodie.keep.min.commits", 20, 1)
+ARCHIVE_MAX_INSTANTS: Final = IntOption("hoodie.keep.max.commits", 30, 2)
+ARCHIVE_AUTOMATIC: Final = BoolOption("hoodie.archive.automatic", True)
 
 # --- Storage strategy (fedcore / RFC-60) ------------------------------------------
 STORAGE_STRATEGY_CLASS: Final = "hoodie.storage.strategy.class"
@@ -111,53 +159,30 @@ STORAGE_CHECKSUM: Final = "hoodie.storage.checksum"
 STORAGE_STRATEGY_ENTRY_POINT_GROUP: Final = "fedcore.storage_strategies"
 
 
-def property_as_int(options: Mapping[str, str], key: str, default: int, minimum: int | None = None) -> int:
-    """An integer setting; a bad value is the caller's configuration error, named."""
-    try:
-        value = int(options.get(key, default))
-    except (TypeError, ValueError):
-        raise ConfigError(key, f"{options[key]!r} is not an integer") from None
-    if minimum is not None and value < minimum:
-        raise ConfigError(key, f"{value} is below the least allowed value, {minimum}")
-    return value
-
-
-def property_as_bool(options: Mapping[str, str], key: str, default: bool = True) -> bool:
-    value = str(options.get(key, default)).strip().lower()
-    if value not in ("true", "false"):
-        raise ConfigError(key, f"{options[key]!r} is not true or false")
-    return value == "true"
-
-
-#: Integer settings a write and its table services read: (default, least allowed value).
-INT_OPTIONS: Final[dict[str, tuple[int, int]]] = {
-    METADATA_COMPACT_DELTAS: (DEFAULT_METADATA_COMPACT_DELTAS, 1),
-    HEARTBEAT_INTERVAL_MS: (DEFAULT_HEARTBEAT_INTERVAL_MS, 1),
-    HEARTBEAT_TOLERABLE_MISSES: (DEFAULT_HEARTBEAT_TOLERABLE_MISSES, 0),
-    MAX_FILE_SIZE: (DEFAULT_MAX_FILE_SIZE, 1),
-    SMALL_FILE_LIMIT: (DEFAULT_SMALL_FILE_LIMIT, 0),
-    RECORD_SIZE_ESTIMATE: (DEFAULT_RECORD_SIZE_ESTIMATE, 1),
-    CLEANER_COMMITS_RETAINED: (DEFAULT_CLEANER_COMMITS_RETAINED, 1),
-    ARCHIVE_MIN_INSTANTS: (DEFAULT_ARCHIVE_MIN_INSTANTS, 1),
-    ARCHIVE_MAX_INSTANTS: (DEFAULT_ARCHIVE_MAX_INSTANTS, 2),
-}
-BOOL_OPTIONS: Final = (CLEAN_AUTOMATIC, ARCHIVE_AUTOMATIC)
-#: Every setting a caller may give when opening or writing a table (storage keys aside):
+#: The settings a caller may give when opening or writing a table (storage keys aside):
 #: anything else would be silently ignored, so it is refused.
-RUNTIME_KEYS: Final = frozenset([*INT_OPTIONS, *BOOL_OPTIONS])
+RUNTIME_OPTIONS: Final[tuple[IntOption | BoolOption, ...]] = (
+    METADATA_COMPACT_DELTAS,
+    HEARTBEAT_INTERVAL_MS,
+    HEARTBEAT_TOLERABLE_MISSES,
+    MAX_FILE_SIZE,
+    SMALL_FILE_LIMIT,
+    RECORD_SIZE_ESTIMATE,
+    CLEANER_COMMITS_RETAINED,
+    CLEAN_AUTOMATIC,
+    ARCHIVE_MIN_INSTANTS,
+    ARCHIVE_MAX_INSTANTS,
+    ARCHIVE_AUTOMATIC,
+)
+RUNTIME_KEYS: Final = frozenset(str(option) for option in RUNTIME_OPTIONS)
 
 
 def check_options(options: Mapping[str, str]) -> None:
     """Parse every runtime setting present, so a bad value fails before a write begins,
     never in a table service after its commit."""
-    for key, (default, minimum) in INT_OPTIONS.items():
-        if key in options:
-            property_as_int(options, key, default, minimum)
-    for key in BOOL_OPTIONS:
-        if key in options:
-            property_as_bool(options, key)
-    keep_min = property_as_int(options, ARCHIVE_MIN_INSTANTS, DEFAULT_ARCHIVE_MIN_INSTANTS)
-    keep_max = property_as_int(options, ARCHIVE_MAX_INSTANTS, DEFAULT_ARCHIVE_MAX_INSTANTS)
+    for option in RUNTIME_OPTIONS:
+        option.of(options)
+    keep_min, keep_max = ARCHIVE_MIN_INSTANTS.of(options), ARCHIVE_MAX_INSTANTS.of(options)
     if keep_min >= keep_max:
         raise ConfigError(
             ARCHIVE_MIN_INSTANTS, f"{keep_min} must be below {ARCHIVE_MAX_INSTANTS} ({keep_max})"

@@ -54,27 +54,23 @@ def run_table_services(table: TableHandle) -> list[str]:
         state["timeline"] = table.timeline()
 
     def run_clean() -> None:
-        retained = P.property_as_int(
-            options, P.CLEANER_COMMITS_RETAINED, P.DEFAULT_CLEANER_COMMITS_RETAINED, minimum=1
-        )
+        retained = P.CLEANER_COMMITS_RETAINED.of(options)
         # The writer rolled back failed writes before it began.
         if clean(table, retained, recover=False, timeline=state["timeline"]) is not None:
             state["timeline"] = table.timeline()
 
     def run_compaction() -> None:
         index = table.file_index_at(state["timeline"])
-        limit = P.property_as_int(
-            options, P.METADATA_COMPACT_DELTAS, P.DEFAULT_METADATA_COMPACT_DELTAS, minimum=1
-        )
+        limit = P.METADATA_COMPACT_DELTAS.of(options)
         if isinstance(index, MetadataTable) and index.deltas_since_compaction() >= limit:
             index.compact()
 
     service("listing the timeline", load)
     if "timeline" not in state:
         return warnings
-    if P.property_as_bool(options, P.CLEAN_AUTOMATIC):
+    if P.CLEAN_AUTOMATIC.of(options):
         service("clean", run_clean)
     service("metadata-table compaction", run_compaction)
-    if P.property_as_bool(options, P.ARCHIVE_AUTOMATIC):
+    if P.ARCHIVE_AUTOMATIC.of(options):
         service("archival", lambda: archive(table, options, timeline=state["timeline"]))
     return warnings

@@ -42,7 +42,7 @@ HOT_KEYS: Final = 40
 OWN_KEYS: Final = 10
 #: A writer presumed dead after 3 s without a beat: long enough that a busy 2-core
 #: machine never makes a live writer look dead, short enough to recover in a test.
-HEARTBEAT: Final = {P.HEARTBEAT_INTERVAL_MS: "1000", P.HEARTBEAT_TOLERABLE_MISSES: "2"}
+HEARTBEAT: Final[dict[str, str]] = {P.HEARTBEAT_INTERVAL_MS: "1000", P.HEARTBEAT_TOLERABLE_MISSES: "2"}
 _KINDS: Final = ("upsert-hot", "upsert-own", "insert-hot", "delete-own")
 
 

@@ -148,7 +148,7 @@ def create_table(
     table_path = normalize_uri(path)
     requested = {str(k): str(v) for k, v in (properties or {}).items()}
     strategy = load_storage_strategy(table_path, {**requested, P.TABLE_NAME: name})
-    wanted = P.property_as_bool(requested, P.METADATA_ENABLE, P.DEFAULT_METADATA_ENABLE_NEW_TABLE)
+    wanted = P.METADATA_ENABLE.of(requested)
     if not strategy.data_under_table_path and not wanted:
         raise MetadataTableRequiredError(
             P.METADATA_ENABLE,

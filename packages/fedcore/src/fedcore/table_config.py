@@ -71,7 +71,7 @@ class TableConfig(Mapping[str, str]):
             P.RECORD_KEY_FIELDS: ",".join(f.strip() for f in record_key_fields),
             P.HIVE_STYLE_PARTITIONING: str(hive_style_partitioning).lower(),
             P.URL_ENCODE_PARTITIONING: "true",
-            P.METADATA_ENABLE: str(P.DEFAULT_METADATA_ENABLE_NEW_TABLE).lower(),
+            P.METADATA_ENABLE: str(P.METADATA_ENABLE.default).lower(),
             P.DROP_PARTITION_COLUMNS: "false",
             P.KEY_GENERATOR_CLASS: _key_generator(record_key_fields, partition_fields),
         }

@@ -136,9 +136,6 @@ class WriteClient:
     def __repr__(self) -> str:
         return f"WriteClient({self.table!r})"
 
-    def _int(self, key: str, default: int) -> int:
-        return P.property_as_int(self.options, key, default)
-
     # --- operations ----------------------------------------------------------------------
 
     def bulk_insert(self, data: WriteInput) -> WriteResult:
@@ -308,8 +305,8 @@ class WriteClient:
         if not inserts:
             return list(groups.values())
         # Inserts fill small file groups first (Hudi's file sizing), then open new ones.
-        max_size = self._int(P.MAX_FILE_SIZE, P.DEFAULT_MAX_FILE_SIZE)
-        small_limit = self._int(P.SMALL_FILE_LIMIT, P.DEFAULT_SMALL_FILE_LIMIT)
+        max_size = P.MAX_FILE_SIZE.of(self.options)
+        small_limit = P.SMALL_FILE_LIMIT.of(self.options)
         remaining = list(inserts)
         for file_id, (instant, name) in sorted(slices.items(), key=lambda item: files.files[item[1][1]]):
             size = files.files[name]
@@ -326,7 +323,7 @@ class WriteClient:
         return [*groups.values(), *self._new_groups(partition, remaining, record_size)]
 
     def _new_groups(self, partition: str, rows: list[int], record_size: int) -> list[FileGroupWrite]:
-        per_file = max(1, self._int(P.MAX_FILE_SIZE, P.DEFAULT_MAX_FILE_SIZE) // record_size)
+        per_file = max(1, P.MAX_FILE_SIZE.of(self.options) // record_size)
         return [
             FileGroupWrite(partition, new_file_id(), rows=rows[start : start + per_file])
             for start in range(0, len(rows), per_file)
@@ -353,7 +350,7 @@ class WriteClient:
 
     def _record_size(self, timeline: Timeline) -> int:
         """Bytes per record, from the latest commit that wrote any (Hudi's estimate)."""
-        default = self._int(P.RECORD_SIZE_ESTIMATE, P.DEFAULT_RECORD_SIZE_ESTIMATE)
+        default = P.RECORD_SIZE_ESTIMATE.of(self.options)
         for instant in reversed(timeline.completed(WRITE_ACTIONS)[-5:]):
             stats = self.table.commit_metadata(instant).stats
             written = sum(s.num_writes for s in stats)
