@@ -16,7 +16,7 @@ import contextlib
 import time
 from typing import TYPE_CHECKING
 
-from fedcore.commit_metadata import CommitMetadata, deleted_files, rollback_metadata
+from fedcore.commit_metadata import CommitMetadata, deleted_files
 from fedcore.exceptions import InvalidInstantError, RollbackError
 from fedcore.filenames import BASE_FILE_RE
 from fedcore.io.filesystems import read_object
@@ -37,6 +37,7 @@ from fedcore.transaction import (
     release_claim,
     remove_instant_files,
     roll_back_pending,
+    rollback_body,
 )
 
 if TYPE_CHECKING:
@@ -114,14 +115,7 @@ def _roll_back_completed(table: TableHandle, instant: Instant, metadata: CommitM
                 for file_id in file_ids:
                     if file_id in slices:
                         release_claim(table, f"{file_id}_{slices[file_id][0]}", instant.time)
-        body = rollback_metadata(
-            start=transaction.time,
-            rolled_back=instant.time,
-            action=instant.action,
-            deleted=deleted,
-            took_ms=int((time.monotonic() - start) * 1000),
-        )
-        done = transaction.commit(body, ops)
+        done = transaction.commit(rollback_body(transaction, instant, deleted, start), ops)
     remove_instant_files(table, instant, (None, INFLIGHT, REQUESTED))
     return done
 

@@ -290,18 +290,25 @@ def roll_back_pending(table: TableHandle, instant: Instant) -> str | None:
         index = table.metadata_table_or_none()
         if index is not None:
             index.discard_delta(instant.time)
-        body = rollback_metadata(
-            start=rollback.time,
-            rolled_back=instant.time,
-            action=instant.action,
-            deleted=deleted,
-            took_ms=int((time.monotonic() - start) * 1000),
-        )
+        body = rollback_body(rollback, instant, deleted, start)
         rollback.inflight(b"")
         rollback.commit(body, [])
     remove_instant_files(table, instant, (INFLIGHT, REQUESTED))
     _remove_markers(table, instant.time)
     return rollback.time
+
+
+def rollback_body(
+    rollback: Transaction, undone: Instant, deleted: dict[str, list[str]], start: float
+) -> bytes:
+    """The completed rollback instant's metadata; ``start`` is the ``time.monotonic()`` it began."""
+    return rollback_metadata(
+        start=rollback.time,
+        rolled_back=undone.time,
+        action=undone.action,
+        deleted=deleted,
+        took_ms=int((time.monotonic() - start) * 1000),
+    )
 
 
 def _delete_written_files(table: TableHandle, instant: str) -> dict[str, list[str]]:
