@@ -1,6 +1,9 @@
 """fedcore: the federated (object-store-optimised) storage layout for Hudi-style tables."""
 
+from fedcore.handle import TableHandle
 from fedcore.io.federated import FederatedFileSystem
+from fedcore.reader import FileSlice
+from fedcore.scan import DataScan
 from fedcore.storage import (
     HiveStorageStrategy,
     ObjectStoreStorageStrategy,
@@ -11,11 +14,14 @@ from fedcore.storage import (
 )
 from fedcore.table import Table, create_table, load_table
 from fedcore.table_config import TableConfig
+from fedcore.write_client import WriteClient, WriteResult
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DataScan",
     "FederatedFileSystem",
+    "FileSlice",
     "HiveStorageStrategy",
     "ObjectStoreStorageStrategy",
     "PartitionMapStorageStrategy",
@@ -23,6 +29,9 @@ __all__ = [
     "StorageStrategy",
     "Table",
     "TableConfig",
+    "TableHandle",
+    "WriteClient",
+    "WriteResult",
     "create_table",
     "load_table",
     "load_storage_strategy",

@@ -34,6 +34,18 @@ _READ_THREADS = 8
 
 @dataclass(frozen=True)
 class FileSlice:
+    """The version of one file group a read uses: what an engine reads.
+
+    Attributes:
+        partition_path: the partition (``country=usa``; ``""`` when not partitioned).
+        file_id: the file group.
+        base_instant: the instant that wrote this version.
+        base_file_name: the base file's name; its physical location comes from
+            ``table.fs.to_physical(slice.path)``.
+        size: bytes, from the metadata table (no request needed to learn it).
+        partition_values: the partition columns' values, typed.
+    """
+
     partition_path: str
     file_id: str
     base_instant: str
