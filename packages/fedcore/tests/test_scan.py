@@ -95,3 +95,34 @@ def test_an_empty_scan_has_the_table_schema(backend: Backend) -> None:
     assert table.scan(limit=0).to_arrow().num_rows == 0
     with pytest.raises(InvalidColumnsError):
         table.scan(limit=-1)
+
+
+def test_null_and_empty_partition_values_filter_as_the_rows_values_do(backend: Backend) -> None:
+    table = make_table(backend)
+    data = pa.table(
+        {
+            "trip_id": pa.array([1, 2, 3], pa.int64()),
+            "country": pa.array(["usa", "", None], pa.string()),
+            "ts": pa.array([1, 1, 1], pa.int64()),
+            "fare": pa.array([1.0, 2.0, 3.0]),
+        }
+    )
+    table.upsert(data)
+    assert {s.partition_path for s in table.file_slices()} == {
+        "country=usa",
+        "country=__HIVE_DEFAULT_PARTITION__",
+    }
+
+    def ids(where: str) -> list[int]:
+        from fedcore.filters import parse_where
+
+        return sorted(table.read(parse_where(where), ["trip_id"]).column("trip_id").to_pylist())
+
+    assert ids("country = ''") == [2]
+    assert ids("country IS NULL") == [3]
+    assert ids("country IS NOT NULL") == [1, 2]
+    assert ids("country != 'usa'") == [2]  # SQL: null != 'usa' is not true
+    assert ids("country = '__HIVE_DEFAULT_PARTITION__'") == []  # no row holds that value
+    assert ids("country IN ('usa', '')") == [1, 2]
+    assert ids("country < 'b'") == [2]
+    assert ids("country = 'usa'") == [1]

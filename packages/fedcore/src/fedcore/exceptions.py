@@ -107,6 +107,12 @@ class UnsupportedTableVersionError(FedError):
     """The table was written in a Hudi table version fedcore does not read or write."""
 
 
+class UnsupportedTableError(FedError):
+    """The table uses a Hudi feature fedcore cannot read exactly (merge-on-read file slices,
+    a timeline action it does not interpret, a base file format other than Parquet): it is
+    refused rather than read wrongly."""
+
+
 # --- timeline and commits -------------------------------------------------------------
 
 

@@ -21,7 +21,9 @@ import pyarrow.dataset as ds
 
 from fedcore.exceptions import InvalidFilterError
 
-OPERATORS: Final = ("=", "!=", "<", "<=", ">", ">=", "IN")
+OPERATORS: Final = ("=", "!=", "<", "<=", ">", ">=", "IN", "IS NULL", "IS NOT NULL")
+#: Operators that take no value.
+UNARY: Final = ("IS NULL", "IS NOT NULL")
 _COMPARE: Final[dict[str, Callable[[Any, Any], Any]]] = {
     "=": operator.eq,
     "!=": operator.ne,
@@ -46,19 +48,27 @@ class Filter:
     def of(cls, spec: Filter | Sequence[Any]) -> Filter:
         if isinstance(spec, Filter):
             return spec
+        if len(spec) == 2 and " ".join(str(spec[1]).upper().split()) in UNARY:
+            spec = (spec[0], spec[1], None)
         if len(spec) != 3:
             raise InvalidFilterError(f"a filter is (column, op, value), got {spec!r}")
         column, op, value = spec
-        op = str(op).upper().replace("<>", "!=").replace("==", "=")
+        op = " ".join(str(op).upper().split()).replace("<>", "!=").replace("==", "=")
         if op not in OPERATORS:
             raise InvalidFilterError(f"operator {op!r} is not one of {', '.join(OPERATORS)}")
-        if op == "IN" and (isinstance(value, str) or not isinstance(value, Iterable)):
-            raise InvalidFilterError(f"IN needs a list of values, got {value!r}")
-        return cls(str(column), op, list(value) if op == "IN" else value)
+        if op == "IN":
+            if isinstance(value, str) or not isinstance(value, Iterable):
+                raise InvalidFilterError(f"IN needs a list of values, got {value!r}")
+            return cls(str(column), op, list(value))
+        if op in UNARY and value is not None:
+            raise InvalidFilterError(f"{op} takes no value, got {value!r}")
+        if op not in UNARY and value is None:
+            raise InvalidFilterError(f"{column} {op} NULL is never true in SQL; use IS NULL or IS NOT NULL")
+        return cls(str(column), op, value)
 
 
 def parse_where(text: str) -> list[Filter]:
-    """Parse ``a = 'x' AND b IN (1, 2) AND c >= 3``; OR and NOT are not supported."""
+    """Parse ``a = 'x' AND b IN (1, 2) AND c >= 3 AND d IS NULL``; OR is not supported."""
     tokens = _tokens(text)
     filters: list[Filter] = []
     position = 0
@@ -73,7 +83,17 @@ def parse_where(text: str) -> list[Filter]:
 
     while True:
         column = expect("word")[1]
-        if position < len(tokens) and tokens[position] == ("word", "IN"):
+        if position < len(tokens) and tokens[position] == ("word", "IS"):
+            words = [t[1] for t in tokens[position + 1 : position + 3]]
+            if words[:1] == ["NULL"]:
+                filters.append(Filter.of((column, "IS NULL")))
+                position += 2
+            elif words == ["NOT", "NULL"]:
+                filters.append(Filter.of((column, "IS NOT NULL")))
+                position += 3
+            else:
+                raise InvalidFilterError(f"in {text!r}: expected NULL or NOT NULL after IS")
+        elif position < len(tokens) and tokens[position] == ("word", "IN"):
             position += 1
             expect("(")
             values = [_literal(tokens[position], text)]
@@ -108,10 +128,10 @@ def _tokens(text: str) -> list[tuple[str, str]]:
         value = match.group(kind)
         if kind == "punct":
             kind = value
-        elif kind == "word" and value.upper() in ("AND", "IN", "OR", "NOT"):
+        elif kind == "word" and value.upper() in ("AND", "IN", "OR", "NOT", "IS", "NULL"):
             value = value.upper()
-            if value in ("OR", "NOT"):
-                raise InvalidFilterError(f"{value} is not supported in filters; use AND and IN")
+            if value == "OR":
+                raise InvalidFilterError("OR is not supported in filters; use AND and IN")
         tokens.append((kind, value))
         position = match.end()
     if not tokens:
@@ -127,6 +147,8 @@ def _literal(token: tuple[str, str], text: str) -> Any:
         return float(value) if "." in value else int(value)
     if kind == "word" and value.lower() in ("true", "false"):
         return value.lower() == "true"
+    if kind == "word" and value == "NULL":
+        raise InvalidFilterError(f"in {text!r}: comparing with NULL is never true; use IS NULL")
     raise InvalidFilterError(f"in {text!r}: {value!r} is not a literal (quote strings)")
 
 
@@ -142,13 +164,27 @@ def typed(value: Any, arrow_type: pa.DataType, column: str) -> Any:
         raise InvalidFilterError(f"{value!r} is not a valid {arrow_type} value for {column!r}") from exc
 
 
-def matches(values: Mapping[str, Any], filters: Iterable[Filter]) -> bool:
-    """Whether typed partition values satisfy every filter (SQL semantics: null matches nothing)."""
+def may_match(values: Mapping[str, Any] | None, filters: Iterable[Filter]) -> bool:
+    """Whether a partition with these typed values may hold rows that satisfy every filter.
+
+    A partition is pruned only when its path proves no row can match. Unknown values
+    (``values`` None: the path does not encode them) and Hudi's default partition (a
+    column's value None: the rows hold null or the empty string) are never pruned: the
+    filters are applied to the rows' own values as well, exactly as SQL would."""
+    if values is None:
+        return True
     for f in filters:
-        actual = values[f.column]
+        actual = values.get(f.column)
         if actual is None:
-            return False
-        ok = actual in f.value if f.op == "IN" else _COMPARE[f.op](actual, f.value)
+            continue
+        if f.op == "IS NULL":
+            ok = False
+        elif f.op == "IS NOT NULL":
+            ok = True
+        elif f.op == "IN":
+            ok = actual in f.value
+        else:
+            ok = _COMPARE[f.op](actual, f.value)
         if not ok:
             return False
     return True
@@ -159,6 +195,13 @@ def row_expression(filters: Sequence[Filter]) -> ds.Expression | None:
     expression: ds.Expression | None = None
     for f in filters:
         field = pc.field(f.column)
-        part = field.isin(f.value) if f.op == "IN" else _COMPARE[f.op](field, f.value)
+        if f.op == "IS NULL":
+            part = field.is_null()
+        elif f.op == "IS NOT NULL":
+            part = field.is_valid()
+        elif f.op == "IN":
+            part = field.isin(f.value)
+        else:
+            part = _COMPARE[f.op](field, f.value)
         expression = part if expression is None else expression & part
     return expression

@@ -27,6 +27,7 @@ from fedcore.exceptions import (
     ConfigError,
     MetadataTableRequiredError,
     StorageStrategyMismatchError,
+    UnsupportedTableError,
     UnsupportedTableVersionError,
 )
 from fedcore.io.federated import FederatedFileSystem
@@ -186,6 +187,16 @@ def check_supported(config: TableConfig, strategy: StorageStrategy) -> None:
         raise UnsupportedTableVersionError(
             f"table {config.name} has table version {config.version}; fedcore reads and writes "
             f"version {P.DEFAULT_TABLE_VERSION} (Hudi 0.14/0.15)"
+        )
+    if config.table_type != P.TABLE_TYPE_COW:
+        raise UnsupportedTableError(
+            f"table {config.name} is {config.table_type}: fedcore reads copy-on-write tables only, and "
+            "merge-on-read file slices (base plus log files) would be read without their logs"
+        )
+    base_format = config.get(P.BASE_FILE_FORMAT, "PARQUET").strip().upper()
+    if base_format != "PARQUET":
+        raise UnsupportedTableError(
+            f"table {config.name} has {base_format} base files; fedcore reads Parquet"
         )
     if not strategy.data_under_table_path and not config.metadata_enabled:
         raise MetadataTableRequiredError(

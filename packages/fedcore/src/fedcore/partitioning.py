@@ -66,21 +66,39 @@ def value_text(value: Any) -> str:
     return str(value)
 
 
+#: Key generators whose partition path is the partition columns' values as text, one
+#: segment per column (Hudi's simple, complex and non-partitioned generators, by class in
+#: table version 6 and by type in 8). Any other (timestamp-based, custom, a user's class)
+#: maps values to paths in its own way, so a path says nothing a reader may prune by.
+VALUE_ENCODING_KEY_GENERATORS: Final = frozenset(
+    {P.SIMPLE_KEY_GENERATOR, P.COMPLEX_KEY_GENERATOR, P.NON_PARTITIONED_KEY_GENERATOR}
+)
+VALUE_ENCODING_KEY_GENERATOR_TYPES: Final = frozenset({"SIMPLE", "COMPLEX", "NON_PARTITION"})
+
+
 @dataclass(frozen=True)
 class PartitionScheme:
-    """How a table turns partition column values into a partition path."""
+    """How a table turns partition column values into a partition path.
+
+    ``encodes_values``: whether a partition path provably holds the columns' values
+    (see ``VALUE_ENCODING_KEY_GENERATORS``); only then may a reader prune by it."""
 
     fields: tuple[str, ...]
     hive_style: bool = True
     url_encode: bool = True
+    encodes_values: bool = True
 
     @classmethod
     def from_config(cls, config: Mapping[str, str]) -> PartitionScheme:
         fields = tuple(f.strip() for f in config.get(P.PARTITION_FIELDS, "").split(",") if f.strip())
+        generator = config.get(P.KEY_GENERATOR_CLASS, "").strip()
+        generator_type = config.get(P.KEY_GENERATOR_TYPE, "").strip().upper()
         return cls(
             fields,
             hive_style=config.get(P.HIVE_STYLE_PARTITIONING, "false").strip().lower() == "true",
             url_encode=config.get(P.URL_ENCODE_PARTITIONING, "false").strip().lower() == "true",
+            encodes_values=generator in VALUE_ENCODING_KEY_GENERATORS
+            or generator_type in VALUE_ENCODING_KEY_GENERATOR_TYPES,
         )
 
     def path_of(self, values: Sequence[Any]) -> str:
@@ -115,19 +133,28 @@ class PartitionScheme:
             )
         return path
 
-    def values_of(self, partition_path: str) -> dict[str, str | None]:
-        """Partition column values (as text, None for Hudi's default partition) of a path."""
+    def values_of(self, partition_path: str) -> dict[str, str | None] | None:
+        """Partition column values (as text) of a path; None for a column in Hudi's default
+        partition (the row's value was null or empty). None for the whole path when it does
+        not provably encode the values: a key generator that maps values its own way, or a
+        path whose segments do not match the columns one to one (a value holding '/' that
+        was not URL-encoded)."""
         if not self.fields:
             return {}
+        if not self.encodes_values:
+            return None
         segments = partition_path.split("/") if partition_path else []
+        if len(segments) != len(self.fields):
+            return None
         values: dict[str, str | None] = {}
         if self.hive_style:
-            for segment in segments:
-                field, sep, text = segment.partition("=")
-                if sep:
-                    values[field] = text
+            for field, segment in zip(self.fields, segments, strict=True):
+                name, sep, text = segment.partition("=")
+                if not sep or name != field:
+                    return None
+                values[field] = text
         else:
-            values = dict(zip(self.fields, segments, strict=False))
+            values = dict(zip(self.fields, segments, strict=True))
         out: dict[str, str | None] = {}
         for field in self.fields:
             found = values.get(field)

@@ -28,10 +28,11 @@ PRECOMBINE_FIELD: Final = "hoodie.table.precombine.field"
 HIVE_STYLE_PARTITIONING: Final = "hoodie.datasource.write.hive_style_partitioning"
 URL_ENCODE_PARTITIONING: Final = "hoodie.datasource.write.partitionpath.urlencode"
 KEY_GENERATOR_CLASS: Final = "hoodie.table.keygenerator.class"
+KEY_GENERATOR_TYPE: Final = "hoodie.table.keygenerator.type"
+
 TIMELINE_LAYOUT_VERSION: Final = "hoodie.timeline.layout.version"
 ARCHIVELOG_FOLDER: Final = "hoodie.archivelog.folder"
 BASE_FILE_FORMAT: Final = "hoodie.table.base.file.format"
-DROP_PARTITION_COLUMNS: Final = "hoodie.datasource.write.drop.partition.columns"
 TABLE_CHECKSUM: Final = "hoodie.table.checksum"
 
 TABLE_TYPE_COW: Final = "COPY_ON_WRITE"
@@ -100,6 +101,10 @@ class BoolOption(str):
             raise ConfigError(self, f"{raw!r} is not true or false")
         return value == "true"
 
+
+#: Table config read as flags: partition columns kept only in paths; meta columns filled.
+DROP_PARTITION_COLUMNS: Final = BoolOption("hoodie.datasource.write.drop.partition.columns", False)
+POPULATE_META_FIELDS: Final = BoolOption("hoodie.populate.meta.fields", True)
 
 #: Whether a table has fedcore's metadata table. A new table gets it unless told otherwise
 #: (Hudi's default since 0.11); an existing config without the key has none

@@ -21,7 +21,7 @@ from typing import Final
 from fsspec import AbstractFileSystem
 
 from fedcore import properties as P
-from fedcore.exceptions import InstantConflictError, InvalidInstantError
+from fedcore.exceptions import InstantConflictError, InvalidInstantError, UnsupportedTableError
 from fedcore.io.atomic import create_exclusive
 from fedcore.io.errors import storage_errors
 
@@ -38,10 +38,12 @@ INFLIGHT: Final = "inflight"
 COMPLETED: Final = "completed"
 
 _INSTANT_FORMAT = "%Y%m%d%H%M%S%f"
-_FILE_RE = re.compile(
-    r"(\d{17}|\d{14})\.(commit|replacecommit|clean|rollback|inflight|deltacommit|compaction|"
-    r"logcompaction|indexing|restore|savepoint)(?:\.(requested|inflight))?"
-)
+SAVEPOINT: Final = "savepoint"
+#: Completed actions a reader understands; any other (deltacommit, compaction, restore,
+#: an action of a newer Hudi) makes the table unreadable for fedcore, never silently skipped.
+READABLE_ACTIONS: Final = frozenset({*ACTIONS, SAVEPOINT})
+# Any action name parses, so that an action fedcore does not know is seen and refused.
+_FILE_RE = re.compile(r"(\d{17}|\d{14})\.([a-z]+)(?:\.(requested|inflight))?")
 
 
 def instant_time(moment: datetime) -> str:
@@ -126,6 +128,17 @@ class Timeline:
             for i in self.instants
             if i.is_completed and i.action in wanted and (as_of is None or i.time <= as_of)
         ]
+
+    def check_readable(self, table_name: str) -> None:
+        """Raise UnsupportedTableError if a completed instant is of an action fedcore cannot
+        apply: reading past it would silently miss (or misread) what it wrote."""
+        for instant in self.instants:
+            if instant.is_completed and instant.action not in READABLE_ACTIONS:
+                raise UnsupportedTableError(
+                    f"table {table_name} has a completed {instant.action} instant ({instant.time}); "
+                    f"fedcore applies only {', '.join(sorted(READABLE_ACTIONS))} instants, so it "
+                    "refuses to read or write this table rather than miss what that instant did"
+                )
 
     def pending(self) -> list[Instant]:
         return [i for i in self.instants if not i.is_completed]

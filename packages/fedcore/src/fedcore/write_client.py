@@ -181,6 +181,7 @@ class WriteClient:
         data = to_arrow_table(data)
         # One listing of the timeline serves recovery, the schema and the plan.
         timeline = self.table.timeline()
+        timeline.check_readable(self.table.name)
         if roll_back_failed_writes(self.table, timeline):
             timeline = self.table.timeline()
         config = self.table.config
