@@ -36,7 +36,7 @@ from fedcore.io.parquet import read_parquet_schema
 from fedcore.io.uris import normalize_uri
 from fedcore.metadata import FileIndex, ListingFileIndex, MetadataTable
 from fedcore.partitioning import PartitionScheme
-from fedcore.records import META_COLUMNS, strip_meta
+from fedcore.records import strip_meta, with_meta_fields
 from fedcore.storage.base import StorageStrategy
 from fedcore.storage.loader import load_storage_strategy, strategy_spec
 from fedcore.table_config import TableConfig
@@ -163,9 +163,7 @@ class TableHandle:
     def schema_with_meta_fields(self) -> pa.Schema | None:
         """``schema()`` with Hudi's five ``_hoodie_*`` columns first (strings), as reads return it."""
         schema = self.schema()
-        if schema is None:
-            return None
-        return pa.schema([pa.field(name, pa.string()) for name in META_COLUMNS] + list(schema))
+        return None if schema is None else with_meta_fields(schema)
 
     # --- protocol paths ----------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from fedcore.exceptions import (
 from fedcore.filters import UNARY, Filter, may_match, row_expression, typed
 from fedcore.io.filesystems import open_sized
 from fedcore.io.parquet import read_parquet
-from fedcore.records import META_COLUMNS
+from fedcore.records import META_COLUMNS, with_meta_fields
 from fedcore.retention import check_not_archived
 from fedcore.timeline import WRITE_ACTIONS, parse_instant_time
 
@@ -88,6 +88,7 @@ class Reader:
         self.instant = writes[-1].time if writes else None
         self._types = field_types(table.commit_metadata(writes[-1]).schema) if writes else {}
         self._index = table.file_index_at(timeline)
+        self._timeline = timeline
         #: False for tables written with hoodie.populate.meta.fields=false: their files hold the
         #: meta columns empty, so reads leave them out (as hudi-rs does) and refuse to filter on them.
         self.meta_fields = P.POPULATE_META_FIELDS.of(table.config)
@@ -130,7 +131,7 @@ class Reader:
             return
         if self._types and column not in self._types:
             error = InvalidFilterError if use == "filter on" else InvalidColumnsError
-            raise error(f"unknown column {column!r}")
+            raise error(f"unknown column {column!r}; the table has {', '.join(self.column_names())}")
 
     def _typed(self, f: Filter) -> Filter:
         if f.op in UNARY:
@@ -225,17 +226,9 @@ class Reader:
             if column in seen:
                 raise InvalidColumnsError(f"column {column!r} is asked for twice")
             seen.add(column)
-            if column in META_COLUMNS:
-                self._check_column(column, "read")
-            elif column not in self._types:
-                known = ", ".join(self.column_names()) or "none: nothing was written yet"
-                raise InvalidColumnsError(f"unknown column {column!r}; the table has {known}")
-
-    def batches(
-        self, filters: Sequence[FilterSpec] = (), columns: Sequence[str] | None = None
-    ) -> Iterator[pa.Table]:
-        self.check_columns(columns)
-        yield from self.read_plan(self.plan(filters), columns)
+            if not self._types and column not in META_COLUMNS:
+                raise InvalidColumnsError(f"unknown column {column!r}: nothing was written yet")
+            self._check_column(column, "read")
 
     def read_plan(self, plan: ReadPlan, columns: Sequence[str] | None) -> Iterator[pa.Table]:
         """The rows of each slice of ``plan``, in its order, read in parallel."""
@@ -250,7 +243,8 @@ class Reader:
 
     def empty(self, columns: Sequence[str] | None) -> pa.Table:
         """No rows, with the schema a read of ``columns`` returns (the newest base file's)."""
-        full = self.table.schema_with_meta_fields() if self.meta_fields else self.table.schema()
+        schema = self.table.schema(self._timeline)
+        full = with_meta_fields(schema) if self.meta_fields and schema is not None else schema
         if full is None:
             return pa.table({})
         empty = full.empty_table()

@@ -52,6 +52,11 @@ def to_arrow_table(data: WriteInput) -> pa.Table:
     )
 
 
+def with_meta_fields(schema: pa.Schema) -> pa.Schema:
+    """A data schema with Hudi's five meta columns (strings) first, as base files hold them."""
+    return pa.schema([pa.field(name, pa.string()) for name in META_COLUMNS] + list(schema))
+
+
 def check_columns(data: pa.Table, fields: Sequence[str], what: str) -> None:
     missing = [f for f in fields if f not in data.column_names]
     if missing:
