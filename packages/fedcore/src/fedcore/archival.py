@@ -63,6 +63,7 @@ def archive(
     ``timeline``: one the caller has just listed. ``hook`` is called with "written"
     once the archive file exists and with "pending-states" once requested and
     inflight files are gone (for crash tests)."""
+    table.check_writable()
     index = table.metadata_table_or_none()
     if index is None:
         return []  # a listing index tells committed files apart by the active timeline

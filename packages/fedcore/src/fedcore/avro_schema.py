@@ -63,7 +63,7 @@ def to_avro_json(schema: pa.Schema, table_name: str) -> str:
     return json.dumps(record, separators=(",", ":"))
 
 
-_FROM_AVRO = {
+_FROM_AVRO: dict[str, pa.DataType] = {
     "boolean": pa.bool_(),
     "int": pa.int32(),
     "long": pa.int64(),
@@ -71,26 +71,81 @@ _FROM_AVRO = {
     "double": pa.float64(),
     "string": pa.string(),
     "bytes": pa.binary(),
+    "null": pa.null(),
+}
+#: Logical types as Spark's Parquet files hold them (and pyarrow reads them back).
+_LOGICAL: dict[str, pa.DataType] = {
+    "date": pa.date32(),
+    "timestamp-millis": pa.timestamp("ms", tz="UTC"),
+    "timestamp-micros": pa.timestamp("us", tz="UTC"),
+    "local-timestamp-millis": pa.timestamp("ms"),
+    "local-timestamp-micros": pa.timestamp("us"),
+    "time-millis": pa.time32("ms"),
+    "time-micros": pa.time64("us"),
+    "uuid": pa.string(),
 }
 
 
+def arrow_type(avro: Any, named: dict[str, pa.DataType] | None = None) -> pa.DataType:
+    """The Arrow type of an Avro type (JSON form), nullable unions unwrapped.
+
+    Raises ``ValueError`` for what has no single Arrow type (a union of two non-null
+    types) or an unknown type name."""
+    named = {} if named is None else named
+    if isinstance(avro, list):
+        branches = [b for b in avro if b != "null"]
+        if len(branches) != 1:
+            raise ValueError(f"a union of {len(branches)} non-null types has no single Arrow type")
+        return arrow_type(branches[0], named)
+    if isinstance(avro, str):
+        if avro in _FROM_AVRO:
+            return _FROM_AVRO[avro]
+        if avro in named or avro.rsplit(".", 1)[-1] in named:
+            return named.get(avro) or named[avro.rsplit(".", 1)[-1]]
+        raise ValueError(f"unknown Avro type {avro!r}")
+    kind = avro.get("type")
+    logical = avro.get("logicalType")
+    if logical == "decimal":
+        return pa.decimal128(int(avro["precision"]), int(avro.get("scale", 0)))
+    if logical in _LOGICAL:
+        return _LOGICAL[logical]
+    if kind == "record":
+        fields = [
+            pa.field(f["name"], arrow_type(f["type"], named), nullable=True) for f in avro.get("fields", [])
+        ]
+        result: pa.DataType = pa.struct(fields)
+    elif kind == "array":
+        result = pa.list_(arrow_type(avro["items"], named))
+    elif kind == "map":
+        result = pa.map_(pa.string(), arrow_type(avro["values"], named))
+    elif kind == "enum":
+        result = pa.string()
+    elif kind == "fixed":
+        result = pa.binary(int(avro["size"]))
+    else:
+        return arrow_type(kind, named)
+    if "name" in avro:
+        named[avro["name"]] = result
+        if avro.get("namespace"):
+            named[f"{avro['namespace']}.{avro['name']}"] = result
+    return result
+
+
+def arrow_schema(avro_json: str) -> pa.Schema:
+    """The Arrow schema of a table's Avro record schema (``ValueError`` if it is none)."""
+    record = json.loads(avro_json)
+    if not isinstance(record, dict) or record.get("type") != "record":
+        raise ValueError("the schema is not an Avro record")
+    struct = arrow_type(record)
+    return pa.schema(list(struct))
+
+
 def field_types(avro_json: str | None) -> dict[str, pa.DataType]:
-    """Arrow types of the top-level primitive fields (partition columns are primitives)."""
+    """Arrow types of the top-level fields; empty when there is no (readable) schema."""
     if not avro_json:
         return {}
     try:
-        record = json.loads(avro_json)
-    except ValueError:
+        schema = arrow_schema(avro_json)
+    except (ValueError, KeyError, TypeError):
         return {}
-    out: dict[str, pa.DataType] = {}
-    for field in record.get("fields", []):
-        kinds = field["type"] if isinstance(field["type"], list) else [field["type"]]
-        for kind in kinds:
-            if kind == "null":
-                continue
-            if isinstance(kind, dict) and kind.get("logicalType") == "date":
-                out[field["name"]] = pa.date32()
-            elif isinstance(kind, str) and kind in _FROM_AVRO:
-                out[field["name"]] = _FROM_AVRO[kind]
-            break
-    return out
+    return {field.name: field.type for field in schema}

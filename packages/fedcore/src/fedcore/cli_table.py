@@ -22,6 +22,7 @@ from fedcore.filters import Filter, parse_where
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import StorageOptions
 from fedcore.io.parquet import read_parquet
+from fedcore.reader import QUERY_TYPES
 from fedcore.rollback import rollback
 from fedcore.table import Table, create_table, load_table
 from fedcore.write_client import OPERATIONS, UPSERT, WriteClient
@@ -69,6 +70,13 @@ def table_commands(commands: Any) -> None:
     read.add_argument("--columns", help="comma separated")
     read.add_argument("--limit", type=non_negative_int, default=20, help="rows to print (default 20)")
     read.add_argument("--as-of", help="instant time yyyyMMddHHmmssSSS")
+    read.add_argument(
+        "--query-type",
+        choices=QUERY_TYPES,
+        default="snapshot",
+        help="merge-on-read tables: snapshot (log files merged, the default) or read_optimized "
+        "(base files only)",
+    )
     read.add_argument(
         "--output", type=_output_file, help="write all rows to FILE.parquet or FILE.csv instead"
     )
@@ -230,7 +238,7 @@ def _read(args: argparse.Namespace) -> int:
     filters = _filters(args.where)
     columns = _fields(args.columns, "--columns") if args.columns is not None else None
     table = open_table(args)
-    data = table.read(filters, columns, as_of=args.as_of)
+    data = table.scan(filters, columns, as_of=args.as_of, query_type=args.query_type).to_arrow()
     if args.output:
         with storage_errors(args.output):
             if Path(args.output).suffix.lower() == ".csv":
@@ -259,9 +267,12 @@ def _files(args: argparse.Namespace) -> int:
     filters = _filters(args.where)
     table = open_table(args)
     slices = table.file_slices(filters, as_of=args.as_of)
+    total = 0
     for s in slices:
-        print(f"{table.fs.to_physical(s.path) if args.physical else s.path}\t{s.size}")
-    print(f"({len(slices)} file slices, {sum(s.size for s in slices):,} bytes)", file=sys.stderr)
+        for path, size in s.files():
+            print(f"{table.fs.to_physical(path) if args.physical else path}\t{size}")
+            total += size
+    print(f"({len(slices)} file slices, {total:,} bytes)", file=sys.stderr)
     return 0
 
 
@@ -269,7 +280,7 @@ def _timeline(args: argparse.Namespace) -> int:
     table = open_table(args)
     for instant in table.timeline():
         line = f"{instant.time}  {instant.action:<14} {instant.state}"
-        if instant.is_completed and instant.action in ("commit", "replacecommit"):
+        if instant.is_completed and instant.action in ("commit", "replacecommit", "deltacommit"):
             metadata = table.commit_metadata(instant)
             line += (
                 f"  {metadata.operation.lower():<17} files {len(metadata.stats):>4}"

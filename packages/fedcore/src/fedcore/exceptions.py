@@ -108,9 +108,18 @@ class UnsupportedTableVersionError(FedError):
 
 
 class UnsupportedTableError(FedError):
-    """The table uses a Hudi feature fedcore cannot read exactly (merge-on-read file slices,
-    a timeline action it does not interpret, a base file format other than Parquet): it is
-    refused rather than read wrongly."""
+    """The table uses a Hudi feature fedcore cannot read exactly (a timeline action it does
+    not interpret, a base file format other than Parquet, a record payload it cannot merge
+    by) or write (merge-on-read): it is refused rather than read or written wrongly."""
+
+
+class UnsupportedLogBlockError(UnsupportedTableError):
+    """A merge-on-read log file holds a block fedcore cannot apply exactly (HFile or CDC data,
+    a log-compacted or partial-update block, an older block or log format version)."""
+
+
+class CorruptLogFileError(UnsupportedTableError):
+    """A log block's framing or content cannot be decoded (not a block Hudi could have skipped)."""
 
 
 # --- timeline and commits -------------------------------------------------------------

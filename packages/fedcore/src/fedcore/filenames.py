@@ -28,8 +28,9 @@ _INSTANT = r"\d{14}(?:\d{3})?"  # Hudi's millisecond instants, and its older sec
 BASE_FILE_RE: Final = re.compile(
     rf"({_FILE_ID})_({_WRITE_TOKEN})_({_INSTANT})\.(?:{'|'.join(BASE_FILE_EXTENSIONS)})", re.ASCII
 )
+#: Groups: file id, base instant, version, write token, ``.cdc`` (change-data-capture logs).
 LOG_FILE_RE: Final = re.compile(
-    rf"\.({_FILE_ID})_({_INSTANT})\.log\.\d+_({_WRITE_TOKEN})(?:\.cdc)?", re.ASCII
+    rf"\.({_FILE_ID})_({_INSTANT})\.log\.(\d+)_({_WRITE_TOKEN})(\.cdc)?", re.ASCII
 )
 _FILE_ID_RE: Final = re.compile(_FILE_ID, re.ASCII)
 _WRITE_TOKEN_RE: Final = re.compile(_WRITE_TOKEN, re.ASCII)

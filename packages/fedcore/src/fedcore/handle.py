@@ -22,6 +22,7 @@ from typing import TypeVar
 import pyarrow as pa
 
 from fedcore import properties as P
+from fedcore.avro_schema import arrow_schema
 from fedcore.commit_metadata import CommitMetadata
 from fedcore.exceptions import (
     ConfigError,
@@ -30,17 +31,18 @@ from fedcore.exceptions import (
     UnsupportedTableError,
     UnsupportedTableVersionError,
 )
+from fedcore.filenames import BASE_FILE_RE
 from fedcore.io.federated import FederatedFileSystem
 from fedcore.io.filesystems import StorageOptions, open_sized, read_object
 from fedcore.io.parquet import read_parquet_schema
 from fedcore.io.uris import normalize_uri
 from fedcore.metadata import FileIndex, ListingFileIndex, MetadataTable
 from fedcore.partitioning import PartitionScheme
-from fedcore.records import strip_meta, with_meta_fields
+from fedcore.records import META_COLUMNS, strip_meta, with_meta_fields
 from fedcore.storage.base import StorageStrategy
 from fedcore.storage.loader import load_storage_strategy, strategy_spec
 from fedcore.table_config import TableConfig
-from fedcore.timeline import WRITE_ACTIONS, Instant, Timeline, instant_path
+from fedcore.timeline import MERGE_ON_READ_WRITE_ACTIONS, WRITE_ACTIONS, Instant, Timeline, instant_path
 
 #: A handle or a subclass of it: ``with_options`` keeps the caller's class.
 H = TypeVar("H", bound="TableHandle")
@@ -151,19 +153,43 @@ class TableHandle:
         path = instant_path(self.path, instant)
         return CommitMetadata.from_bytes(read_object(self.fs.table_fs, path), path)
 
-    def schema(self, timeline: Timeline | None = None) -> pa.Schema | None:
-        """The data schema (without Hudi's meta columns), from the newest base file; None when empty."""
+    def schema(self, timeline: Timeline | None = None, as_of: str | None = None) -> pa.Schema | None:
+        """The data schema (without Hudi's meta columns) as of ``as_of`` (None: now).
+
+        From the newest base file, whose types are what reads return; for a merge-on-read
+        table whose newest writes are log files, from the newest commit's Avro schema; for a
+        table no write has completed on, from the schema it was created with (None if none)."""
         timeline = self.timeline() if timeline is None else timeline
-        for instant in reversed(timeline.completed(WRITE_ACTIONS)):
+        actions = MERGE_ON_READ_WRITE_ACTIONS if self.config.table_type == P.TABLE_TYPE_MOR else WRITE_ACTIONS
+        writes = timeline.completed(actions, as_of=as_of)
+        for instant in reversed(writes):
             for stat in self.commit_metadata(instant).stats:
+                if BASE_FILE_RE.fullmatch(stat.path.rpartition("/")[2]) is None:
+                    continue  # a log file
                 with self.fs.errors(stat.path), open_sized(self.fs, stat.path, stat.file_size) as handle:
                     return strip_meta(read_parquet_schema(handle).empty_table()).schema.remove_metadata()
-        return None
+        avro = self.commit_metadata(writes[-1]).schema if writes else self.config.get(P.CREATE_SCHEMA)
+        if not avro:
+            return None
+        try:
+            schema = arrow_schema(avro)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise UnsupportedTableError(f"table {self.name}'s Avro schema has no Arrow form: {exc}") from exc
+        return pa.schema([f for f in schema if f.name not in META_COLUMNS])
 
     def schema_with_meta_fields(self) -> pa.Schema | None:
         """``schema()`` with Hudi's five ``_hoodie_*`` columns first (strings), as reads return it."""
         schema = self.schema()
         return None if schema is None else with_meta_fields(schema)
+
+    def check_writable(self) -> None:
+        """Raise ``UnsupportedTableError`` for a table fedcore reads but does not write."""
+        if self.config.table_type != P.TABLE_TYPE_COW:
+            raise UnsupportedTableError(
+                f"table {self.name} is {self.config.table_type}: fedcore reads merge-on-read tables "
+                "but writes (and runs table services on) copy-on-write tables only; its log files "
+                "and compactions are left to Hudi"
+            )
 
     # --- protocol paths ----------------------------------------------------------------------
 
@@ -185,11 +211,6 @@ def check_supported(config: TableConfig, strategy: StorageStrategy) -> None:
         raise UnsupportedTableVersionError(
             f"table {config.name} has table version {config.version}; fedcore reads and writes "
             f"version {P.DEFAULT_TABLE_VERSION} (Hudi 0.14/0.15)"
-        )
-    if config.table_type != P.TABLE_TYPE_COW:
-        raise UnsupportedTableError(
-            f"table {config.name} is {config.table_type}: fedcore reads copy-on-write tables only, and "
-            "merge-on-read file slices (base plus log files) would be read without their logs"
         )
     base_format = config.get(P.BASE_FILE_FORMAT, "PARQUET").strip().upper()
     if base_format != "PARQUET":

@@ -34,6 +34,13 @@ TIMELINE_LAYOUT_VERSION: Final = "hoodie.timeline.layout.version"
 ARCHIVELOG_FOLDER: Final = "hoodie.archivelog.folder"
 BASE_FILE_FORMAT: Final = "hoodie.table.base.file.format"
 TABLE_CHECKSUM: Final = "hoodie.table.checksum"
+#: The table's Avro schema at creation: the schema of a table no write has completed on.
+CREATE_SCHEMA: Final = "hoodie.table.create.schema"
+#: How merge-on-read log records update base records (see ``log_merge``).
+PAYLOAD_CLASS: Final = "hoodie.compaction.payload.class"
+RECORD_MERGER_STRATEGY: Final = "hoodie.compaction.record.merger.strategy"
+#: Hudi's default merger strategy (``HoodieAvroRecordMerger``: the payload class decides).
+DEFAULT_RECORD_MERGER_STRATEGY: Final = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
 
 TABLE_TYPE_COW: Final = "COPY_ON_WRITE"
 TABLE_TYPE_MOR: Final = "MERGE_ON_READ"

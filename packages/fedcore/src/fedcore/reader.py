@@ -12,7 +12,7 @@ import itertools
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
@@ -21,22 +21,38 @@ from fedcore.avro_schema import field_types
 from fedcore.exceptions import (
     InvalidColumnsError,
     InvalidFilterError,
-    InvalidInstantError,
     InvalidPartitionValueError,
     UnsupportedTableError,
 )
 from fedcore.filters import UNARY, Filter, may_match, row_expression, typed
-from fedcore.io.filesystems import open_sized
+from fedcore.io.filesystems import open_sized, read_object
 from fedcore.io.parquet import read_parquet
-from fedcore.records import META_COLUMNS, with_meta_fields
+from fedcore.log_format import LogBlock, read_blocks
+from fedcore.log_merge import IS_DELETED, PAYLOADS, LogRecords, MergeRules, applicable_blocks, merge
+from fedcore.records import (
+    COMMIT_TIME,
+    FILE_NAME,
+    META_COLUMNS,
+    PARTITION_PATH,
+    RECORD_KEY,
+    conform_to,
+    record_key_array,
+)
 from fedcore.retention import check_not_archived
-from fedcore.timeline import WRITE_ACTIONS, parse_instant_time
+from fedcore.timeline import MERGE_ON_READ_WRITE_ACTIONS, WRITE_ACTIONS, parse_instant_time
 
 if TYPE_CHECKING:
     from fedcore.handle import TableHandle
 
 FilterSpec = Filter | Sequence[Any]
+#: Hudi's query types: a merge-on-read snapshot merges log files onto base files; a
+#: read-optimized query reads base files only (on copy-on-write tables both are the same).
+QueryType = Literal["snapshot", "read_optimized"]
+QUERY_TYPES: tuple[QueryType, ...] = ("snapshot", "read_optimized")
 _READ_THREADS = 8
+#: The meta columns a read computes for tables written without them (virtual keys);
+#: ``_hoodie_commit_seqno`` has no source, so it is not offered.
+VIRTUAL_META_COLUMNS = (COMMIT_TIME, RECORD_KEY, PARTITION_PATH, FILE_NAME)
 
 
 @dataclass(frozen=True)
@@ -46,24 +62,40 @@ class FileSlice:
     Attributes:
         partition_path: the partition (``country=usa``; ``""`` when not partitioned).
         file_id: the file group.
-        base_instant: the instant that wrote this version.
-        base_file_name: the base file's name; its physical location comes from
-            ``table.fs.to_physical(slice.path)``.
-        size: bytes, from the metadata table (no request needed to learn it).
+        base_instant: the instant that started this version (wrote its base file).
+        base_file_name: the base file's name (None for a merge-on-read slice of log files
+            only); its physical location comes from ``table.fs.to_physical(slice.path)``.
+        size: the base file's bytes, from the file index (no request needed to learn it).
         partition_values: the partition columns' values, typed.
+        log_files: merge-on-read log files to merge onto the base file, in order, with
+            their sizes; empty for copy-on-write tables and read-optimized queries.
     """
 
     partition_path: str
     file_id: str
     base_instant: str
-    base_file_name: str
+    base_file_name: str | None
     size: int
     partition_values: dict[str, Any]
+    log_files: tuple[tuple[str, int], ...] = ()
 
     @property
     def path(self) -> str:
-        """Logical path, relative to the table."""
-        return f"{self.partition_path}/{self.base_file_name}" if self.partition_path else self.base_file_name
+        """The base file's logical path, relative to the table ("" when it has none)."""
+        return self._relative(self.base_file_name or "")
+
+    @property
+    def log_paths(self) -> list[str]:
+        """The log files' logical paths, in merge order."""
+        return [self._relative(name) for name, _ in self.log_files]
+
+    def files(self) -> list[tuple[str, int]]:
+        """Logical path and size of each file of the slice: the base file, then the log files."""
+        base = [(self.path, self.size)] if self.base_file_name else []
+        return base + [(self._relative(name), size) for name, size in self.log_files]
+
+    def _relative(self, name: str) -> str:
+        return f"{self.partition_path}/{name}" if self.partition_path and name else name
 
 
 @dataclass
@@ -74,25 +106,44 @@ class ReadPlan:
 
 
 class Reader:
-    def __init__(self, table: TableHandle, as_of: str | None = None) -> None:
+    def __init__(
+        self, table: TableHandle, as_of: str | None = None, query_type: QueryType = "snapshot"
+    ) -> None:
         self.table = table
         self.as_of = as_of
+        if query_type not in QUERY_TYPES:
+            raise InvalidColumnsError(f"query type {query_type!r} is not one of {', '.join(QUERY_TYPES)}")
         if as_of is not None:
             parse_instant_time(as_of)
             check_not_archived(table.fs.table_fs, table.path, as_of)
+        self.merge_on_read = table.config.table_type == P.TABLE_TYPE_MOR
+        #: Whether log files are merged: merge-on-read snapshots only.
+        self.merging = self.merge_on_read and query_type == "snapshot"
         timeline = table.timeline()  # listed once: it gives both the snapshot and its schema
-        timeline.check_readable(table.name)
-        writes = timeline.completed(WRITE_ACTIONS, as_of=as_of)
-        if as_of is not None and not writes:
-            raise InvalidInstantError(f"no write had completed as of {as_of}")
+        timeline.check_readable(table.name, self.merge_on_read)
+        actions = MERGE_ON_READ_WRITE_ACTIONS if self.merge_on_read else WRITE_ACTIONS
+        writes = timeline.completed(actions, as_of=as_of)
+        #: The instant read: the last write completed as of ``as_of``; None before the first
+        #: (the table is then empty, with the schema it was created with).
         self.instant = writes[-1].time if writes else None
-        self._types = field_types(table.commit_metadata(writes[-1]).schema) if writes else {}
+        schema_json = (
+            table.commit_metadata(writes[-1]).schema if writes else table.config.get(P.CREATE_SCHEMA)
+        )
+        self._types = {k: v for k, v in field_types(schema_json).items() if k not in META_COLUMNS}
         self._index = table.file_index_at(timeline)
         self._timeline = timeline
-        #: False for tables written with hoodie.populate.meta.fields=false: their files hold the
-        #: meta columns empty, so reads leave them out (as hudi-rs does) and refuse to filter on them.
+        completed = {i.time for i in timeline.completed(actions)}
+        pending = {i.time for i in timeline.pending()}
+        first = min((i.time for i in timeline if i.action in actions or i.action == "compaction"), default="")
+        #: Whether a log block's instant committed: completed, or older than the active
+        #: timeline (archived), as Hudi's log scanner decides.
+        self._committed = lambda t: t in completed or (t < first and t not in pending)
+        #: False for tables written with hoodie.populate.meta.fields=false (virtual keys): their
+        #: files hold no meta values, so reads compute ``VIRTUAL_META_COLUMNS`` from the key
+        #: fields and the file slice, and refuse ``_hoodie_commit_seqno``.
         self.meta_fields = P.POPULATE_META_FIELDS.of(table.config)
         self._dropped_partition_columns = P.DROP_PARTITION_COLUMNS.of(table.config)
+        self._rules = self._merge_rules() if self.merging else None
 
     def plan(self, filters: Sequence[FilterSpec] = ()) -> ReadPlan:
         """The file slices to read and the filters to apply to their rows.
@@ -115,18 +166,48 @@ class Reader:
             values = self._partition_values(partition)
             if not may_match(values, partition_filters):
                 continue
+            sizes = partition_files.files
+            if self.merging:
+                for file_id, found in partition_files.merged_slices(self.as_of, self._committed).items():
+                    base = found.base_file
+                    logs = tuple((name, sizes[name]) for name in found.log_files)
+                    size = sizes[base] if base is not None else 0
+                    slices.append(
+                        FileSlice(partition, file_id, found.base_instant, base, size, values or {}, logs)
+                    )
+                continue
             for file_id, (instant, name) in sorted(partition_files.latest_slices(self.as_of).items()):
-                slices.append(
-                    FileSlice(partition, file_id, instant, name, partition_files.files[name], values or {})
-                )
+                slices.append(FileSlice(partition, file_id, instant, name, sizes[name], values or {}))
         return ReadPlan(slices, parsed, total)
+
+    def _merge_rules(self) -> MergeRules:
+        """How log records merge, or ``UnsupportedTableError`` for a merge fedcore cannot reproduce."""
+        config = self.table.config
+        strategy = config.get(P.RECORD_MERGER_STRATEGY, P.DEFAULT_RECORD_MERGER_STRATEGY).strip()
+        payload = (
+            config.get(P.PAYLOAD_CLASS, "").strip()
+            or "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"
+        )
+        if strategy != P.DEFAULT_RECORD_MERGER_STRATEGY or payload not in PAYLOADS:
+            raise UnsupportedTableError(
+                f"table {self.table.name} merges log records with {payload} (merger strategy {strategy}); "
+                f"fedcore merges only with {' and '.join(sorted(PAYLOADS))}, so it refuses a snapshot "
+                "read (a read-optimized query reads base files only)"
+            )
+        ordering = config.precombine_field
+        if ordering is not None and self._types and ordering not in self._types:
+            raise UnsupportedTableError(
+                f"table {self.table.name}'s precombine field {ordering!r} is not a column"
+            )
+        return MergeRules(ordering, PAYLOADS[payload])
 
     def _check_column(self, column: str, use: str) -> None:
         if column in META_COLUMNS:
-            if not self.meta_fields:
+            if not self.meta_fields and column not in VIRTUAL_META_COLUMNS:
                 raise InvalidColumnsError(
                     f"cannot {use} {column!r}: table {self.table.name} was written with "
-                    f"{P.POPULATE_META_FIELDS}=false, so its files hold no meta columns"
+                    f"{P.POPULATE_META_FIELDS}=false, so its files hold no meta values, and "
+                    f"{column} cannot be computed (the others are: {', '.join(VIRTUAL_META_COLUMNS)})"
                 )
             return
         if self._types and column not in self._types:
@@ -181,23 +262,126 @@ class Reader:
     def read_slice(
         self, file_slice: FileSlice, columns: Sequence[str] | None, row_filters: list[Filter]
     ) -> pa.Table:
+        """The rows of one file slice (log files merged onto its base file), filtered.
+
+        Filters are applied after the merge: a log record may change the value a filter
+        tests, so filtering a base file's rows first could keep a row's old version."""
         wanted = None
-        fields = self.table.partition_scheme.fields
         if columns is not None:
             wanted = list(dict.fromkeys([*columns, *(f.column for f in row_filters)]))
-            if self._dropped_partition_columns:
-                wanted = [c for c in wanted if c not in fields]
-        fs = self.table.fs
-        with fs.errors(file_slice.path), open_sized(fs, file_slice.path, file_slice.size) as handle:
-            data = read_parquet(handle, wanted)
-        if not self.meta_fields:
-            data = data.drop_columns([c for c in META_COLUMNS if c in data.column_names])
-        if self._dropped_partition_columns:
-            data = self._with_partition_columns(data, file_slice)
+        pieces = self._merged(file_slice, wanted) if file_slice.log_files else self._base(file_slice, wanted)
+        tables = [
+            self._with_computed_columns(data, file_slice, instant, name) for data, instant, name in pieces
+        ]
+        data = (
+            tables[0]
+            if len(tables) == 1
+            else pa.concat_tables([conform_to(t, tables[0].schema) for t in tables])
+        )
         expression = row_expression(row_filters)
         if expression is not None:
             data = data.filter(expression)
         return data.select(list(columns)) if columns is not None else data
+
+    def _stored(self, wanted: list[str] | None, extra: Sequence[str] = ()) -> list[str] | None:
+        """The columns to read from files for ``wanted`` (all when None): computed columns
+        (virtual meta columns, dropped partition columns) come from elsewhere, and what
+        computing them or merging needs is read too."""
+        if wanted is None:
+            return None
+        computed = set(self.table.partition_scheme.fields) if self._dropped_partition_columns else set()
+        needs: list[str] = list(extra)
+        if not self.meta_fields:
+            computed |= set(META_COLUMNS)
+            if RECORD_KEY in wanted:
+                needs.extend(self.table.config.record_key_fields)
+        return [c for c in dict.fromkeys([*wanted, *needs]) if c not in computed]
+
+    def _base(self, file_slice: FileSlice, wanted: list[str] | None) -> list[tuple[pa.Table, str, str]]:
+        fs = self.table.fs
+        assert file_slice.base_file_name is not None
+        with fs.errors(file_slice.path), open_sized(fs, file_slice.path, file_slice.size) as handle:
+            data = read_parquet(handle, self._stored(wanted))
+        return [(data, file_slice.base_instant, file_slice.base_file_name)]
+
+    def _merged(self, file_slice: FileSlice, wanted: list[str] | None) -> list[tuple[pa.Table, str, str]]:
+        """A merge-on-read slice: the base rows that stay and the latest log records, each
+        with the instant and file it comes from."""
+        assert self._rules is not None
+        assert self.instant is not None
+        rules = self._rules
+        key_columns = [RECORD_KEY] if self.meta_fields else list(self.table.config.record_key_fields)
+        merging = [*key_columns, *([rules.ordering_field] if rules.ordering_field else [])]
+        if IS_DELETED in self._types:
+            merging.append(IS_DELETED)
+        stored = self._stored(wanted, merging)
+        base = (
+            self._base(file_slice, None if wanted is None else [*wanted, *merging])[0][0]
+            if file_slice.base_file_name
+            else None
+        )
+        blocks: list[LogBlock] = []
+        fs = self.table.fs
+        for path in file_slice.log_paths:
+            with fs.errors(path):
+                blocks.extend(read_blocks(read_object(fs, path), path))
+        records = [LogRecords.of(block) for block in applicable_blocks(blocks, self.instant, self._committed)]
+        if stored is not None:
+            records = [
+                LogRecords(r.block, r.data.select([c for c in stored if c in r.data.column_names]), None)
+                if r.data is not None
+                else r
+                for r in records
+            ]
+        ordering_type = self._types.get(rules.ordering_field) if rules.ordering_field else None
+        base_keys = self._keys(base) if base is not None else None
+        log_keys = [self._keys(r.data) if r.data is not None else None for r in records]
+        kept, updates = merge(base, base_keys, records, log_keys, rules, ordering_type)
+        pieces: list[tuple[pa.Table, str, str]] = []
+        if kept is not None:
+            pieces.append((kept, file_slice.base_instant, file_slice.base_file_name or ""))
+        for source, update in updates:
+            pieces.append((update, source.block.instant, file_slice.file_id))
+        if not pieces:  # every record of the slice deleted, and no base file
+            stored_schema = self.empty(None).schema
+            pieces.append((stored_schema.empty_table(), self.instant, ""))
+        return pieces
+
+    def _keys(self, data: pa.Table) -> pa.Array:
+        """The record keys of stored rows: the meta column, or computed (virtual keys)."""
+        if self.meta_fields:
+            return data.column(RECORD_KEY).combine_chunks()
+        config = self.table.config
+        fields = config.record_key_fields
+        complex_keys = (
+            len(fields) > 1 or config.get(P.KEY_GENERATOR_CLASS, "").strip() == P.COMPLEX_KEY_GENERATOR
+        )
+        return record_key_array(data, fields, complex_keys)
+
+    def _with_computed_columns(
+        self, data: pa.Table, file_slice: FileSlice, instant: str, file_name: str
+    ) -> pa.Table:
+        if not self.meta_fields:
+            data = self._with_virtual_meta_columns(data, file_slice, instant, file_name)
+        if self._dropped_partition_columns:
+            data = self._with_partition_columns(data, file_slice)
+        return data
+
+    def _with_virtual_meta_columns(
+        self, data: pa.Table, file_slice: FileSlice, instant: str, file_name: str
+    ) -> pa.Table:
+        """Meta columns of a table written without them, computed as a read returns them: the
+        instant and file the row was read from, its partition path and its record key."""
+        rows = data.num_rows
+        constant = {COMMIT_TIME: instant, PARTITION_PATH: file_slice.partition_path, FILE_NAME: file_name}
+        out: dict[str, Any] = {
+            name: pa.repeat(pa.scalar(value, pa.string()), rows) for name, value in constant.items()
+        }
+        if all(f in data.column_names for f in self.table.config.record_key_fields):
+            out[RECORD_KEY] = self._keys(data)
+        stored = data.drop_columns([c for c in META_COLUMNS if c in data.column_names])
+        ordered = {name: out[name] for name in VIRTUAL_META_COLUMNS if name in out}
+        return pa.table({**ordered, **{name: stored.column(name) for name in stored.column_names}})
 
     def _with_partition_columns(self, data: pa.Table, file_slice: FileSlice) -> pa.Table:
         """Partition columns the writer left out of the files (Hudi's
@@ -239,13 +423,15 @@ class Reader:
         """Every column a read returns, meta columns first."""
         if not self._types:
             return []
-        return [*META_COLUMNS, *self._types] if self.meta_fields else list(self._types)
+        return [*(META_COLUMNS if self.meta_fields else VIRTUAL_META_COLUMNS), *self._types]
 
     def empty(self, columns: Sequence[str] | None) -> pa.Table:
-        """No rows, with the schema a read of ``columns`` returns (the newest base file's)."""
-        schema = self.table.schema(self._timeline)
-        full = with_meta_fields(schema) if self.meta_fields and schema is not None else schema
-        if full is None:
+        """No rows, with the schema a read of ``columns`` returns: the newest base file's, else
+        the newest commit's or the table's creation schema (a table nothing was written to)."""
+        schema = self.table.schema(self._timeline, as_of=self.as_of)
+        if schema is None:
             return pa.table({})
+        meta = META_COLUMNS if self.meta_fields else VIRTUAL_META_COLUMNS
+        full = pa.schema([pa.field(name, pa.string()) for name in meta] + list(schema))
         empty = full.empty_table()
         return empty.select(list(columns)) if columns is not None else empty

@@ -11,9 +11,10 @@ from collections.abc import Sequence
 from typing import Any, Final, TypeAlias
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from fedcore import properties as P
-from fedcore.exceptions import InvalidRecordsError, SchemaMismatchError
+from fedcore.exceptions import InvalidRecordsError, SchemaMismatchError, UnsupportedTableError
 from fedcore.partitioning import PartitionScheme, value_text
 
 COMMIT_TIME: Final = "_hoodie_commit_time"
@@ -94,6 +95,45 @@ def partition_paths(data: pa.Table, scheme: PartitionScheme) -> list[str]:
             path = cache[values] = scheme.path_of(values)
         out.append(path)
     return out
+
+
+def record_key_array(data: pa.Table, key_fields: Sequence[str], complex_keys: bool) -> pa.Array:
+    """Hudi's record keys of stored rows, computed over whole columns (virtual keys: tables
+    written without meta columns): the value for a simple key, ``f1:v1,f2:v2`` for a complex
+    one, where a null value is ``__null__`` and an empty one ``__empty__``.
+
+    Raises ``UnsupportedTableError`` for a key column whose text Arrow does not spell as
+    Java does (floating point, timestamps): such a key could not be matched exactly."""
+    texts = []
+    for field in key_fields:
+        column = data.column(field)
+        kind = column.type
+        if pa.types.is_floating(kind) or pa.types.is_timestamp(kind) or pa.types.is_nested(kind):
+            raise UnsupportedTableError(
+                f"record key field {field!r} is {kind}: fedcore cannot spell its values as Hudi's "
+                "key generator does, so it cannot compute this table's record keys"
+            )
+        texts.append(pc.cast(column, pa.string()))
+    joined = texts[0]
+    if complex_keys:
+        parts: list[Any] = []
+        for index, (field, text) in enumerate(zip(key_fields, texts, strict=True)):
+            spelled = pc.if_else(pc.equal(text, ""), "__empty__", pc.fill_null(text, "__null__"))
+            parts.extend([("," if index else "") + f"{field}:", spelled])
+        joined = pc.binary_join_element_wise(*parts, "")
+    return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
+
+
+def conform_to(data: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Rows in another (newer) schema of the table: a column the rows lack is null, narrower
+    types widen, columns the schema lacks are left out (as in Hudi, the newest schema wins)."""
+    if data.schema.equals(schema):
+        return data
+    columns = [
+        data.column(field.name) if field.name in data.column_names else pa.nulls(data.num_rows, field.type)
+        for field in schema
+    ]
+    return pa.table(dict(zip(schema.names, columns, strict=True))).cast(schema)
 
 
 def strip_meta(data: pa.Table) -> pa.Table:

@@ -24,8 +24,8 @@ from fedcore.exceptions import FedError, InvalidColumnsError
 from fedcore.filters import Filter
 from fedcore.io.filesystems import open_sized
 from fedcore.io.parquet import read_parquet_metadata
-from fedcore.reader import FileSlice, FilterSpec, Reader
-from fedcore.records import META_COLUMNS
+from fedcore.reader import FileSlice, FilterSpec, QueryType, Reader
+from fedcore.records import META_COLUMNS, conform_to
 
 if TYPE_CHECKING:
     from fedcore.handle import TableHandle
@@ -45,6 +45,9 @@ class DataScan:
         limit: at most this many rows; None for all.
         with_meta_fields: include Hudi's ``_hoodie_*`` columns (as Hudi's own
             readers do); False returns the data columns only.
+        query_type: ``"snapshot"`` (log files merged onto base files on merge-on-read
+            tables) or ``"read_optimized"`` (base files only: faster, as of the last
+            compaction); Hudi's ``hoodie.datasource.query.type``.
     """
 
     table: TableHandle
@@ -53,6 +56,7 @@ class DataScan:
     as_of: str | None = None
     limit: int | None = None
     with_meta_fields: bool = True
+    query_type: QueryType = "snapshot"
 
     def __post_init__(self) -> None:
         if self.limit is not None and (isinstance(self.limit, bool) or self.limit < 0):
@@ -71,6 +75,7 @@ class DataScan:
         as_of: str | None = None,
         limit: int | None = None,
         with_meta_fields: bool = True,
+        query_type: QueryType = "snapshot",
     ) -> DataScan:
         if isinstance(columns, str):
             raise InvalidColumnsError(f"columns must be a list of names, not the string {columns!r}")
@@ -81,6 +86,7 @@ class DataScan:
             as_of,
             limit,
             with_meta_fields,
+            query_type,
         )
 
     def update(self, **changes: Any) -> DataScan:
@@ -92,7 +98,7 @@ class DataScan:
     # --- planning ------------------------------------------------------------------------
 
     def _reader(self) -> Reader:
-        return Reader(self.table, self.as_of)
+        return Reader(self.table, self.as_of, self.query_type)
 
     def _columns(self, reader: Reader) -> list[str] | None:
         if self.columns is not None:
@@ -131,7 +137,7 @@ class DataScan:
         for table in tables:
             if remaining is not None and table.num_rows >= remaining:
                 table = table.slice(0, remaining)
-            yield from _conform(table, schema).to_batches()
+            yield from conform_to(table, schema).to_batches()
             if remaining is not None:
                 remaining -= table.num_rows
                 if remaining <= 0:
@@ -142,12 +148,13 @@ class DataScan:
         return self.to_arrow_batch_reader().read_all()
 
     def count(self) -> int:
-        """How many rows the scan returns. Without row filters, from file footers alone."""
+        """How many rows the scan returns. Without row filters and log files to merge, from
+        file footers alone."""
         reader = self._reader()
         plan = reader.plan(self.filters)
         total = 0
-        if plan.row_filters:
-            columns = list(dict.fromkeys(f.column for f in plan.row_filters))
+        if plan.row_filters or any(s.log_files for s in plan.slices):
+            columns = list(dict.fromkeys(f.column for f in plan.row_filters)) or reader.column_names()[:1]
             total = sum(int(t.num_rows) for t in reader.read_plan(plan, columns))
         else:
             fs = self.table.fs
@@ -187,19 +194,9 @@ class DataScan:
             parts.append(f"limit={self.limit}")
         if not self.with_meta_fields:
             parts.append("with_meta_fields=False")
+        if self.query_type != "snapshot":
+            parts.append(f"query_type={self.query_type!r}")
         return f"DataScan({', '.join(parts)})"
-
-
-def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """A slice's rows in the scan's schema: a file written before a column was added has
-    nulls there; narrower types widen (the newest base file's schema wins, as in Hudi)."""
-    if table.schema.equals(schema):
-        return table
-    columns = [
-        table.column(field.name) if field.name in table.column_names else pa.nulls(table.num_rows, field.type)
-        for field in schema
-    ]
-    return pa.table(dict(zip(schema.names, columns, strict=True))).cast(schema)
 
 
 def _require(module: str) -> Any:

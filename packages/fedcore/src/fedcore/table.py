@@ -31,7 +31,7 @@ from fedcore.handle import (
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import StorageOptions, filesystem_for
 from fedcore.io.uris import normalize_uri
-from fedcore.reader import FileSlice, FilterSpec
+from fedcore.reader import FileSlice, FilterSpec, QueryType
 from fedcore.records import WriteInput
 from fedcore.scan import DataScan
 from fedcore.storage.loader import load_storage_strategy
@@ -60,6 +60,7 @@ class Table(TableHandle):
         as_of: str | None = None,
         limit: int | None = None,
         with_meta_fields: bool = True,
+        query_type: QueryType = "snapshot",
     ) -> DataScan:
         """A read of this table, run by its ``plan_files``, ``to_arrow``, ``to_arrow_batch_reader``,
         ``count``, ``to_pandas``, ``to_polars`` or ``to_duckdb``.
@@ -71,8 +72,10 @@ class Table(TableHandle):
             as_of: time travel to an instant (``yyyyMMddHHmmssSSS``).
             limit: at most this many rows.
             with_meta_fields: include the ``_hoodie_*`` columns (as Hudi's readers do).
+            query_type: ``"snapshot"`` or ``"read_optimized"`` (merge-on-read tables: base
+                files only, without the log files written since the last compaction).
         """
-        return DataScan.of(self, filters, columns, as_of, limit, with_meta_fields)
+        return DataScan.of(self, filters, columns, as_of, limit, with_meta_fields, query_type)
 
     def read(
         self,

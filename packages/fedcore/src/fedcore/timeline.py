@@ -32,6 +32,12 @@ ROLLBACK: Final = "rollback"
 #: Actions that add or replace data files: the ones a snapshot is made of.
 WRITE_ACTIONS: Final = frozenset({COMMIT, REPLACE_COMMIT})
 ACTIONS: Final = (COMMIT, REPLACE_COMMIT, CLEAN, ROLLBACK)
+#: Merge-on-read writes: log blocks (and new base files) that a snapshot merges.
+DELTA_COMMIT: Final = "deltacommit"
+#: Compaction, pending: completed, it is a ``commit``.
+COMPACTION: Final = "compaction"
+#: Every action whose files make up a merge-on-read snapshot.
+MERGE_ON_READ_WRITE_ACTIONS: Final = WRITE_ACTIONS | {DELTA_COMMIT}
 
 REQUESTED: Final = "requested"
 INFLIGHT: Final = "inflight"
@@ -39,8 +45,9 @@ COMPLETED: Final = "completed"
 
 _INSTANT_FORMAT = "%Y%m%d%H%M%S%f"
 SAVEPOINT: Final = "savepoint"
-#: Completed actions a reader understands; any other (deltacommit, compaction, restore,
-#: an action of a newer Hudi) makes the table unreadable for fedcore, never silently skipped.
+#: Completed actions a reader understands (and ``deltacommit`` on merge-on-read tables); any
+#: other (restore, log compaction, an action of a newer Hudi) makes the table unreadable for
+#: fedcore, never silently skipped.
 READABLE_ACTIONS: Final = frozenset({*ACTIONS, SAVEPOINT})
 # Any action name parses, so that an action fedcore does not know is seen and refused.
 _FILE_RE = re.compile(r"(\d{17}|\d{14})\.([a-z]+)(?:\.(requested|inflight))?")
@@ -129,14 +136,15 @@ class Timeline:
             if i.is_completed and i.action in wanted and (as_of is None or i.time <= as_of)
         ]
 
-    def check_readable(self, table_name: str) -> None:
+    def check_readable(self, table_name: str, merge_on_read: bool = False) -> None:
         """Raise UnsupportedTableError if a completed instant is of an action fedcore cannot
         apply: reading past it would silently miss (or misread) what it wrote."""
+        readable = READABLE_ACTIONS | {DELTA_COMMIT} if merge_on_read else READABLE_ACTIONS
         for instant in self.instants:
-            if instant.is_completed and instant.action not in READABLE_ACTIONS:
+            if instant.is_completed and instant.action not in readable:
                 raise UnsupportedTableError(
                     f"table {table_name} has a completed {instant.action} instant ({instant.time}); "
-                    f"fedcore applies only {', '.join(sorted(READABLE_ACTIONS))} instants, so it "
+                    f"fedcore applies only {', '.join(sorted(readable))} instants, so it "
                     "refuses to read or write this table rather than miss what that instant did"
                 )
 

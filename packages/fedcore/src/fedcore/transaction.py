@@ -115,6 +115,7 @@ class Transaction:
     """
 
     def __init__(self, table: TableHandle, action: str, hook: StepHook | None = None) -> None:
+        table.check_writable()
         self.table = table
         self.action = action
         self._hook = hook or (lambda step: None)

@@ -16,10 +16,10 @@ from fsspec import AbstractFileSystem
 
 from fedcore import properties as P
 from fedcore.commit_metadata import CommitMetadata
-from fedcore.filenames import BASE_FILE_RE
+from fedcore.filenames import BASE_FILE_RE, LOG_FILE_RE
 from fedcore.io.filesystems import read_object
 from fedcore.metadata.file_index import FileIndex, PartitionFiles
-from fedcore.timeline import REPLACE_COMMIT, WRITE_ACTIONS, Timeline, instant_path
+from fedcore.timeline import MERGE_ON_READ_WRITE_ACTIONS, REPLACE_COMMIT, Timeline, instant_path
 
 
 class ListingFileIndex(FileIndex):
@@ -46,7 +46,7 @@ class ListingFileIndex(FileIndex):
         self, partitions: Iterable[str] | None = None, as_of: str | None = None
     ) -> dict[str, PartitionFiles]:
         timeline = self._load_timeline()
-        written = {i.time for i in timeline.completed(WRITE_ACTIONS, as_of=as_of)}
+        written = {i.time for i in timeline.completed(MERGE_ON_READ_WRITE_ACTIONS, as_of=as_of)}
         replaced: dict[str, dict[str, str]] = {}
         for instant in timeline.completed([REPLACE_COMMIT], as_of=as_of):
             path = instant_path(self.table_path, instant)
@@ -64,8 +64,16 @@ class ListingFileIndex(FileIndex):
                 continue
             for entry in entries:
                 name = str(entry["name"]).rsplit("/", 1)[-1]
+                if entry.get("type") != "file":
+                    continue
+                if name.startswith("."):
+                    # Log files (merge-on-read): every one is listed; which of their blocks
+                    # apply is decided per block, by instant, when the slice is read.
+                    if LOG_FILE_RE.fullmatch(name) is not None:
+                        files.files[name] = int(entry.get("size") or 0)
+                    continue
                 match = BASE_FILE_RE.fullmatch(name)
-                if entry.get("type") == "file" and match is not None and match[3] in written:
+                if match is not None and match[3] in written:
                     files.files[name] = int(entry.get("size") or 0)
             if files.files:
                 out[partition] = files
