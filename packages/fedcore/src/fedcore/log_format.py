@@ -317,8 +317,8 @@ def delete_records(block: LogBlock) -> pa.Table:
             f"fedcore reads version {BLOCK_CONTENT_VERSION}"
         )
     try:
-        decoded = fastavro.schemaless_reader(io.BytesIO(content[8 : 8 + size]), _DELETE_SCHEMA, None)
-        records = pa.array(decoded["deleteRecordList"], _DELETE_STRUCT)  # type: ignore[index,call-overload]
+        decoded: Any = fastavro.schemaless_reader(io.BytesIO(content[8 : 8 + size]), _DELETE_SCHEMA, None)
+        records = pa.array(decoded["deleteRecordList"], _DELETE_STRUCT)
     except (ValueError, TypeError, EOFError, KeyError, pa.ArrowException) as exc:
         raise CorruptLogFileError(f"{block.where}: the delete block cannot be decoded: {exc}") from exc
     ordering = records.field("orderingVal")
