@@ -37,6 +37,7 @@ from fedcore.io.filesystems import StorageOptions, open_sized, read_object
 from fedcore.io.parquet import read_parquet_schema
 from fedcore.io.uris import normalize_uri
 from fedcore.metadata import FileIndex, ListingFileIndex, MetadataTable
+from fedcore.metadata.table import IndexCache
 from fedcore.partitioning import PartitionScheme
 from fedcore.records import META_COLUMNS, strip_meta, with_meta_fields
 from fedcore.storage.base import StorageStrategy
@@ -44,6 +45,8 @@ from fedcore.storage.loader import load_storage_strategy, strategy_spec
 from fedcore.table_config import TableConfig
 from fedcore.timeline import MERGE_ON_READ_WRITE_ACTIONS, WRITE_ACTIONS, Instant, Timeline, instant_path
 
+#: Completed instants' metadata a handle keeps (oldest read dropped first).
+_MAX_CACHED_COMMITS = 256
 #: A handle or a subclass of it: ``with_options`` keeps the caller's class.
 H = TypeVar("H", bound="TableHandle")
 
@@ -109,8 +112,9 @@ class TableHandle:
         runtime = {k: v for k, v in given.items() if k not in P.STORAGE_KEYS}
         options = {**self.options, **runtime}
         table = type(self)(self.path, self.config, self.strategy, self.storage_options, options)
-        if "fs" in self.__dict__:
-            table.__dict__["fs"] = self.fs  # one filesystem per table handle: keep its connections
+        for shared in ("fs", "index_cache", "_commits"):  # one filesystem and cache per table
+            if shared in self.__dict__:
+                table.__dict__[shared] = self.__dict__[shared]
         return table
 
     @property
@@ -140,18 +144,37 @@ class TableHandle:
         schema and files then come from one listing, and agree even if a commit lands meanwhile."""
         return self._file_index(lambda: timeline)
 
+    @cached_property
+    def index_cache(self) -> IndexCache:
+        """What this handle's metadata-table lookups have read: a long-lived handle plans each
+        query from its cache plus what changed (see ``fedcore.metadata.table``)."""
+        return IndexCache()
+
     def _file_index(self, load_timeline: Callable[[], Timeline]) -> FileIndex:
         if self.metadata_enabled:
-            return MetadataTable(self.fs.table_fs, self.path, load_timeline)
+            return MetadataTable(self.fs.table_fs, self.path, load_timeline, cache=self.index_cache)
         return ListingFileIndex(self.fs.table_fs, self.path, load_timeline)
 
     def metadata_table_or_none(self) -> MetadataTable | None:
         index = self.file_index
         return index if isinstance(index, MetadataTable) else None
 
+    @cached_property
+    def _commits(self) -> dict[str, CommitMetadata]:
+        return {}
+
     def commit_metadata(self, instant: Instant) -> CommitMetadata:
+        """A completed instant's metadata (read once per handle: it never changes)."""
         path = instant_path(self.path, instant)
-        return CommitMetadata.from_bytes(read_object(self.fs.table_fs, path), path)
+        cached = self._commits.get(path) if instant.is_completed else None
+        if cached is not None:
+            return cached
+        metadata = CommitMetadata.from_bytes(read_object(self.fs.table_fs, path), path)
+        if instant.is_completed:
+            if len(self._commits) >= _MAX_CACHED_COMMITS:
+                self._commits.pop(next(iter(self._commits)))
+            self._commits[path] = metadata
+        return metadata
 
     def schema(self, timeline: Timeline | None = None, as_of: str | None = None) -> pa.Schema | None:
         """The data schema (without Hudi's meta columns) as of ``as_of`` (None: now).

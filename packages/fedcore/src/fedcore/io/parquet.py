@@ -28,11 +28,12 @@ import pyarrow.parquet as pq
 Source: TypeAlias = "str | bytes | pa.Buffer | IO[bytes]"
 
 
-def open_parquet(source: Source) -> pq.ParquetFile:
-    """A Parquet file to read selectively (``metadata``, ``read_row_groups``); see ``read_parquet``."""
+def open_parquet(source: Source, metadata: pq.FileMetaData | None = None) -> pq.ParquetFile:
+    """A Parquet file to read selectively (``metadata``, ``read_row_groups``); see ``read_parquet``.
+    ``metadata``: its footer, read before (the footer is then not fetched again)."""
     if isinstance(source, (bytes, bytearray, memoryview, pa.Buffer)):
         source = pa.BufferReader(source)
-    return pq.ParquetFile(source, pre_buffer=False)
+    return pq.ParquetFile(source, metadata=metadata, pre_buffer=False)
 
 
 def read_parquet(source: Source, columns: Sequence[str] | None = None) -> pa.Table:

@@ -20,6 +20,15 @@ A lookup as of instant T starts from the newest manifest at or before T and
 applies the deltas of the completed instants it does not cover, oldest first.
 A manifest names the pending instants it skipped, so an instant that completes
 after a compaction is still applied: compaction never waits for writers.
+
+A long-lived reader (a Spark driver, a service planning many queries) shares one
+``IndexCache`` between lookups: manifests, shard footers, deltas and the files of
+the partitions it looked up are immutable once written, so a lookup fetches only
+what the cache lacks. The manifest in use is kept while its deltas exist: an older
+manifest plus more deltas is the same state as a newer manifest, so the cache never
+needs a listing to stay correct; a delta gone (archival dropped it once a newer
+manifest covered it) or a long run of deltas makes the next lookup list manifests
+again. A plan with nothing new on the timeline then costs one LIST of ``.hoodie/``.
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ import io
 import json
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
 import pyarrow as pa
@@ -103,6 +112,38 @@ class Manifest:
         )
 
 
+@dataclass
+class IndexCache:
+    """What lookups of one table have read, shared by the lookups of a long-lived handle.
+
+    Everything here is immutable in storage (a manifest, a shard, a delta of a completed
+    instant never change once written), so entries never go stale; only the choice of
+    manifest to start from is revisited (see the module docstring)."""
+
+    #: The manifest latest reads start from (None: list manifests/ next time).
+    manifest: Manifest | None = None
+    manifests: dict[str, Manifest] = field(default_factory=dict)
+    footers: dict[str, pq.FileMetaData] = field(default_factory=dict)
+    deltas: dict[str, list[Op]] = field(default_factory=dict)
+    #: (manifest instant, partition) -> the partition's ops in that manifest's shards.
+    base: dict[tuple[str, str], list[Op]] = field(default_factory=dict)
+    #: manifest instant -> its partition list.
+    partition_lists: dict[str, list[str]] = field(default_factory=dict)
+
+    def forget_manifest(self) -> None:
+        self.manifest = None
+
+
+#: Deltas a cached manifest may need before the next lookup lists manifests/ again.
+_MAX_CACHED_DELTAS: Final = 32
+#: Partitions whose shard rows a cache keeps (a bound on its memory).
+_MAX_CACHED_PARTITIONS: Final = 100_000
+
+
+class _StaleView(Exception):
+    """A cached view's delta is gone: list the manifests again."""
+
+
 def shard_of(partition: str, shard_count: int) -> int:
     digest: int = xxhash.xxh32_intdigest(partition.encode())
     return digest % shard_count
@@ -119,6 +160,7 @@ class MetadataTable(FileIndex):
         *,
         shard_rows: int = 50_000,
         row_group_rows: int = 2_048,
+        cache: IndexCache | None = None,
     ) -> None:
         self.fs = fs
         self.table_path = table_path
@@ -126,6 +168,9 @@ class MetadataTable(FileIndex):
         self._load_timeline = load_timeline
         self.shard_rows = shard_rows
         self.row_group_rows = row_group_rows
+        #: Shared with other lookups of the same table handle (see ``IndexCache``).
+        self.cache = IndexCache() if cache is None else cache
+        self._cached_view = False  # whether the last view started from the cache's manifest
         #: Reads made by lookups: tests and benchmarks check a lookup stays proportional.
         self.stats = ReadStats()
 
@@ -147,12 +192,24 @@ class MetadataTable(FileIndex):
     # --- reading ---------------------------------------------------------------------
 
     def partitions(self, as_of: str | None = None) -> list[str]:
+        try:
+            return self._partitions(as_of)
+        except (_StaleView, MetadataTableError):
+            if not self._cached_view:
+                raise
+            self.cache.forget_manifest()  # its files were dropped: start from a fresh view
+            return self._partitions(as_of)
+
+    def _partitions(self, as_of: str | None) -> list[str]:
         manifest, deltas = self._view(as_of)
         found: set[str] = set()
         if manifest is not None and manifest.partitions is not None:
-            name, size = manifest.partitions
-            table = self._read_whole(f"{self.folder}/base/{name}", size)
-            found.update(table.column("partition").to_pylist())
+            listed = self.cache.partition_lists.get(manifest.instant)
+            if listed is None:
+                name, size = manifest.partitions
+                table = self._read_whole(f"{self.folder}/base/{name}", size)
+                listed = self.cache.partition_lists[manifest.instant] = table.column("partition").to_pylist()
+            found.update(listed)
         for ops in self._read_deltas(deltas, None):
             found.update(op.partition for op in ops if op.op == ADD)
         return sorted(found)
@@ -161,6 +218,15 @@ class MetadataTable(FileIndex):
         self, partitions: Iterable[str] | None = None, as_of: str | None = None
     ) -> dict[str, PartitionFiles]:
         wanted = None if partitions is None else set(partitions)
+        try:
+            return self._files(wanted, as_of)
+        except (_StaleView, MetadataTableError):
+            if not self._cached_view:
+                raise
+            self.cache.forget_manifest()  # its files were dropped: start from a fresh view
+            return self._files(wanted, as_of)
+
+    def _files(self, wanted: set[str] | None, as_of: str | None) -> dict[str, PartitionFiles]:
         manifest, deltas = self._view(as_of)
         state: dict[str, PartitionFiles] = {}
         if manifest is not None:
@@ -172,15 +238,28 @@ class MetadataTable(FileIndex):
         return {p: files for p, files in sorted(state.items()) if files.files}
 
     def deltas_since_compaction(self) -> int:
-        return len(self._view(None)[1])
+        return len(self._view(None, fresh=True)[1])
 
-    def _view(self, as_of: str | None, timeline: Timeline | None = None) -> tuple[Manifest | None, list[str]]:
-        """The manifest to start from and the instants whose deltas to apply, oldest first."""
+    def _view(
+        self, as_of: str | None, timeline: Timeline | None = None, fresh: bool = False
+    ) -> tuple[Manifest | None, list[str]]:
+        """The manifest to start from and the instants whose deltas to apply, oldest first.
+
+        ``fresh``: the newest manifest, never a cached older one (compaction builds on it)."""
         timeline = self._load_timeline() if timeline is None else timeline
         if as_of is not None:
             check_not_cleaned(self.fs, self.table_path, timeline, as_of)
-        manifest = self._manifest(as_of)
         completed = [i.time for i in timeline.completed(as_of=as_of)]
+        cached = self.cache.manifest
+        self._cached_view = False
+        if as_of is None and cached is not None and not fresh:
+            deltas = [t for t in completed if t > cached.instant or t in cached.excluded]
+            if len(deltas) <= _MAX_CACHED_DELTAS:
+                self._cached_view = True
+                return cached, deltas
+        manifest = self._manifest(as_of)
+        if as_of is None:
+            self.cache.manifest = manifest
         if manifest is None:
             return None, completed
         return manifest, [t for t in completed if t > manifest.instant or t in manifest.excluded]
@@ -201,11 +280,16 @@ class MetadataTable(FileIndex):
         return self.manifest(eligible[-1]) if eligible else None
 
     def manifest(self, instant: str) -> Manifest:
+        cached = self.cache.manifests.get(instant)
+        if cached is not None:
+            return cached
         data = self._cat(f"{self.folder}/manifests/{instant}.json")
         try:
-            return Manifest.from_bytes(data)
+            manifest = Manifest.from_bytes(data)
         except (ValueError, KeyError, TypeError, IndexError) as exc:
             raise MetadataTableError(f"manifest {instant} is unreadable: {exc}") from exc
+        self.cache.manifests[instant] = manifest
+        return manifest
 
     def drop_older_than(self, boundary: Manifest) -> int:
         """Delete what no view from ``boundary`` on needs (archival made older views
@@ -236,31 +320,50 @@ class MetadataTable(FileIndex):
         return len(doomed)
 
     def _read_deltas(self, instants: Sequence[str], wanted: set[str] | None) -> list[list[Op]]:
-        """The deltas of completed instants, oldest first, fetched together."""
-        paths = [self.delta_path(instant) for instant in instants]
+        """The deltas of completed instants, oldest first; those not cached fetched together."""
+        cache = self.cache.deltas
+        missing = [instant for instant in instants if instant not in cache]
+        paths = [self.delta_path(instant) for instant in missing]
         try:
             found = read_objects(self.fs, paths)
         except FileNotFoundError as exc:
+            if self.cache.manifest is not None:
+                raise _StaleView from None  # folded into a newer manifest, then dropped
             raise MetadataTableError(
                 f"a completed instant has no metadata-table delta ({exc}); the metadata table is "
                 "damaged and fedcore cannot yet rebuild it from storage: restore .hoodie/metadata "
                 "from a copy"
             ) from None
         self.stats.add(len(found), sum(map(len, found)))
-        return [_ops(_parquet_table(data, path), wanted) for path, data in zip(paths, found, strict=True)]
+        for instant, path, data in zip(missing, paths, found, strict=True):
+            cache[instant] = _ops(_parquet_table(data, path), None)
+        return [[op for op in cache[i] if wanted is None or op.partition in wanted] for i in instants]
 
     def _read_base(self, manifest: Manifest, wanted: set[str] | None) -> list[Op]:
         ops: list[Op] = []
         if wanted is None:
-            shards: dict[int, set[str] | None] = {k: None for k in range(manifest.shard_count)}
-        else:
-            shards = {}
-            for partition in wanted:
-                shards.setdefault(shard_of(partition, manifest.shard_count), set()).add(partition)  # type: ignore[union-attr]
+            for entry in manifest.shards:
+                if entry is not None:
+                    ops.extend(self._read_shard(entry, None))
+            return ops
+        cached = self.cache.base
+        shards: dict[int, set[str]] = {}
+        for partition in sorted(wanted):
+            known = cached.get((manifest.instant, partition))
+            if known is not None:
+                ops.extend(known)
+            else:
+                shards.setdefault(shard_of(partition, manifest.shard_count), set()).add(partition)
         for shard, partitions in sorted(shards.items()):
             entry = manifest.shards[shard]
-            if entry is not None:
-                ops.extend(self._read_shard(entry, partitions))
+            found = self._read_shard(entry, partitions) if entry is not None else []
+            ops.extend(found)
+            if len(cached) < _MAX_CACHED_PARTITIONS:
+                by_partition: dict[str, list[Op]] = {partition: [] for partition in partitions}
+                for op in found:
+                    by_partition[op.partition].append(op)
+                for partition, partition_ops in by_partition.items():
+                    cached[(manifest.instant, partition)] = partition_ops
         return ops
 
     def _read_shard(self, entry: tuple[str, int, int], wanted: set[str] | None) -> list[Op]:
@@ -270,7 +373,8 @@ class MetadataTable(FileIndex):
             return _ops(self._read_whole(path, size), None)
         try:
             source = RangedFile(self.fs, path, size, self.stats)
-            reader = open_parquet(source)
+            reader = open_parquet(source, self.cache.footers.get(name))
+            self.cache.footers[name] = reader.metadata
             groups = [
                 index
                 for index in range(reader.metadata.num_row_groups)
@@ -305,7 +409,7 @@ class MetadataTable(FileIndex):
         if not completed:
             return None
         upto = completed[-1].time
-        old, deltas = self._view(None, timeline)  # the same listing: every delta is <= upto
+        old, deltas = self._view(None, timeline, fresh=True)  # the same listing: every delta is <= upto
         if not deltas:
             return None
         changes: dict[str, PartitionFiles] = {}

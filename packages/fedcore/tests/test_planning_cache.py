@@ -1,0 +1,75 @@
+"""A long-lived table handle (a Spark driver, a service) plans each query from what it already
+read plus what changed, and stays exact while other writers commit, compact and archive.
+
+Requests are counted at the loopback S3 server, so every request any layer sends is in.
+"""
+
+from __future__ import annotations
+
+from fedcore import properties as P
+from fedcore.table import load_table
+from fedcore.testing import Backend, LoopbackS3
+from fedcore.write_client import WriteClient
+
+from .test_writes import make_table, trips
+
+US = [("country", "=", "us")]
+#: Compact the metadata table every 2 writes; archive down to 3 instants past 5, so the
+#: manifests and deltas a cache started from are dropped within a few writes.
+BUSY = {
+    P.METADATA_COMPACT_DELTAS: "2",
+    P.ARCHIVE_MIN_INSTANTS: "3",
+    P.ARCHIVE_MAX_INSTANTS: "5",
+    P.CLEANER_COMMITS_RETAINED: "2",
+}
+
+
+def test_a_long_lived_handle_plans_from_its_cache_and_stays_exact(s3_server: LoopbackS3) -> None:
+    tables, storage = s3_server.create_bucket("tables"), s3_server.create_bucket("storage")
+    backend = Backend("s3", f"{tables}/trips", storage, s3_server.storage_options())
+    writer = make_table(backend, **BUSY)
+    for start in range(0, 30, 10):
+        WriteClient(writer).upsert(trips(range(start, start + 10), ["us", "de", "fr", "es", "it"] * 2))
+    reader = load_table(backend.table_path, storage_options=backend.storage_options)
+
+    def plan() -> tuple[int, list[tuple[str, int]]]:
+        s3_server.requests.reset()
+        slices = reader.file_slices(US)
+        return s3_server.requests.total, sorted(f for s in slices for f in s.files())
+
+    def truth() -> list[tuple[str, int]]:
+        fresh = load_table(backend.table_path, storage_options=backend.storage_options)
+        return sorted(f for s in fresh.file_slices(US) for f in s.files())
+
+    cold, first = plan()
+    started_from = reader.index_cache.manifest
+    assert started_from is not None
+    warm, again = plan()
+    assert again == first == truth()
+    assert warm == 1 < cold, "nothing new on the timeline: one LIST of .hoodie/"
+
+    before = {i.time for i in reader.timeline().completed()}
+    WriteClient(writer).upsert(trips(range(30, 40), "us"))
+    new = len({i.time for i in reader.timeline().completed()} - before)  # the commit and its clean
+    after_commit, slices = plan()
+    assert slices == truth()
+    # The new timeline, the new commit's metadata (for the schema) and one delta per new
+    # instant; the manifest and shard the handle had are still a valid start.
+    assert after_commit == 2 + new, s3_server.requests.by_method
+
+    # Other writers' services compact the metadata table and archive, dropping the
+    # manifests and deltas the cache started from; every plan stays exact.
+    for start in range(40, 140, 10):
+        WriteClient(writer).upsert(trips(range(start, start + 10), ["us", "de"] * 5))
+        _, slices = plan()
+        assert slices == truth()
+    assert reader.read(US).num_rows == writer.read(US).num_rows
+    # A partition the handle never looked up is in the shards of its first manifest, which
+    # archival has dropped by now: the handle notices, starts from the newest manifest.
+    de = [("country", "=", "de")]
+    assert sorted(reader.read(de).column("trip_id").to_pylist()) == sorted(
+        writer.read(de).column("trip_id").to_pylist()
+    )
+    refreshed = reader.index_cache.manifest
+    assert refreshed is not None
+    assert refreshed.instant > started_from.instant, "the dropped start was noticed and replaced"
