@@ -177,7 +177,11 @@ def create_table(
     fs = filesystem_for(table_path, storage_options)
     _prepare_new_table_path(fs, table_path, start_over)
     config.save_new(fs, table_path)
-    return Table(table_path, config, strategy, storage_options)
+    table = Table(table_path, config, strategy, storage_options)
+    index = table.metadata_table_or_none()
+    if index is not None:
+        index.point_to_no_manifest()
+    return table
 
 
 def _prepare_new_table_path(fs: AbstractFileSystem, table_path: str, start_over: bool) -> None:

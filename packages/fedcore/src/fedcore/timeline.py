@@ -51,6 +51,11 @@ SAVEPOINT: Final = "savepoint"
 READABLE_ACTIONS: Final = frozenset({*ACTIONS, SAVEPOINT})
 # Any action name parses, so that an action fedcore does not know is seen and refused.
 _FILE_RE = re.compile(r"(\d{17}|\d{14})\.([a-z]+)(?:\.(requested|inflight))?")
+#: ``.hoodie/fed-manifest-<instant>``: an empty file naming a metadata-table manifest, so the
+#: timeline's listing also says where lookups start (no listing of manifests/). Hudi's
+#: timeline ignores files without an instant's extension.
+MANIFEST_POINTER_PREFIX: Final = "fed-manifest-"
+_POINTER_RE = re.compile(re.escape(MANIFEST_POINTER_PREFIX) + r"(\d{17})")
 
 
 def instant_time(moment: datetime) -> str:
@@ -103,9 +108,11 @@ def parse_instant_file(name: str) -> Instant | None:
 
 
 class Timeline:
-    """The instants of a table, each in its most advanced state, oldest first."""
+    """The instants of a table, each in its most advanced state, oldest first, and the
+    metadata-table manifests the listing named (``manifests``, oldest first)."""
 
-    def __init__(self, instants: Iterable[Instant]) -> None:
+    def __init__(self, instants: Iterable[Instant], manifests: Iterable[str] = ()) -> None:
+        self.manifests: tuple[str, ...] = tuple(sorted(manifests))
         latest: dict[tuple[str, str], Instant] = {}
         rank = {REQUESTED: 0, INFLIGHT: 1, COMPLETED: 2}
         for instant in instants:
@@ -120,7 +127,8 @@ class Timeline:
         # refresh: s3fs caches listings, and a stale timeline would hide commits.
         with storage_errors(folder):
             names = [entry.rsplit("/", 1)[-1] for entry in fs.ls(folder, detail=False, refresh=True)]
-        return cls(instant for instant in map(parse_instant_file, names) if instant is not None)
+        pointers = (match[1] for match in map(_POINTER_RE.fullmatch, names) if match is not None)
+        return cls((instant for instant in map(parse_instant_file, names) if instant is not None), pointers)
 
     def __iter__(self) -> Iterator[Instant]:
         return iter(self.instants)

@@ -33,8 +33,11 @@ again. A plan with nothing new on the timeline then costs one LIST of ``.hoodie/
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import io
 import json
+import struct
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -53,9 +56,12 @@ from fedcore.io.parquet import open_parquet, read_parquet, read_row_groups
 from fedcore.metadata.file_index import FileIndex, PartitionFiles
 from fedcore.metadata.ranged import RangedFile, ReadStats
 from fedcore.retention import check_not_cleaned
-from fedcore.timeline import Timeline
+from fedcore.timeline import MANIFEST_POINTER_PREFIX, Timeline
 
 FOLDER: Final = f"{P.HOODIE_FOLDER}/metadata/fed-files"
+_MAGIC: Final = b"PAR1"
+#: The pointer of a table no compaction has run on yet (older than any instant).
+NO_MANIFEST: Final = "0" * 17
 
 ADD: Final = 0
 DELETE: Final = 1
@@ -86,6 +92,10 @@ class Manifest:
     excluded: frozenset[str]
     shards: tuple[tuple[str, int, int] | None, ...]  # (file name, bytes, rows) per shard
     partitions: tuple[str, int] | None  # (file name, bytes)
+    #: Each shard's Parquet footer (base64), so a lookup fetches only the row groups it
+    #: needs, in one ranged GET, without first reading the footer. Empty in manifests
+    #: written before footers were kept: their shards' footers are read from the shards.
+    footers: tuple[str | None, ...] = ()
 
     @property
     def shard_count(self) -> int:
@@ -98,6 +108,7 @@ class Manifest:
                 "excluded": sorted(self.excluded),
                 "shards": [list(s) if s else None for s in self.shards],
                 "partitions": list(self.partitions) if self.partitions else None,
+                "footers": list(self.footers),
             }
         ).encode()
 
@@ -109,7 +120,17 @@ class Manifest:
             excluded=frozenset(body["excluded"]),
             shards=tuple((s[0], int(s[1]), int(s[2])) if s else None for s in body["shards"]),
             partitions=(body["partitions"][0], int(body["partitions"][1])) if body["partitions"] else None,
+            footers=tuple(body.get("footers", ())),
         )
+
+    def footer(self, shard: int) -> pq.FileMetaData | None:
+        """A shard's footer, as the manifest carries it (None: read it from the shard)."""
+        encoded = self.footers[shard] if shard < len(self.footers) else None
+        if not encoded:
+            return None
+        footer = base64.b64decode(encoded)
+        tail = struct.pack("<I", len(footer)) + _MAGIC
+        return pq.read_metadata(pa.BufferReader(_MAGIC + footer + tail))
 
 
 @dataclass
@@ -170,7 +191,9 @@ class MetadataTable(FileIndex):
         self.row_group_rows = row_group_rows
         #: Shared with other lookups of the same table handle (see ``IndexCache``).
         self.cache = IndexCache() if cache is None else cache
-        self._cached_view = False  # whether the last view started from the cache's manifest
+        #: Whether the last view started from a cached or pointed-to manifest rather than a
+        #: listing of manifests/ (a failure then retries from a listing).
+        self._derived_view = False
         #: Reads made by lookups: tests and benchmarks check a lookup stays proportional.
         self.stats = ReadStats()
 
@@ -195,13 +218,13 @@ class MetadataTable(FileIndex):
         try:
             return self._partitions(as_of)
         except (_StaleView, MetadataTableError):
-            if not self._cached_view:
+            if not self._derived_view:
                 raise
-            self.cache.forget_manifest()  # its files were dropped: start from a fresh view
-            return self._partitions(as_of)
+            self.cache.forget_manifest()  # its files were dropped: start from a listed view
+            return self._partitions(as_of, fresh=True)
 
-    def _partitions(self, as_of: str | None) -> list[str]:
-        manifest, deltas = self._view(as_of)
+    def _partitions(self, as_of: str | None, fresh: bool = False) -> list[str]:
+        manifest, deltas = self._view(as_of, fresh=fresh)
         found: set[str] = set()
         if manifest is not None and manifest.partitions is not None:
             listed = self.cache.partition_lists.get(manifest.instant)
@@ -221,13 +244,15 @@ class MetadataTable(FileIndex):
         try:
             return self._files(wanted, as_of)
         except (_StaleView, MetadataTableError):
-            if not self._cached_view:
+            if not self._derived_view:
                 raise
-            self.cache.forget_manifest()  # its files were dropped: start from a fresh view
-            return self._files(wanted, as_of)
+            self.cache.forget_manifest()  # its files were dropped: start from a listed view
+            return self._files(wanted, as_of, fresh=True)
 
-    def _files(self, wanted: set[str] | None, as_of: str | None) -> dict[str, PartitionFiles]:
-        manifest, deltas = self._view(as_of)
+    def _files(
+        self, wanted: set[str] | None, as_of: str | None, fresh: bool = False
+    ) -> dict[str, PartitionFiles]:
+        manifest, deltas = self._view(as_of, fresh=fresh)
         state: dict[str, PartitionFiles] = {}
         if manifest is not None:
             for op in self._read_base(manifest, wanted):
@@ -245,19 +270,25 @@ class MetadataTable(FileIndex):
     ) -> tuple[Manifest | None, list[str]]:
         """The manifest to start from and the instants whose deltas to apply, oldest first.
 
-        ``fresh``: the newest manifest, never a cached older one (compaction builds on it)."""
+        The manifest is the cache's (a long-lived handle), else the newest the timeline's
+        listing points to, else the newest in a listing of manifests/. ``fresh``: always
+        the last (compaction builds on the newest manifest; a lookup whose derived start
+        was dropped retries from there)."""
         timeline = self._load_timeline() if timeline is None else timeline
         if as_of is not None:
             check_not_cleaned(self.fs, self.table_path, timeline, as_of)
         completed = [i.time for i in timeline.completed(as_of=as_of)]
         cached = self.cache.manifest
-        self._cached_view = False
+        self._derived_view = not fresh
         if as_of is None and cached is not None and not fresh:
             deltas = [t for t in completed if t > cached.instant or t in cached.excluded]
             if len(deltas) <= _MAX_CACHED_DELTAS:
-                self._cached_view = True
                 return cached, deltas
-        manifest = self._manifest(as_of)
+        pointed = [t for t in timeline.manifests if as_of is None or t <= as_of]
+        if pointed and not fresh:
+            manifest = None if pointed[-1] == NO_MANIFEST else self.manifest(pointed[-1])
+        else:
+            manifest = self._manifest(as_of)
         if as_of is None:
             self.cache.manifest = manifest
         if manifest is None:
@@ -295,6 +326,7 @@ class MetadataTable(FileIndex):
         """Delete what no view from ``boundary`` on needs (archival made older views
         impossible): older manifests, the deltas folded into it, shards only they used.
         Returns how many files went."""
+        self._point_to(boundary.instant)  # lookups that follow pointers start here or later
         used: set[str] = set()
         for manifest in (self.manifest(t) for t in self.manifest_times() if t >= boundary.instant):
             used.update(entry[0] for entry in manifest.shards if entry)
@@ -315,6 +347,9 @@ class MetadataTable(FileIndex):
             f"{self.folder}/base/{name}"
             for name in self._names("base")
             if name[:17] <= boundary.instant and name not in used
+        ]
+        doomed += [
+            self.pointer_path(time) for time in self._load_timeline().manifests if time < boundary.instant
         ]
         remove_files(self.fs, doomed)
         return len(doomed)
@@ -356,7 +391,7 @@ class MetadataTable(FileIndex):
                 shards.setdefault(shard_of(partition, manifest.shard_count), set()).add(partition)
         for shard, partitions in sorted(shards.items()):
             entry = manifest.shards[shard]
-            found = self._read_shard(entry, partitions) if entry is not None else []
+            found = self._read_shard(entry, partitions, manifest.footer(shard)) if entry is not None else []
             ops.extend(found)
             if len(cached) < _MAX_CACHED_PARTITIONS:
                 by_partition: dict[str, list[Op]] = {partition: [] for partition in partitions}
@@ -366,14 +401,16 @@ class MetadataTable(FileIndex):
                     cached[(manifest.instant, partition)] = partition_ops
         return ops
 
-    def _read_shard(self, entry: tuple[str, int, int], wanted: set[str] | None) -> list[Op]:
+    def _read_shard(
+        self, entry: tuple[str, int, int], wanted: set[str] | None, footer: pq.FileMetaData | None = None
+    ) -> list[Op]:
         name, size, _rows = entry
         path = f"{self.folder}/base/{name}"
         if wanted is None:
             return _ops(self._read_whole(path, size), None)
         try:
             source = RangedFile(self.fs, path, size, self.stats)
-            reader = open_parquet(source, self.cache.footers.get(name))
+            reader = open_parquet(source, self.cache.footers.get(name) or footer)
             self.cache.footers[name] = reader.metadata
             groups = [
                 index
@@ -434,8 +471,14 @@ class MetadataTable(FileIndex):
                     _apply(changes, op)
         for op in delta_ops:
             _apply(changes, op)
+        kept = old is not None and count == old_count
         shards: list[tuple[str, int, int] | None] = (
-            list(old.shards) if old is not None and count == old_count else [None] * count
+            list(old.shards) if old is not None and kept else [None] * count
+        )
+        footers: list[str | None] = (
+            [old.footers[i] if i < len(old.footers) else None for i in range(count)]
+            if old is not None and kept
+            else [None] * count
         )
         # Two writers' services may compact up to the same instant at once: each writes its
         # own files, and the exclusive manifest picks one; the loser's files are garbage that
@@ -448,23 +491,39 @@ class MetadataTable(FileIndex):
                 for row in _state_rows(partition, changes[partition])
             ]
             if not rows:
-                shards[shard] = None
+                shards[shard] = footers[shard] = None
                 continue
             data = self._parquet_bytes(pa.Table.from_pylist(rows, schema=_SCHEMA))
             name = f"{upto}-{shard:05d}-{attempt}.parquet"
             create_exclusive(self.fs, f"{self.folder}/base/{name}", data)
             shards[shard] = (name, len(data), len(rows))
+            footers[shard] = base64.b64encode(_footer_bytes(data)).decode()
         partitions = self._partition_list(old, changes, touched)
         data = self._parquet_bytes(pa.table({"partition": partitions}, schema=_PARTITIONS_SCHEMA))
         partitions_name = f"{upto}-partitions-{attempt}.parquet"
         create_exclusive(self.fs, f"{self.folder}/base/{partitions_name}", data)
         pending = frozenset(i.time for i in timeline.pending() if i.time < upto)
-        manifest = Manifest(upto, pending, tuple(shards), (partitions_name, len(data)))
+        manifest = Manifest(upto, pending, tuple(shards), (partitions_name, len(data)), tuple(footers))
         try:
             create_exclusive(self.fs, f"{self.folder}/manifests/{upto}.json", manifest.to_bytes())
         except FileExistsError:
             return None  # another process compacted up to the same instant
+        self._point_to(upto)
         return upto
+
+    def point_to_no_manifest(self) -> None:
+        """Mark a new table's start: no manifest yet, every delta applies (a lookup then
+        needs no listing of manifests/ to learn there is none)."""
+        self._point_to(NO_MANIFEST)
+
+    def pointer_path(self, instant: str) -> str:
+        return f"{self.table_path}/{P.HOODIE_FOLDER}/{MANIFEST_POINTER_PREFIX}{instant}"
+
+    def _point_to(self, instant: str) -> None:
+        """Name a manifest in the timeline's listing (after the manifest exists: a pointer
+        never names a missing one; a crash before it only leaves lookups on an older one)."""
+        with contextlib.suppress(FileExistsError):
+            create_exclusive(self.fs, self.pointer_path(instant), b"")
 
     def _partition_list(
         self, old: Manifest | None, changes: dict[str, PartitionFiles], touched: set[str]
@@ -484,6 +543,12 @@ class MetadataTable(FileIndex):
         sink = io.BytesIO()
         pq.write_table(table, sink, row_group_size=self.row_group_rows, compression="zstd")
         return sink.getvalue()
+
+
+def _footer_bytes(parquet: bytes) -> bytes:
+    """The footer (Thrift ``FileMetaData``) of a whole Parquet file's bytes."""
+    (length,) = struct.unpack("<I", parquet[-8:-4])
+    return parquet[-8 - length : -8]
 
 
 def _parquet_table(data: bytes, path: str) -> pa.Table:

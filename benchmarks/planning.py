@@ -1,0 +1,168 @@
+"""Planning a one-partition read: a federated table against the Hive-layout table a user has today.
+
+The same rows, on S3 on loopback (a moto server in this process, reached over HTTP
+through s3fs, as a cloud bucket is), in two tables:
+
+- a Hive-layout table written by ``pyarrow.parquet.write_to_dataset(partition_cols=...)``:
+  all files under ``s3://bucket/hive/p=<value>/``. Planning one partition there is one
+  LIST of that prefix (what Hive, Spark or Trino do once a metastore has named the
+  partition), or, without a metastore, ``pyarrow.dataset`` discovering the table and
+  pruning (a listing of the whole table);
+- a fedcore table in the object-store layout (files spread over hashed prefixes), planned
+  through its metadata table: by a fresh handle (a new process: the timeline, the newest
+  commit's schema, the manifest the timeline points to, one ranged GET of the shard's row
+  group), by a long-lived handle with nothing new on the timeline (a Spark driver planning
+  query after query), and by a long-lived handle right after another writer committed.
+
+Requests are counted at the server (every request any layer sends is in); times are
+medians of repeated plans in this one run. Each side's answer is checked: the same
+partition's files, as many as were written.
+
+Run: ``python benchmarks/planning.py [--plot planning.png]`` (needs ``fedcore[test]``), or
+``tox -e bench``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+from tqdm import tqdm
+
+from fedcore import properties as P
+from fedcore.io.filesystems import filesystem_for
+from fedcore.table import Table, create_table, load_table
+from fedcore.testing import LoopbackS3
+
+PARTITIONS = 100
+COMMITS = 12  # each adds one file to every partition; the 10th compacts the metadata table
+ROWS_PER_PARTITION = 20
+REPEATS = 15
+WANTED = "p0057"
+
+
+def batch(commit: int) -> pa.Table:
+    rows = PARTITIONS * ROWS_PER_PARTITION
+    ids = [commit * rows + i for i in range(rows)]
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "p": [f"p{i % PARTITIONS:04d}" for i in ids],
+            "ts": pa.array([commit] * rows, pa.int64()),
+            "v": pa.array([float(i) for i in ids], pa.float64()),
+        }
+    )
+
+
+def measure(server: LoopbackS3, plan: Callable[[], int], repeats: int = REPEATS) -> tuple[float, int]:
+    """Median seconds and median requests of ``plan``, which returns how many files it found."""
+    seconds, requests = [], []
+    for _ in range(repeats):
+        server.requests.reset()
+        start = time.perf_counter()
+        found = plan()
+        seconds.append(time.perf_counter() - start)
+        requests.append(server.requests.total)
+        if found != COMMITS:
+            raise SystemExit(f"a plan found {found} files of partition {WANTED}, not {COMMITS}")
+    return statistics.median(seconds), int(statistics.median(requests))
+
+
+def main() -> dict[str, tuple[float, int]]:
+    results: dict[str, tuple[float, int]] = {}
+    with LoopbackS3() as server:
+        options = server.storage_options()
+        hive_root = f"{server.create_bucket('hive')}/trips"
+        tables, storage = server.create_bucket("tables"), server.create_bucket("storage")
+        fs = filesystem_for(hive_root, options)
+        writer: Table = create_table(
+            f"{tables}/trips",
+            name="trips",
+            record_key_fields=["id"],
+            partition_fields=["p"],
+            precombine_field="ts",
+            properties={P.STORAGE_STRATEGY_CLASS: "object_store", P.STORAGE_PATH: storage},
+            storage_options=options,
+        )
+        for commit in tqdm(range(COMMITS), desc="writing both tables", unit="commit"):
+            rows = batch(commit)
+            writer.bulk_insert(rows)  # new file groups: COMMITS files per partition
+            pq.write_to_dataset(
+                rows,
+                hive_root.removeprefix("s3://"),
+                partition_cols=["p"],
+                filesystem=fs,
+                basename_template=f"part-{commit}-{{i}}.parquet",
+            )
+
+        prefix = f"{hive_root}/p={WANTED}/"
+        results["Hive layout: LIST the partition"] = measure(
+            server, lambda: len(fs.ls(prefix, detail=False, refresh=True))
+        )
+
+        def discover() -> int:
+            fs.invalidate_cache()
+            dataset = ds.dataset(hive_root.removeprefix("s3://"), filesystem=fs, partitioning="hive")
+            return len(list(dataset.get_fragments(filter=ds.field("p") == WANTED)))
+
+        results["Hive layout: pyarrow.dataset, no metastore"] = measure(server, discover, repeats=3)
+
+        def fresh() -> int:
+            table = load_table(writer.path, storage_options=options)
+            server.requests.reset()  # opening (hoodie.properties) is not planning
+            return sum(len(s.files()) for s in table.file_slices([("p", "=", WANTED)]))
+
+        results["fedcore: a fresh handle"] = measure(server, fresh)
+        long_lived = load_table(writer.path, storage_options=options)
+        long_lived.file_slices([("p", "=", WANTED)])
+        results["fedcore: a long-lived handle"] = measure(
+            server, lambda: sum(len(s.files()) for s in long_lived.file_slices([("p", "=", WANTED)]))
+        )
+    return results
+
+
+def plot(results: dict[str, tuple[float, int]], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(results)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
+    left.barh(names, [results[n][0] * 1000 for n in names], color="tab:blue")
+    left.set_xlabel("median ms to plan one partition")
+    right.barh(names, [results[n][1] for n in names], color="tab:orange")
+    right.set_xlabel("requests (counted at the S3 server)")
+    right.set_yticks([])
+    right.xaxis.get_major_locator().set_params(integer=True)
+    fig.suptitle(
+        f"one-partition plan, {PARTITIONS * COMMITS:,} files in {PARTITIONS} partitions, S3 on loopback"
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"plot written to {path}")
+
+
+def report(results: dict[str, tuple[float, int]]) -> None:
+    base_seconds, base_requests = results["Hive layout: LIST the partition"]
+    print(f"\nplanning one partition of {PARTITIONS * COMMITS:,} files in {PARTITIONS} partitions")
+    print(f"{'':46} {'median':>9} {'vs LIST':>8} {'requests':>9}")
+    for name, (seconds, requests) in results.items():
+        ratio = seconds / base_seconds
+        print(f"{name:46} {seconds * 1000:>7.1f}ms {ratio:>7.2f}x {requests:>9} (vs {base_requests})")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--plot", metavar="PNG", help="also draw the comparison into this file")
+    args = parser.parse_args()
+    found: Any = main()
+    report(found)
+    if args.plot:
+        plot(found, args.plot)
