@@ -29,6 +29,7 @@ from fedcore.io.filesystems import open_sized, read_object
 from fedcore.io.parquet import read_parquet
 from fedcore.log_format import LogBlock, read_blocks
 from fedcore.log_merge import IS_DELETED, PAYLOADS, LogRecords, MergeRules, applicable_blocks, merge
+from fedcore.metadata import MetadataTable
 from fedcore.records import (
     COMMIT_TIME,
     FILE_NAME,
@@ -39,7 +40,7 @@ from fedcore.records import (
     record_key_array,
 )
 from fedcore.retention import check_not_archived
-from fedcore.timeline import MERGE_ON_READ_WRITE_ACTIONS, WRITE_ACTIONS, parse_instant_time
+from fedcore.timeline import MERGE_ON_READ_WRITE_ACTIONS, WRITE_ACTIONS, Instant, parse_instant_time
 
 if TYPE_CHECKING:
     from fedcore.handle import TableHandle
@@ -126,11 +127,9 @@ class Reader:
         #: The instant read: the last write completed as of ``as_of``; None before the first
         #: (the table is then empty, with the schema it was created with).
         self.instant = writes[-1].time if writes else None
-        schema_json = (
-            table.commit_metadata(writes[-1]).schema if writes else table.config.get(P.CREATE_SCHEMA)
-        )
-        self._types = {k: v for k, v in field_types(schema_json).items() if k not in META_COLUMNS}
         self._index = table.file_index_at(timeline)
+        schema_json = self._schema_json(writes[-1]) if writes else table.config.get(P.CREATE_SCHEMA)
+        self._types = {k: v for k, v in field_types(schema_json).items() if k not in META_COLUMNS}
         self._timeline = timeline
         completed = {i.time for i in timeline.completed(actions)}
         pending = {i.time for i in timeline.pending()}
@@ -179,6 +178,15 @@ class Reader:
             for file_id, (instant, name) in sorted(partition_files.latest_slices(self.as_of).items()):
                 slices.append(FileSlice(partition, file_id, instant, name, sizes[name], values or {}))
         return ReadPlan(slices, parsed, total)
+
+    def _schema_json(self, write: Instant) -> str | None:
+        """The newest write's Avro schema: from the metadata table's lookup state when that
+        holds it (fetched anyway to plan, so no extra request), else its commit metadata."""
+        if isinstance(self._index, MetadataTable):
+            recorded = self._index.write_schema(write.time, self.as_of)
+            if recorded is not None:
+                return recorded
+        return self.table.commit_metadata(write).schema
 
     def _merge_rules(self) -> MergeRules:
         """How log records merge, or ``UnsupportedTableError`` for a merge fedcore cannot reproduce."""

@@ -167,13 +167,20 @@ class Transaction:
         self._hook("data")
         self.table.fs.pipe_file(relative_path, data, mode="create")
 
-    def commit(self, body: bytes, ops: Iterable[Op], supersedes: Iterable[tuple[str, str]] = ()) -> str:
+    def commit(
+        self,
+        body: bytes,
+        ops: Iterable[Op],
+        supersedes: Iterable[tuple[str, str]] = (),
+        schema: str | None = None,
+    ) -> str:
         """Steps 4-7: ``body`` is the completed instant's content (commit, clean or rollback
-        metadata); ``supersedes`` the (file id, base instant) of every file-group version replaced."""
+        metadata); ``supersedes`` the (file id, base instant) of every file-group version
+        replaced; ``schema`` a write's Avro schema, recorded in its metadata-table delta too."""
         assert self.instant is not None
         index = self.table.metadata_table_or_none()
         if index is not None:
-            index.write_delta(self.time, ops)
+            index.write_delta(self.time, ops, schema)
         self._hook("metadata")
         for file_id, base in sorted(set(supersedes)):
             self._claim(f"{file_id}_{base}")

@@ -271,7 +271,7 @@ class WriteClient:
             schema=to_avro_json(table_schema, self.table.name),
             replaced=replaced,
         )
-        transaction.commit(metadata.to_bytes(), ops, supersedes)
+        transaction.commit(metadata.to_bytes(), ops, supersedes, metadata.schema)
         return metadata
 
     def _plan_partition(

@@ -60,6 +60,7 @@ from fedcore.timeline import MANIFEST_POINTER_PREFIX, Timeline
 
 FOLDER: Final = f"{P.HOODIE_FOLDER}/metadata/fed-files"
 _MAGIC: Final = b"PAR1"
+_SCHEMA_KEY: Final = "fed.schema"
 #: The pointer of a table no compaction has run on yet (older than any instant).
 NO_MANIFEST: Final = "0" * 17
 
@@ -96,6 +97,10 @@ class Manifest:
     #: needs, in one ranged GET, without first reading the footer. Empty in manifests
     #: written before footers were kept: their shards' footers are read from the shards.
     footers: tuple[str | None, ...] = ()
+    #: The Avro schema written by ``schema_instant``, the newest write folded in (so a reader
+    #: of a freshly compacted table needs no commit metadata to type its filters).
+    schema: str | None = None
+    schema_instant: str | None = None
 
     @property
     def shard_count(self) -> int:
@@ -109,6 +114,8 @@ class Manifest:
                 "shards": [list(s) if s else None for s in self.shards],
                 "partitions": list(self.partitions) if self.partitions else None,
                 "footers": list(self.footers),
+                "schema": self.schema,
+                "schema_instant": self.schema_instant,
             }
         ).encode()
 
@@ -121,6 +128,8 @@ class Manifest:
             shards=tuple((s[0], int(s[1]), int(s[2])) if s else None for s in body["shards"]),
             partitions=(body["partitions"][0], int(body["partitions"][1])) if body["partitions"] else None,
             footers=tuple(body.get("footers", ())),
+            schema=body.get("schema"),
+            schema_instant=body.get("schema_instant"),
         )
 
     def footer(self, shard: int) -> pq.FileMetaData | None:
@@ -146,6 +155,8 @@ class IndexCache:
     manifests: dict[str, Manifest] = field(default_factory=dict)
     footers: dict[str, pq.FileMetaData] = field(default_factory=dict)
     deltas: dict[str, list[Op]] = field(default_factory=dict)
+    #: instant -> the Avro schema its delta records (writes only).
+    delta_schemas: dict[str, str] = field(default_factory=dict)
     #: (manifest instant, partition) -> the partition's ops in that manifest's shards.
     base: dict[tuple[str, str], list[Op]] = field(default_factory=dict)
     #: manifest instant -> its partition list.
@@ -202,10 +213,13 @@ class MetadataTable(FileIndex):
     def delta_path(self, instant: str) -> str:
         return f"{self.folder}/deltas/{instant}.parquet"
 
-    def write_delta(self, instant: str, ops: Iterable[Op]) -> None:
-        """Record an instant's file changes; done before the instant completes."""
+    def write_delta(self, instant: str, ops: Iterable[Op], schema: str | None = None) -> None:
+        """Record an instant's file changes (and a write's Avro schema, so readers that fetch
+        the delta need not fetch the commit metadata for it); done before the instant completes."""
         rows = sorted(ops)
         table = pa.Table.from_pylist([op._asdict() for op in rows], schema=_SCHEMA)
+        if schema is not None:
+            table = table.replace_schema_metadata({_SCHEMA_KEY: schema})
         create_exclusive(self.fs, self.delta_path(instant), self._parquet_bytes(table))
 
     def discard_delta(self, instant: str) -> None:
@@ -261,6 +275,23 @@ class MetadataTable(FileIndex):
             for op in ops:
                 _apply(state, op)
         return {p: files for p, files in sorted(state.items()) if files.files}
+
+    def write_schema(self, instant: str, as_of: str | None = None) -> str | None:
+        """The Avro schema the write ``instant`` recorded, if the lookup state as of ``as_of``
+        holds it (its delta, or the manifest it was folded into); None: read its commit.
+
+        Fetches the view's manifest and deltas into the cache, where the lookup that
+        follows finds them."""
+        try:
+            manifest, deltas = self._view(as_of)
+            self._read_deltas(deltas, set())
+        except (_StaleView, MetadataTableError):
+            return None  # the lookup itself will say what is wrong, or retry from a listing
+        if instant in self.cache.delta_schemas:
+            return self.cache.delta_schemas[instant]
+        if manifest is not None and manifest.schema_instant == instant:
+            return manifest.schema
+        return None
 
     def deltas_since_compaction(self) -> int:
         return len(self._view(None, fresh=True)[1])
@@ -371,7 +402,11 @@ class MetadataTable(FileIndex):
             ) from None
         self.stats.add(len(found), sum(map(len, found)))
         for instant, path, data in zip(missing, paths, found, strict=True):
-            cache[instant] = _ops(_parquet_table(data, path), None)
+            table = _parquet_table(data, path)
+            schema = (table.schema.metadata or {}).get(_SCHEMA_KEY.encode())
+            if schema is not None:
+                self.cache.delta_schemas[instant] = schema.decode()
+            cache[instant] = _ops(table, None)
         return [[op for op in cache[i] if wanted is None or op.partition in wanted] for i in instants]
 
     def _read_base(self, manifest: Manifest, wanted: set[str] | None) -> list[Op]:
@@ -451,6 +486,10 @@ class MetadataTable(FileIndex):
             return None
         changes: dict[str, PartitionFiles] = {}
         delta_ops = [op for ops in self._read_deltas(deltas, None) for op in ops]
+        written = [t for t in deltas if t in self.cache.delta_schemas]
+        schema, schema_instant = (old.schema, old.schema_instant) if old is not None else (None, None)
+        if written:
+            schema, schema_instant = self.cache.delta_schemas[written[-1]], written[-1]
         touched = {op.partition for op in delta_ops}
         old_count = old.shard_count if old else 1
         old_rows = sum(s[2] for s in old.shards if s) if old else 0
@@ -503,7 +542,9 @@ class MetadataTable(FileIndex):
         partitions_name = f"{upto}-partitions-{attempt}.parquet"
         create_exclusive(self.fs, f"{self.folder}/base/{partitions_name}", data)
         pending = frozenset(i.time for i in timeline.pending() if i.time < upto)
-        manifest = Manifest(upto, pending, tuple(shards), (partitions_name, len(data)), tuple(footers))
+        manifest = Manifest(
+            upto, pending, tuple(shards), (partitions_name, len(data)), tuple(footers), schema, schema_instant
+        )
         try:
             create_exclusive(self.fs, f"{self.folder}/manifests/{upto}.json", manifest.to_bytes())
         except FileExistsError:
