@@ -76,7 +76,8 @@ def applicable_blocks(
 
 @dataclass(frozen=True)
 class MergeRules:
-    """How a table merges: the record key column, the ordering field, the payload."""
+    """How a table merges records of one key: by its ordering (precombine) field, and with
+    which payload's rule for updating a base record (``PAYLOADS``)."""
 
     ordering_field: str | None
     payload: Literal["latest", "ordering"]

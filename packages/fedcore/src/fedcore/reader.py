@@ -40,7 +40,13 @@ from fedcore.records import (
     record_key_array,
 )
 from fedcore.retention import check_not_archived
-from fedcore.timeline import MERGE_ON_READ_WRITE_ACTIONS, WRITE_ACTIONS, Instant, parse_instant_time
+from fedcore.timeline import (
+    COMPACTION,
+    MERGE_ON_READ_WRITE_ACTIONS,
+    WRITE_ACTIONS,
+    Instant,
+    parse_instant_time,
+)
 
 if TYPE_CHECKING:
     from fedcore.handle import TableHandle
@@ -133,7 +139,7 @@ class Reader:
         self._timeline = timeline
         completed = {i.time for i in timeline.completed(actions)}
         pending = {i.time for i in timeline.pending()}
-        first = min((i.time for i in timeline if i.action in actions or i.action == "compaction"), default="")
+        first = min((i.time for i in timeline if i.action in actions or i.action == COMPACTION), default="")
         #: Whether a log block's instant committed: completed, or older than the active
         #: timeline (archived), as Hudi's log scanner decides.
         self._committed = lambda t: t in completed or (t < first and t not in pending)

@@ -97,7 +97,8 @@ class Table(TableHandle):
 
     def file_slices(self, filters: Sequence[FilterSpec] = (), as_of: str | None = None) -> list[FileSlice]:
         """Shorthand for ``scan(filters, as_of=as_of).plan_files()``: the latest committed file
-        slice of every file group the filters keep, for engines."""
+        slice of every file group the filters keep, for engines (on merge-on-read tables with
+        the log files a snapshot merges onto the base file: ``FileSlice.files()``)."""
         return self.scan(filters, as_of=as_of).plan_files()
 
     # --- writes (see ``write_client``) -------------------------------------------------------
