@@ -18,8 +18,16 @@ import fastavro
 import pyarrow as pa
 import pytest
 
-from fedcore.exceptions import UnsupportedLogBlockError
-from fedcore.log_format import BlockType, HeaderKey, LogBlock, check_applicable, delete_records, read_blocks
+from fedcore.exceptions import CorruptLogFileError, UnsupportedLogBlockError
+from fedcore.log_format import (
+    BlockType,
+    HeaderKey,
+    LogBlock,
+    check_applicable,
+    data_records,
+    delete_records,
+    read_blocks,
+)
 from fedcore.log_merge import LogRecords, MergeRules, applicable_blocks, merge
 
 
@@ -252,3 +260,16 @@ def test_blocks_fedcore_cannot_apply_are_refused_by_name() -> None:
     old_delete = LogBlock(BlockType.DELETE, {0: "1"}, struct.pack(">ii", 2, 0), "x.log")
     with pytest.raises(UnsupportedLogBlockError, match="version 2"):
         delete_records(old_delete)
+
+
+def test_an_undecodable_avro_block_is_a_typed_error_not_a_traceback() -> None:
+    schema = '{"type": "record", "name": "r", "fields": [{"name": "id", "type": "long"}]}'
+    garbage = struct.pack(">ii", 3, 2) + struct.pack(">i", 3) + b"\xff\xff\xff"
+    block = LogBlock(
+        BlockType.AVRO_DATA, {HeaderKey.INSTANT_TIME: "1", HeaderKey.SCHEMA: schema}, garbage, "x.log"
+    )
+    with pytest.raises(CorruptLogFileError, match="cannot be decoded"):
+        data_records(block)
+    unknown = LogBlock(BlockType.AVRO_DATA, {0: "1", HeaderKey.SCHEMA: '{"type": "nope"'}, garbage, "x.log")
+    with pytest.raises(UnsupportedLogBlockError, match="no Arrow form"):
+        data_records(unknown)

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import fastavro
+import fastavro.read
+import fastavro.schema
 import pyarrow as pa
 
 from fedcore.avro_schema import arrow_type
@@ -192,7 +194,13 @@ def data_records(block: LogBlock) -> pa.Table:
         raise UnsupportedLogBlockError(
             f"{block.where}: Avro data block version {version}; fedcore reads version {BLOCK_CONTENT_VERSION}"
         )
-    writer = json.loads(schema_json)
+    try:
+        writer = json.loads(schema_json)
+        record_type = arrow_type(writer)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise UnsupportedLogBlockError(
+            f"{block.where}: the block's Avro schema has no Arrow form: {exc}"
+        ) from exc
     framed = {
         "type": "record",
         "name": "Framed",
@@ -202,13 +210,23 @@ def data_records(block: LogBlock) -> pa.Table:
             {"name": "record", "type": writer},
         ],
     }
-    record_type = arrow_type(writer)
     try:
         decoded = list(fastavro.reader(io.BytesIO(_container(framed, count, content[8:]))))
         rows = pa.array(decoded, pa.struct([pa.field("record", record_type)])).field("record")
-    except (ValueError, TypeError, EOFError, pa.ArrowException, fastavro.read.SchemaResolutionError) as exc:
+    except (*_AVRO_ERRORS, pa.ArrowException) as exc:
         raise CorruptLogFileError(f"{block.where}: the Avro data block cannot be decoded: {exc}") from exc
     return pa.Table.from_struct_array(rows)
+
+
+#: What fastavro raises for bytes or a schema it cannot decode.
+_AVRO_ERRORS: Final = (
+    ValueError,
+    TypeError,
+    LookupError,  # fastavro's compiled reader runs off the end of short data with an IndexError
+    EOFError,
+    fastavro.read.SchemaResolutionError,
+    fastavro.schema.SchemaParseException,
+)
 
 
 def _container(schema: dict[str, Any], count: int, datums: bytes) -> bytes:
@@ -319,7 +337,7 @@ def delete_records(block: LogBlock) -> pa.Table:
     try:
         decoded: Any = fastavro.schemaless_reader(io.BytesIO(content[8 : 8 + size]), _DELETE_SCHEMA, None)
         records = pa.array(decoded["deleteRecordList"], _DELETE_STRUCT)
-    except (ValueError, TypeError, EOFError, KeyError, pa.ArrowException) as exc:
+    except (*_AVRO_ERRORS, pa.ArrowException) as exc:
         raise CorruptLogFileError(f"{block.where}: the delete block cannot be decoded: {exc}") from exc
     ordering = records.field("orderingVal")
     wrapped = dict(
