@@ -1,7 +1,7 @@
 """Write the Hudi tables in ``packages/fedcore/tests/data/hudi-tables/`` with Apache Hudi itself.
 
-The tables in ``../shared/hudi-tables`` (hudi-rs's test data) hold no delete blocks and only
-one payload class. These are written by Apache Hudi 0.15.0's Spark bundle (table version 6)
+The tables in ``../shared/hudi-tables`` (hudi-rs's test data) hold no delete blocks, one
+payload class and no compaction. These are written by Apache Hudi 0.15.0's Spark bundle (table version 6)
 on PySpark 3.5, so the conformance test compares fedcore with Hudi's own writer and reader
 as well as with hudi-rs: for each table, the zip of the table and ``<name>.spark.json``, the
 rows Hudi's Spark reader returned right after writing it.
@@ -37,11 +37,25 @@ STEPS: list[tuple[str, list[tuple[Any, ...]]]] = [
     ("delete", [(3, "x", "nyc", 30, 0.0), (4, "x", "sf", 30, 0.0)]),
     ("upsert", [(9, "name9", "sf", 40, 9.0), (3, "name3-back", "nyc", 40, 3.0)]),
 ]
-TABLES = {
-    "v6_mor_deletes": {},
-    "v6_mor_default_payload": {
-        "hoodie.datasource.write.payload.class": "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
-    },
+#: A soft delete through the ``_hoodie_is_deleted`` column, then the key written again.
+SOFT_DELETE_STEPS: list[tuple[str, list[tuple[Any, ...]]]] = [
+    ("upsert", [(*row, False) for row in STEPS[0][1]]),
+    ("upsert", [(5, "x", "nyc", 30, 0.0, True), (6, "x", "sf", 30, 0.0, True)]),
+    ("upsert", [(6, "name6-back", "sf", 40, 6.0, False)]),
+]
+TABLES: dict[str, tuple[dict[str, str], list[tuple[str, list[tuple[Any, ...]]]]]] = {
+    "v6_mor_deletes": ({}, STEPS),
+    "v6_mor_default_payload": (
+        {"hoodie.datasource.write.payload.class": "org.apache.hudi.common.model.DefaultHoodieRecordPayload"},
+        STEPS,
+    ),
+    # Compaction after every two delta commits: base files rewritten by a compaction (a
+    # completed "commit"), and log files written after it.
+    "v6_mor_compacted": (
+        {"hoodie.compact.inline": "true", "hoodie.compact.inline.max.delta.commits": "2"},
+        STEPS,
+    ),
+    "v6_mor_soft_deletes": ({}, SOFT_DELETE_STEPS),
 }
 
 
@@ -71,7 +85,7 @@ def session() -> SparkSession:
 def main() -> None:
     spark = session()
     OUT.mkdir(parents=True, exist_ok=True)
-    for name, extra in TABLES.items():
+    for name, (extra, steps) in TABLES.items():
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / name
             options = {
@@ -86,8 +100,9 @@ def main() -> None:
                 "hoodie.index.type": "SIMPLE",
                 **extra,
             }
-            for index, (operation, rows) in enumerate(STEPS):
-                frame = spark.createDataFrame(rows, COLUMNS)
+            columns = COLUMNS + (["_hoodie_is_deleted"] if len(steps[0][1][0]) > len(COLUMNS) else [])
+            for index, (operation, rows) in enumerate(steps):
+                frame = spark.createDataFrame(rows, columns)
                 writer = frame.write.format("hudi").options(**options)
                 writer.option("hoodie.datasource.write.operation", operation).mode(
                     "overwrite" if index == 0 else "append"

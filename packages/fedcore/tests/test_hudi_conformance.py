@@ -149,20 +149,30 @@ def test_every_shared_table_is_read_like_hudi_rs_or_refused(archive: Path, tmp_p
 
 
 def test_hudi_written_tables_are_read_as_hudis_spark_reader_reads_them(tmp_path: Path) -> None:
-    assert {a.stem for a in HUDI_WRITTEN_ZIPS} == {"v6_mor_deletes", "v6_mor_default_payload"}
+    stems = {a.stem for a in HUDI_WRITTEN_ZIPS}
+    assert stems == {"v6_mor_deletes", "v6_mor_default_payload", "v6_mor_compacted", "v6_mor_soft_deletes"}
     for archive in HUDI_WRITTEN_ZIPS:
         expected = json.loads(archive.with_suffix(".spark.json").read_text())
         table = load_table(unpack(archive, tmp_path / archive.stem))
-        blocks = [
+        got = table.read(columns=list(expected[0])).sort_by("id").to_pylist()
+        assert got == expected, archive.stem
+        blocks = {
             b.type
             for s in table.file_slices()
             for p in s.log_paths
             for b in read_blocks(table.fs.cat_file(p), p)
-        ]
-        assert BlockType.DELETE in blocks
-        assert BlockType.AVRO_DATA in blocks
-        got = table.read(columns=list(expected[0])).sort_by("id").to_pylist()
-        assert got == expected, archive.stem
+        }
+        if archive.stem != "v6_mor_compacted":  # its last compaction folded every log file
+            assert BlockType.AVRO_DATA in blocks
+        if archive.stem in ("v6_mor_deletes", "v6_mor_default_payload"):
+            assert BlockType.DELETE in blocks
+    compacted = load_table(unpack(HUDI_WRITTEN / "v6_mor_compacted.zip", tmp_path / "again"))
+    timeline = compacted.timeline()
+    compactions = timeline.completed(["commit"])
+    assert len(compactions) == 2, "Hudi compacted it twice: completed compactions are commits"
+    # Between the compactions the slices are base files written by the first one plus logs.
+    between = compacted.file_slices(as_of=timeline.completed(["deltacommit"])[-1].time)
+    assert any(s.log_files and s.base_instant == compactions[0].time for s in between)
     # The update with an older ordering value: applied by OverwriteWithLatestAvroPayload,
     # ignored by DefaultHoodieRecordPayload, as Hudi's reader decides.
     names = {a.stem: json.loads(a.with_suffix(".spark.json").read_text()) for a in HUDI_WRITTEN_ZIPS}
