@@ -56,6 +56,12 @@ TABLES: dict[str, tuple[dict[str, str], list[tuple[str, list[tuple[Any, ...]]]]]
         STEPS,
     ),
     "v6_mor_soft_deletes": ({}, SOFT_DELETE_STEPS),
+    # A compaction scheduled after two delta commits but never run: the writes after it log
+    # onto the pending compaction's file slices, which readers merge onto the previous ones.
+    "v6_mor_pending_compaction": (
+        {"hoodie.compact.schedule.inline": "true", "hoodie.compact.inline.max.delta.commits": "2"},
+        STEPS,
+    ),
 }
 
 

@@ -49,6 +49,12 @@ META = ["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_h
 META.append("_hoodie_file_name")
 
 
+def spark_rows(archive: Path) -> list[dict[str, Any]] | None:
+    """The rows Hudi's own Spark reader returned for a table it wrote (None: not recorded)."""
+    recorded = archive.with_suffix(".spark.json")
+    return json.loads(recorded.read_text()) if recorded.exists() else None
+
+
 def theirs_schema(path: str) -> list[str]:
     return [f.name for f in hudi.HudiTableBuilder.from_base_uri(path).build().get_schema()]
 
@@ -110,6 +116,15 @@ def test_every_shared_table_is_read_like_hudi_rs_or_refused(archive: Path, tmp_p
         return
     columns = [c for c in simple_columns(theirs) if c in ours.column_names]
     assert any(c in columns for c in ("id", "uuid"))
+    hudi_read = spark_rows(archive)
+    if hudi_read is not None and rows(theirs, list(hudi_read[0])) != rows(
+        pa.Table.from_pylist(hudi_read), list(hudi_read[0])
+    ):
+        # Where hudi-rs and Hudi's own reader disagree, Hudi's reader is the truth: fedcore
+        # must give its rows, and the filters are checked against those (see
+        # test_hudi_written_tables_are_read_as_hudis_spark_reader_reads_them).
+        assert rows(ours, list(hudi_read[0])) == rows(pa.Table.from_pylist(hudi_read), list(hudi_read[0]))
+        theirs = ours
     assert rows(ours, columns) == rows(theirs, columns)
     if "_hoodie_record_key" in theirs.column_names:
         assert set(ours.column_names) == set(theirs.column_names), "the same columns, meta columns too"
@@ -140,17 +155,29 @@ def test_every_shared_table_is_read_like_hudi_rs_or_refused(archive: Path, tmp_p
             )
             assert rows(got, columns) == rows(theirs.filter(expression), columns), spec
 
-    # Time travel to every completed instant.
+    # Time travel to every completed instant (before any pending compaction: hudi-rs 0.5
+    # leaves out the log files written after one, which Hudi's own reader merges).
     timeline = hudi.HudiTableBuilder.from_base_uri(path).build().get_timeline()
+    ours_timeline = table.timeline()
+    done = {i.time for i in ours_timeline.completed()}  # a run compaction completes as a commit
+    pending = [i.time for i in ours_timeline.pending() if i.action == "compaction" and i.time not in done]
     for instant in timeline.get_completed_commits():
         at = instant.timestamp
+        if pending and at > min(pending):
+            continue
         expected = hudi_rs(path, hudi.HudiReadOptions().with_as_of_timestamp(at))
         assert rows(table.read(as_of=at), columns) == rows(expected, columns), at
 
 
 def test_hudi_written_tables_are_read_as_hudis_spark_reader_reads_them(tmp_path: Path) -> None:
     stems = {a.stem for a in HUDI_WRITTEN_ZIPS}
-    assert stems == {"v6_mor_deletes", "v6_mor_default_payload", "v6_mor_compacted", "v6_mor_soft_deletes"}
+    assert stems == {
+        "v6_mor_deletes",
+        "v6_mor_default_payload",
+        "v6_mor_compacted",
+        "v6_mor_soft_deletes",
+        "v6_mor_pending_compaction",
+    }
     for archive in HUDI_WRITTEN_ZIPS:
         expected = json.loads(archive.with_suffix(".spark.json").read_text())
         table = load_table(unpack(archive, tmp_path / archive.stem))
@@ -166,6 +193,18 @@ def test_hudi_written_tables_are_read_as_hudis_spark_reader_reads_them(tmp_path:
             assert BlockType.AVRO_DATA in blocks
         if archive.stem in ("v6_mor_deletes", "v6_mor_default_payload"):
             assert BlockType.DELETE in blocks
+    # A compaction scheduled, never run: the logs written since start at its instant, and Hudi
+    # merges them onto the slices before it. hudi-rs 0.5 leaves them out (it returns keys
+    # deleted since, and misses a key written again); fedcore reads what Hudi reads.
+    pending_path = unpack(HUDI_WRITTEN / "v6_mor_pending_compaction.zip", tmp_path / "pending")
+    expected = spark_rows(HUDI_WRITTEN / "v6_mor_pending_compaction.zip")
+    assert expected is not None
+    columns = list(expected[0])
+    pending_table = load_table(pending_path)
+    assert [i.action for i in pending_table.timeline().pending()] == ["compaction"]
+    assert rows(pending_table.read(columns=columns), columns) == rows(pa.Table.from_pylist(expected), columns)
+    assert rows(hudi_rs(pending_path), columns) != rows(pa.Table.from_pylist(expected), columns)
+
     compacted = load_table(unpack(HUDI_WRITTEN / "v6_mor_compacted.zip", tmp_path / "again"))
     timeline = compacted.timeline()
     compactions = timeline.completed(["commit"])
