@@ -312,11 +312,14 @@ class Reader:
         return [c for c in dict.fromkeys([*wanted, *needs]) if c not in computed]
 
     def _base(self, file_slice: FileSlice, wanted: list[str] | None) -> list[tuple[pa.Table, str, str]]:
-        fs = self.table.fs
         assert file_slice.base_file_name is not None
-        with fs.errors(file_slice.path), open_sized(fs, file_slice.path, file_slice.size) as handle:
-            data = read_parquet(handle, self._stored(wanted))
+        data = self._read_base_file(file_slice, self._stored(wanted))
         return [(data, file_slice.base_instant, file_slice.base_file_name)]
+
+    def _read_base_file(self, file_slice: FileSlice, stored: list[str] | None) -> pa.Table:
+        fs = self.table.fs
+        with fs.errors(file_slice.path), open_sized(fs, file_slice.path, file_slice.size) as handle:
+            return read_parquet(handle, stored)
 
     def _merged(self, file_slice: FileSlice, wanted: list[str] | None) -> list[tuple[pa.Table, str, str]]:
         """A merge-on-read slice: the base rows that stay and the latest log records, each
@@ -329,11 +332,7 @@ class Reader:
         if IS_DELETED in self._types:
             merging.append(IS_DELETED)
         stored = self._stored(wanted, merging)
-        base = (
-            self._base(file_slice, None if wanted is None else [*wanted, *merging])[0][0]
-            if file_slice.base_file_name
-            else None
-        )
+        base = self._read_base_file(file_slice, stored) if file_slice.base_file_name else None
         blocks: list[LogBlock] = []
         fs = self.table.fs
         for path in file_slice.log_paths:
@@ -357,8 +356,7 @@ class Reader:
         for source, update in updates:
             pieces.append((update, source.block.instant, file_slice.file_id))
         if not pieces:  # every record of the slice deleted, and no base file
-            stored_schema = self.empty(None).schema
-            pieces.append((stored_schema.empty_table(), self.instant, ""))
+            pieces.append((self.empty(None), self.instant, ""))
         return pieces
 
     def _keys(self, data: pa.Table) -> pa.Array:

@@ -205,6 +205,7 @@ class MetadataTable(FileIndex):
         #: Whether the last view started from a cached or pointed-to manifest rather than a
         #: listing of manifests/ (a failure then retries from a listing).
         self._derived_view = False
+        self._checked_as_of: tuple[Timeline, str] | None = None  # (timeline, as_of) found retained
         #: Reads made by lookups: tests and benchmarks check a lookup stays proportional.
         self.stats = ReadStats()
 
@@ -306,8 +307,11 @@ class MetadataTable(FileIndex):
         the last (compaction builds on the newest manifest; a lookup whose derived start
         was dropped retries from there)."""
         timeline = self._load_timeline() if timeline is None else timeline
-        if as_of is not None:
+        checked = self._checked_as_of
+        if as_of is not None and (checked is None or checked[0] is not timeline or checked[1] != as_of):
+            # Once per listed timeline: a reader's schema lookup and plan share one view.
             check_not_cleaned(self.fs, self.table_path, timeline, as_of)
+            self._checked_as_of = (timeline, as_of)
         completed = [i.time for i in timeline.completed(as_of=as_of)]
         cached = self.cache.manifest
         self._derived_view = not fresh
