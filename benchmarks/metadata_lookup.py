@@ -63,7 +63,7 @@ def main() -> int:
             start = time.perf_counter()
             index.compact()
             compact_seconds = time.perf_counter() - start
-            manifest = index._manifest(None)
+            manifest = index.manifest(index.manifest_times()[-1])
             assert manifest is not None
             index.stats.bytes = index.stats.requests = 0
             found = index.files([partitions[1234]])

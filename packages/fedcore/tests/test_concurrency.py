@@ -66,6 +66,9 @@ def test_instant_times_are_unique_across_actions(backend: Backend) -> None:
     create_exclusive(fs, heartbeat_path(table.path, contested), b"0")
     clean_instant = new_instant(fs, table.path, CLEAN)
     assert clean_instant.time > contested
+    # Its first pick (now) was requested after a later instant was visible: withdrawn, so a
+    # reader that listed the timeline's tail from that later instant on misses nothing.
+    assert [i.time for i in table.timeline()] == [instant_time(latest), clean_instant.time]
 
 
 def test_two_writers_rolling_back_one_dead_instant_both_succeed(backend: Backend) -> None:

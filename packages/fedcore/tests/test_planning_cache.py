@@ -6,7 +6,11 @@ Requests are counted at the loopback S3 server, so every request any layer sends
 
 from __future__ import annotations
 
+import pytest
+
 from fedcore import properties as P
+from fedcore import timeline as timeline_module
+from fedcore.rollback import rollback
 from fedcore.table import load_table
 from fedcore.testing import Backend, LoopbackS3
 from fedcore.write_client import WriteClient
@@ -80,3 +84,52 @@ def test_a_long_lived_handle_plans_from_its_cache_and_stays_exact(s3_server: Loo
     refreshed = reader.index_cache.manifest
     assert refreshed is not None
     assert refreshed.instant > started_from.instant, "the dropped start was noticed and replaced"
+
+
+def test_a_long_lived_handle_lists_the_timelines_tail_and_misses_nothing(
+    s3_server: LoopbackS3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Latest reads of a long-lived handle list ``.hoodie/`` from its earliest pending
+    instant (else its last) on: a few keys however long the active timeline is. Commits,
+    cleans, compactions, archivals and a rollback of a completed commit by another writer
+    must all show up exactly as a whole listing shows them."""
+    tables, storage = s3_server.create_bucket("tables"), s3_server.create_bucket("storage")
+    backend = Backend("s3", f"{tables}/trips", storage, s3_server.storage_options())
+    writer = make_table(backend)
+    tails: list[int] = []
+    real = timeline_module.list_names_after
+
+    def counted(*args: object) -> list[str] | None:
+        names = real(*args)  # type: ignore[arg-type]
+        tails.append(len(names or ()))
+        return names
+
+    monkeypatch.setattr(timeline_module, "list_names_after", counted)
+    reader = load_table(backend.table_path, storage_options=backend.storage_options)
+
+    def same_as_a_whole_listing() -> None:
+        fresh = load_table(backend.table_path, storage_options=backend.storage_options)
+        assert sorted(reader.read().column("trip_id").to_pylist()) == sorted(
+            fresh.read().column("trip_id").to_pylist()
+        )
+        assert reader.index_cache.timeline is not None
+        assert reader.index_cache.timeline.instants == fresh.timeline().instants
+        assert reader.index_cache.timeline.manifests == fresh.timeline().manifests
+
+    for start in range(0, 120, 10):  # the default settings: no compaction or archival yet
+        WriteClient(writer).upsert(trips(range(start, start + 10), ["us", "de"] * 5))
+        same_as_a_whole_listing()
+    listing = s3_server.client().list_objects_v2(Bucket=tables[5:], Prefix="trips/.hoodie/", Delimiter="/")
+    assert 3 * max(tails) < len(listing["Contents"]), tails
+
+    # Other writers' services compact and archive (dropping instants before the tail),
+    # then one rolls back its completed commit (removing an instant before the tail).
+    for start in range(200, 300, 10):
+        WriteClient(writer, BUSY).upsert(trips(range(start, start + 10), ["us", "de"] * 5))
+        same_as_a_whole_listing()
+    latest = WriteClient(writer).upsert(trips(range(300, 310), "fr")).instant
+    same_as_a_whole_listing()
+    assert 300 in reader.read().column("trip_id").to_pylist()
+    rollback(writer, latest)
+    same_as_a_whole_listing()
+    assert 300 not in reader.read().column("trip_id").to_pylist()

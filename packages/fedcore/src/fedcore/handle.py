@@ -127,8 +127,13 @@ class TableHandle:
 
     # --- timeline and file index ---------------------------------------------------------
 
-    def timeline(self) -> Timeline:
-        return Timeline.load(self.fs.table_fs, self.path)
+    def timeline(self, latest_read: bool = False) -> Timeline:
+        """The timeline, listed now. ``latest_read``: for a read of the latest snapshot, which
+        may list on from the timeline this handle listed last (``Timeline.load``'s ``since``)."""
+        cache = self.index_cache
+        timeline = Timeline.load(self.fs.table_fs, self.path, cache.timeline if latest_read else None)
+        cache.timeline = timeline
+        return timeline
 
     @property
     def metadata_enabled(self) -> bool:

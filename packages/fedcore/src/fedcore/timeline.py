@@ -24,6 +24,7 @@ from fedcore import properties as P
 from fedcore.exceptions import InstantConflictError, InvalidInstantError, UnsupportedTableError
 from fedcore.io.atomic import create_exclusive
 from fedcore.io.errors import storage_errors
+from fedcore.io.filesystems import list_names_after
 
 COMMIT: Final = "commit"
 REPLACE_COMMIT: Final = "replacecommit"
@@ -51,6 +52,8 @@ SAVEPOINT: Final = "savepoint"
 READABLE_ACTIONS: Final = frozenset({*ACTIONS, SAVEPOINT})
 # Any action name parses, so that an action fedcore does not know is seen and refused.
 _FILE_RE = re.compile(r"(\d{17}|\d{14})\.([a-z]+)(?:\.(requested|inflight))?")
+#: Actions whose new instants only add to what a listed timeline shows (see ``Timeline.load``).
+_APPENDED: Final = frozenset({COMMIT, REPLACE_COMMIT, DELTA_COMMIT, CLEAN})
 #: ``.hoodie/fed-manifest-<instant>``: an empty file naming a metadata-table manifest, so the
 #: timeline's listing also says where lookups start (no listing of manifests/). Hudi's
 #: timeline ignores files without an instant's extension.
@@ -122,11 +125,40 @@ class Timeline:
         self.instants: tuple[Instant, ...] = tuple(sorted(latest.values()))
 
     @classmethod
-    def load(cls, fs: AbstractFileSystem, table_path: str) -> Timeline:
+    def load(cls, fs: AbstractFileSystem, table_path: str, since: Timeline | None = None) -> Timeline:
+        """The timeline as listed now.
+
+        ``since``: a timeline of the same table listed earlier, for reads of the latest
+        snapshot (a long-lived reader planning query after query). On an object store only
+        the names from its earliest pending instant on (else from its last instant) are
+        listed, with the store skipping the rest, so the listing stays a few keys long
+        however many instants the active timeline holds. That is exact because fedcore's
+        writers never complete an instant requested after a later one was visible
+        (``new_instant``), and the one thing it cannot see, instants that went from before
+        that point, is caught by what accompanies it: archival drops a manifest pointer
+        (compaction adds one) and a rollback adds a rollback instant; either makes it list
+        the whole timeline again. Timelines of tables without fedcore's metadata table
+        (their writers follow no such rule) are always listed whole."""
         folder = f"{table_path}/{P.HOODIE_FOLDER}"
+        if since is not None and since.manifests and since.instants:
+            pending = since.pending()
+            mark = pending[0].time if pending else since.instants[-1].time
+            names = list_names_after(fs, folder, mark)
+            if names is not None:
+                listed = cls._from_names(names)
+                kept = [i for i in since.instants if i.time < mark]
+                known = set(since.instants)
+                news = [i for i in listed.instants if i not in known]
+                if listed.manifests == since.manifests and all(i.action in _APPENDED for i in news):
+                    return cls(kept + list(listed.instants), listed.manifests)
         # refresh: s3fs caches listings, and a stale timeline would hide commits.
         with storage_errors(folder):
             names = [entry.rsplit("/", 1)[-1] for entry in fs.ls(folder, detail=False, refresh=True)]
+        return cls._from_names(names)
+
+    @classmethod
+    def _from_names(cls, names: Iterable[str]) -> Timeline:
+        names = list(names)
         pointers = (match[1] for match in map(_POINTER_RE.fullmatch, names) if match is not None)
         return cls((instant for instant in map(parse_instant_file, names) if instant is not None), pointers)
 
@@ -191,26 +223,38 @@ def new_instant(fs: AbstractFileSystem, table_path: str, action: str, plan: byte
     instant never exists without proof of life), and only then its requested file. Two
     writers that pick the same time both see the reservation, and one moves on to the
     next millisecond.
+
+    The timeline is listed after the requested file exists, not before: if any instant
+    later than ours is on it, ours is withdrawn (requested file, then heartbeat) and a
+    later time tried. So no instant ever completes that was requested after a later one
+    was visible, whatever a writer's clock or pauses: what a reader has listed stays
+    listed, and ``Timeline.load(since=...)`` may list only from its earliest pending instant.
     """
-    last = Timeline.load(fs, table_path).last_time()
     moment = datetime.now(timezone.utc)
-    if last is not None:
-        moment = max(moment, parse_instant_time(last) + timedelta(milliseconds=1))
     for _ in range(100):
         instant = Instant(instant_time(moment), action, REQUESTED)
         moment += timedelta(milliseconds=1)
         beat = str(int(datetime.now(timezone.utc).timestamp() * 1000)).encode()
+        beating = heartbeat_path(table_path, instant.time)
         try:
-            create_exclusive(fs, heartbeat_path(table_path, instant.time), beat)
+            create_exclusive(fs, beating, beat)
         except FileExistsError:
             continue  # another writer's instant (running, or finished and not yet cleaned up)
         try:
             create_exclusive(fs, instant_path(table_path, instant), plan)
-            return instant
         except FileExistsError:
             # An instant of this time whose heartbeat is already gone: not ours to touch.
-            with storage_errors(heartbeat_path(table_path, instant.time)):
-                fs.rm_file(heartbeat_path(table_path, instant.time))
+            with storage_errors(beating):
+                fs.rm_file(beating)
+            continue
+        last = Timeline.load(fs, table_path).last_time()
+        if last == instant.time:
+            return instant
+        with storage_errors(beating):  # a later instant is there: withdraw ours, go past it
+            fs.rm_file(instant_path(table_path, instant))
+            fs.rm_file(beating)
+        if last is not None:
+            moment = max(moment, parse_instant_time(last) + timedelta(milliseconds=1))
     raise InstantConflictError(f"could not request a new {action} instant on {table_path}")
 
 

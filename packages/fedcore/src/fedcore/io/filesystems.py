@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias
 
 import fsspec
+import fsspec.asyn
 from fsspec import AbstractFileSystem
 from fsspec.spec import AbstractBufferedFile
 
@@ -113,6 +114,51 @@ def read_objects(fs: AbstractFileSystem, paths: Sequence[str]) -> list[bytes]:
                 raise data
         results.append(read_object(fs, path) if isinstance(data, BaseException) else bytes(data))
     return results
+
+
+def read_found(fs: AbstractFileSystem, paths: Sequence[str]) -> dict[str, bytes]:
+    """Those of several whole (small) objects that could be read, fetched concurrently;
+    a missing or unreadable one is left out (for speculative prefetches, whose caller
+    reads what it lacks again and gets the error then)."""
+    if not paths:
+        return {}
+    with storage_errors(paths[0]):
+        found = fs.cat_ranges(list(paths), [0] * len(paths), [None] * len(paths), on_error="return")
+    return {path: bytes(data) for path, data in zip(paths, found, strict=True) if isinstance(data, bytes)}
+
+
+def list_names_after(fs: AbstractFileSystem, folder: str, start_after: str) -> list[str] | None:
+    """The names in ``folder`` (its files, and its sub-folders as names without a slash)
+    that sort after ``start_after``, on an S3 store in one request per 1,000 names
+    (ListObjectsV2's ``StartAfter``: the store skips what comes before); None where the
+    store has no such listing (a local folder lists whole, and cheaply)."""
+    protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
+    if "s3" not in protocols or not hasattr(fs, "_call_s3"):
+        return None
+    bucket, key, _ = fs.split_path(folder)
+    prefix = f"{key.rstrip('/')}/"
+
+    async def pages() -> list[str]:
+        names: list[str] = []
+        more: dict[str, str] = {}
+        while True:
+            page = await fs._call_s3(
+                "list_objects_v2",
+                Bucket=bucket,
+                Prefix=prefix,
+                Delimiter="/",
+                StartAfter=prefix + start_after,
+                **more,
+            )
+            names += [entry["Key"][len(prefix) :] for entry in page.get("Contents", [])]
+            names += [entry["Prefix"][len(prefix) :].rstrip("/") for entry in page.get("CommonPrefixes", [])]
+            if not page.get("IsTruncated"):
+                return names
+            more = {"ContinuationToken": page["NextContinuationToken"]}
+
+    with storage_errors(folder):
+        found: list[str] = fsspec.asyn.sync(fs.loop, pages)
+    return found
 
 
 def remove_files(fs: AbstractFileSystem, paths: Sequence[str]) -> None:

@@ -28,7 +28,10 @@ what the cache lacks. The manifest in use is kept while its deltas exist: an old
 manifest plus more deltas is the same state as a newer manifest, so the cache never
 needs a listing to stay correct; a delta gone (archival dropped it once a newer
 manifest covered it) or a long run of deltas makes the next lookup list manifests
-again. A plan with nothing new on the timeline then costs one LIST of ``.hoodie/``.
+again. A plan with nothing new on the timeline then costs one LIST of the tail of
+``.hoodie/`` (``Timeline.load``'s ``since``). A new handle fetches the manifest and the
+deltas after it together, so it pays three round trips (timeline, manifest and deltas,
+shard row group) however many deltas there are.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ from fsspec import AbstractFileSystem
 from fedcore import properties as P
 from fedcore.exceptions import MetadataTableError
 from fedcore.io.atomic import create_exclusive
-from fedcore.io.filesystems import read_object, read_objects, remove_files
+from fedcore.io.filesystems import read_found, read_object, read_objects, remove_files
 from fedcore.io.parquet import open_parquet, read_parquet, read_row_groups
 from fedcore.metadata.file_index import FileIndex, PartitionFiles
 from fedcore.metadata.ranged import RangedFile, ReadStats
@@ -150,6 +153,8 @@ class IndexCache:
     instant never change once written), so entries never go stale; only the choice of
     manifest to start from is revisited (see the module docstring)."""
 
+    #: The timeline the handle listed last: latest reads list on from it (``Timeline.load``).
+    timeline: Timeline | None = None
     #: The manifest latest reads start from (None: list manifests/ next time).
     manifest: Manifest | None = None
     manifests: dict[str, Manifest] = field(default_factory=dict)
@@ -321,9 +326,10 @@ class MetadataTable(FileIndex):
                 return cached, deltas
         pointed = [t for t in timeline.manifests if as_of is None or t <= as_of]
         if pointed and not fresh:
-            manifest = None if pointed[-1] == NO_MANIFEST else self.manifest(pointed[-1])
+            manifest = None if pointed[-1] == NO_MANIFEST else self._fetch_manifest(pointed[-1], completed)
         else:
-            manifest = self._manifest(as_of)
+            eligible = [t for t in self.manifest_times() if as_of is None or t <= as_of]
+            manifest = self._fetch_manifest(eligible[-1], completed) if eligible else None
         if as_of is None:
             self.cache.manifest = manifest
         if manifest is None:
@@ -341,15 +347,35 @@ class MetadataTable(FileIndex):
             return []
         return [entry.rsplit("/", 1)[-1] for entry in entries]
 
-    def _manifest(self, as_of: str | None) -> Manifest | None:
-        eligible = [t for t in self.manifest_times() if as_of is None or t <= as_of]
-        return self.manifest(eligible[-1]) if eligible else None
+    def _fetch_manifest(self, instant: str, completed: Sequence[str]) -> Manifest:
+        """The manifest ``instant``, fetched together with the deltas of the completed
+        instants after it (those a view from it applies), so a new handle pays one round
+        trip for both rather than one after the other."""
+        if instant not in self.cache.manifests:
+            paths = {self.manifest_path(instant): instant}
+            paths.update(
+                (self.delta_path(t), t) for t in completed if t > instant and t not in self.cache.deltas
+            )
+            if len(paths) > 1:
+                found = read_found(self.fs, list(paths))
+                self.stats.add(len(found), sum(map(len, found.values())))
+                for path, data in found.items():
+                    if paths[path] == instant:
+                        self._parse_manifest(instant, data)
+                    else:
+                        self._parse_delta(paths[path], path, data)
+        return self.manifest(instant)  # what the prefetch missed is read (or fails) here
+
+    def manifest_path(self, instant: str) -> str:
+        return f"{self.folder}/manifests/{instant}.json"
 
     def manifest(self, instant: str) -> Manifest:
         cached = self.cache.manifests.get(instant)
         if cached is not None:
             return cached
-        data = self._cat(f"{self.folder}/manifests/{instant}.json")
+        return self._parse_manifest(instant, self._cat(self.manifest_path(instant)))
+
+    def _parse_manifest(self, instant: str, data: bytes) -> Manifest:
         try:
             manifest = Manifest.from_bytes(data)
         except (ValueError, KeyError, TypeError, IndexError) as exc:
@@ -406,12 +432,15 @@ class MetadataTable(FileIndex):
             ) from None
         self.stats.add(len(found), sum(map(len, found)))
         for instant, path, data in zip(missing, paths, found, strict=True):
-            table = _parquet_table(data, path)
-            schema = (table.schema.metadata or {}).get(_SCHEMA_KEY.encode())
-            if schema is not None:
-                self.cache.delta_schemas[instant] = schema.decode()
-            cache[instant] = _ops(table, None)
+            self._parse_delta(instant, path, data)
         return [[op for op in cache[i] if wanted is None or op.partition in wanted] for i in instants]
+
+    def _parse_delta(self, instant: str, path: str, data: bytes) -> None:
+        table = _parquet_table(data, path)
+        schema = (table.schema.metadata or {}).get(_SCHEMA_KEY.encode())
+        if schema is not None:
+            self.cache.delta_schemas[instant] = schema.decode()
+        self.cache.deltas[instant] = _ops(table, None)
 
     def _read_base(self, manifest: Manifest, wanted: set[str] | None) -> list[Op]:
         ops: list[Op] = []
@@ -550,7 +579,7 @@ class MetadataTable(FileIndex):
             upto, pending, tuple(shards), (partitions_name, len(data)), tuple(footers), schema, schema_instant
         )
         try:
-            create_exclusive(self.fs, f"{self.folder}/manifests/{upto}.json", manifest.to_bytes())
+            create_exclusive(self.fs, self.manifest_path(upto), manifest.to_bytes())
         except FileExistsError:
             return None  # another process compacted up to the same instant
         self._point_to(upto)
