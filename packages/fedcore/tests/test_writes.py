@@ -10,6 +10,7 @@ import pytest
 
 from fedcore import properties as P
 from fedcore.exceptions import (
+    ConfigError,
     InstantNotRetainedError,
     InvalidPartitionValueError,
     InvalidRecordsError,
@@ -317,3 +318,32 @@ def test_an_upsert_and_a_read_on_s3_spend_requests_where_they_must(s3_server: Lo
     }
     assert s3_server.requests.by_method["HEAD"] == 0, s3_server.requests.by_method
     assert s3_server.requests.listed[timeline_prefix] == 1, s3_server.requests.listed
+
+
+@pytest.mark.parametrize(
+    ("codec", "stored"), [("GZIP", "GZIP"), ("zstd", "ZSTD"), ("uncompressed", "UNCOMPRESSED")]
+)
+def test_base_files_follow_hudis_parquet_settings(backend: Backend, codec: str, stored: str) -> None:
+    table = make_table(backend)
+    options = {P.PARQUET_COMPRESSION_CODEC: codec, P.PARQUET_BLOCK_SIZE: "4096", P.RECORD_SIZE_ESTIMATE: "64"}
+    WriteClient(table, options).insert(trips(range(500)))
+    [piece] = table.file_slices()
+    with table.fs.open(piece.path, "rb") as handle:
+        metadata = pq.ParquetFile(handle).metadata
+    assert metadata.num_row_groups == 8  # 4,096 bytes / 64 bytes a record: row groups of 64 rows
+    columns = {
+        metadata.row_group(0).column(i).path_in_schema: metadata.row_group(0).column(i) for i in range(8)
+    }
+    assert {c.compression for c in columns.values()} == {stored}
+    # Sequence numbers carry no statistics (no reader filters on them); keys and data do.
+    assert not columns["_hoodie_commit_seqno"].is_stats_set
+    assert columns["_hoodie_record_key"].statistics.min == "0"
+    assert columns["trip_id"].statistics.max == 63
+    assert sorted(rows(table)) == list(range(500))
+
+
+def test_an_unknown_codec_is_refused_before_anything_is_written(backend: Backend) -> None:
+    table = make_table(backend)
+    with pytest.raises(ConfigError, match=r"hoodie\.parquet\.compression\.codec"):
+        WriteClient(table, {P.PARQUET_COMPRESSION_CODEC: "lzo"})
+    assert table.timeline().instants == ()

@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, Final
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from fedcore import properties as P
 from fedcore.exceptions import InvalidPartitionValueError
 
@@ -66,6 +69,34 @@ def value_text(value: Any) -> str:
     return str(value)
 
 
+def value_texts(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """``value_text`` of every value of a column, nulls kept null: Arrow's cast where it
+    spells values as ``value_text`` does (integers, booleans, strings, dates, timestamps
+    without a zone), else ``value_text`` once per distinct value (floats, decimals, zoned
+    or nanosecond timestamps, binary, nested), never once per row."""
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    kind = array.type
+    if pa.types.is_string(kind):
+        return array
+    if pa.types.is_dictionary(kind):
+        return value_texts(array.dictionary).take(array.indices)
+    if (
+        pa.types.is_large_string(kind)
+        or pa.types.is_string_view(kind)
+        or pa.types.is_integer(kind)
+        or pa.types.is_boolean(kind)
+        or pa.types.is_date32(kind)
+    ):
+        return pc.cast(array, pa.string())
+    if pa.types.is_timestamp(kind) and kind.tz is None and kind.unit != "ns":
+        # isoformat(sep=" "): microseconds only when there are any.
+        text = pc.cast(pc.cast(array, pa.timestamp("us")), pa.string())
+        return pc.replace_substring_regex(text, r"\.000000$", "")
+    encoded = pc.dictionary_encode(array)
+    texts = pa.array([value_text(v) for v in encoded.dictionary.to_pylist()], pa.string())
+    return texts.take(encoded.indices)
+
+
 #: Key generators whose partition path is the partition columns' values as text, one
 #: segment per column (Hudi's simple, complex and non-partitioned generators, by class in
 #: table version 6 and by type in 8). Any other (timestamp-based, custom, a user's class)
@@ -103,9 +134,13 @@ class PartitionScheme:
 
     def path_of(self, values: Sequence[Any]) -> str:
         """The partition path of one record's partition column values."""
+        return self.path_of_texts([value_text(value) for value in values])
+
+    def path_of_texts(self, texts: Sequence[str]) -> str:
+        """The partition path of partition column values spelled by ``value_text``."""
         segments = []
-        for field, value in zip(self.fields, values, strict=True):
-            text = value_text(value) or DEFAULT_PARTITION
+        for field, text in zip(self.fields, texts, strict=True):
+            text = text or DEFAULT_PARTITION
             segment = escape(text) if self.url_encode else text
             if "/" in segment or "\\" in segment or not segment.isprintable():
                 raise InvalidPartitionValueError(

@@ -109,6 +109,28 @@ class BoolOption(str):
         return value == "true"
 
 
+class ChoiceOption(str):
+    """A Hudi key whose value is one of a few names (any case), each standing for a value."""
+
+    default: str
+    choices: Mapping[str, str]
+
+    def __new__(cls, key: str, default: str, choices: Mapping[str, str]) -> ChoiceOption:
+        option = super().__new__(cls, key)
+        option.default, option.choices = default, dict(choices)
+        return option
+
+    def __reduce__(self) -> tuple[type[ChoiceOption], tuple[str, str, Mapping[str, str]]]:
+        return (type(self), (str(self), self.default, self.choices))
+
+    def of(self, options: Mapping[str, str]) -> str:
+        raw = options.get(self)
+        name = self.default if raw is None else str(raw).strip().lower()
+        if name not in self.choices:
+            raise ConfigError(self, f"{raw!r} is not one of {', '.join(sorted(self.choices))}")
+        return self.choices[name]
+
+
 #: Table config read as flags: partition columns kept only in paths; meta columns filled.
 DROP_PARTITION_COLUMNS: Final = BoolOption("hoodie.datasource.write.drop.partition.columns", False)
 POPULATE_META_FIELDS: Final = BoolOption("hoodie.populate.meta.fields", True)
@@ -123,6 +145,18 @@ HEARTBEAT_TOLERABLE_MISSES: Final = IntOption("hoodie.client.heartbeat.tolerable
 MAX_FILE_SIZE: Final = IntOption("hoodie.parquet.max.file.size", 120 * 2**20, 1)
 SMALL_FILE_LIMIT: Final = IntOption("hoodie.parquet.small.file.limit", 100 * 2**20, 0)
 RECORD_SIZE_ESTIMATE: Final = IntOption("hoodie.copyonwrite.record.size.estimate", 1024, 1)
+#: Base files' codec, as pyarrow names it. fedcore's default is snappy (Spark's and pyarrow's),
+#: not Hudi 0.x's gzip, which writes several times slower; Hudi reads all of these. LZO has
+#: no pyarrow writer; Hudi's lz4 is written as LZ4_RAW, the framing Parquet now specifies.
+PARQUET_COMPRESSION_CODEC: Final = ChoiceOption(
+    "hoodie.parquet.compression.codec",
+    "snappy",
+    {"snappy": "snappy", "gzip": "gzip", "zstd": "zstd", "lz4": "lz4", "lz4_raw": "lz4", "brotli": "brotli",
+     "uncompressed": "none"},
+)  # fmt: skip
+#: Bytes of a row group (converted to rows with the record size estimate) and of a data page.
+PARQUET_BLOCK_SIZE: Final = IntOption("hoodie.parquet.block.size", 120 * 2**20, 1)
+PARQUET_PAGE_SIZE: Final = IntOption("hoodie.parquet.page.size", 2**20, 1)
 CLEANER_COMMITS_RETAINED: Final = IntOption("hoodie.cleaner.commits.retained", 10, 1)
 CLEAN_AUTOMATIC: Final = BoolOption("hoodie.clean.automatic", True)
 ARCHIVE_MIN_INSTANTS: Final = IntOption("hoodie.keep.min.commits", 20, 1)
@@ -173,13 +207,16 @@ STORAGE_STRATEGY_ENTRY_POINT_GROUP: Final = "fedcore.storage_strategies"
 
 #: The settings a caller may give when opening or writing a table (storage keys aside):
 #: anything else would be silently ignored, so it is refused.
-RUNTIME_OPTIONS: Final[tuple[IntOption | BoolOption, ...]] = (
+RUNTIME_OPTIONS: Final[tuple[IntOption | BoolOption | ChoiceOption, ...]] = (
     METADATA_COMPACT_DELTAS,
     HEARTBEAT_INTERVAL_MS,
     HEARTBEAT_TOLERABLE_MISSES,
     MAX_FILE_SIZE,
     SMALL_FILE_LIMIT,
     RECORD_SIZE_ESTIMATE,
+    PARQUET_COMPRESSION_CODEC,
+    PARQUET_BLOCK_SIZE,
+    PARQUET_PAGE_SIZE,
     CLEANER_COMMITS_RETAINED,
     CLEAN_AUTOMATIC,
     ARCHIVE_MIN_INSTANTS,

@@ -8,14 +8,16 @@ it replaces by ``_hoodie_record_key`` alone, without knowing the key fields.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from fedcore import properties as P
 from fedcore.exceptions import InvalidRecordsError, SchemaMismatchError, UnsupportedTableError
-from fedcore.partitioning import PartitionScheme, value_text
+from fedcore.partitioning import PartitionScheme, value_texts
 
 COMMIT_TIME: Final = "_hoodie_commit_time"
 COMMIT_SEQNO: Final = "_hoodie_commit_seqno"
@@ -64,37 +66,81 @@ def check_columns(data: pa.Table, fields: Sequence[str], what: str) -> None:
         raise InvalidRecordsError(f"input has no {what} column {', '.join(map(repr, missing))}")
 
 
-def record_keys(data: pa.Table, key_fields: Sequence[str], key_generator: str) -> list[str]:
-    """Hudi's record keys: the value for one simple key field, ``f1:v1,f2:v2`` otherwise."""
+def check_keys(data: pa.Table, key_fields: Sequence[str]) -> None:
+    """``InvalidRecordsError`` naming the first row whose record key has a null or empty value."""
     check_columns(data, key_fields, "record key")
-    columns = [data.column(f).to_pylist() for f in key_fields]
-    complex_keys = len(key_fields) > 1 or key_generator == P.COMPLEX_KEY_GENERATOR
-    keys = []
-    for row, values in enumerate(zip(*columns, strict=True)):
-        if any(v is None or v == "" for v in values):
-            raise InvalidRecordsError(
-                f"record {row} has a null or empty record key ({', '.join(key_fields)})"
-            )
-        if complex_keys:
-            keys.append(",".join(f"{f}:{value_text(v)}" for f, v in zip(key_fields, values, strict=True)))
-        else:
-            keys.append(value_text(values[0]))
-    return keys
+    missing = None
+    for field in key_fields:
+        column = data.column(field)
+        if pa.types.is_dictionary(column.type):
+            column = column.cast(column.type.value_type)
+        bad = pc.is_null(column)
+        kind = column.type
+        if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind):
+            bad = pc.or_kleene(bad, pc.equal(column, ""))
+        missing = bad if missing is None else pc.or_kleene(missing, bad)
+    if missing is not None and pc.any(missing).as_py():
+        row = pc.index(missing, True).as_py()
+        raise InvalidRecordsError(f"record {row} has a null or empty record key ({', '.join(key_fields)})")
 
 
-def partition_paths(data: pa.Table, scheme: PartitionScheme) -> list[str]:
+def record_keys(data: pa.Table, key_fields: Sequence[str], key_generator: str) -> pa.Array:
+    """Hudi's record keys, one string per row: the value for one simple key field,
+    ``f1:v1,f2:v2`` otherwise (values spelled by ``value_text``), computed over whole columns."""
+    check_keys(data, key_fields)
+    texts = [value_texts(data.column(f)) for f in key_fields]
+    if len(key_fields) == 1 and key_generator != P.COMPLEX_KEY_GENERATOR:
+        return texts[0]
+    parts: list[Any] = []
+    for index, (field, text) in enumerate(zip(key_fields, texts, strict=True)):
+        parts.extend([("," if index else "") + f"{field}:", text])
+    joined: pa.Array = pc.binary_join_element_wise(*parts, "")
+    return joined
+
+
+@dataclass(frozen=True)
+class PartitionedRows:
+    """Which partition each row goes to: ``paths[codes[row]]``."""
+
+    codes: np.ndarray  # int64, one per row
+    paths: list[str]
+
+    def groups(self) -> dict[str, np.ndarray]:
+        """The rows of each partition that has any, ascending."""
+        narrow = self.codes.astype(np.uint16) if len(self.paths) <= 2**16 else self.codes
+        order = np.argsort(narrow, kind="stable")  # a radix sort for 16-bit codes
+        counts = np.bincount(self.codes, minlength=len(self.paths))
+        parts = np.split(order, np.cumsum(counts)[:-1])
+        return {path: rows for path, rows in zip(self.paths, parts, strict=True) if len(rows)}
+
+    def take(self, rows: np.ndarray) -> PartitionedRows:
+        return PartitionedRows(self.codes[rows], self.paths)
+
+
+def partition_rows(data: pa.Table, scheme: PartitionScheme) -> PartitionedRows:
+    """Each row's partition path, computed once per distinct partition (with Hudi's escaping
+    and the checks of ``PartitionScheme.path_of``), never once per row."""
     if not scheme.fields:
-        return [""] * data.num_rows
+        return PartitionedRows(np.zeros(data.num_rows, np.int64), [""])
     check_columns(data, scheme.fields, "partition")
-    columns = [data.column(f).to_pylist() for f in scheme.fields]
-    cache: dict[tuple[object, ...], str] = {}
-    out = []
-    for values in zip(*columns, strict=True):
-        path = cache.get(values)
-        if path is None:
-            path = cache[values] = scheme.path_of(values)
-        out.append(path)
-    return out
+    encoded = [pc.dictionary_encode(pc.fill_null(value_texts(data.column(f)), "")) for f in scheme.fields]
+    texts = [e.dictionary.to_pylist() for e in encoded]
+    indices = [e.indices.to_numpy(zero_copy_only=False).astype(np.int64) for e in encoded]
+    if len(encoded) == 1:
+        codes, combos = indices[0], [[text] for text in texts[0]]
+    else:
+        combined = indices[0]
+        for values, more in zip(texts[1:], indices[1:], strict=True):
+            if int(combined.max(initial=0)) >= 2**62 // max(1, len(values)):
+                combined = np.unique(combined, return_inverse=True)[1].reshape(-1)  # dense again
+            combined = combined * len(values) + more
+        _, first, codes = np.unique(combined, return_index=True, return_inverse=True)
+        combos = [[texts[f][indices[f][row]] for f in range(len(encoded))] for row in first]
+    found = [scheme.path_of_texts(combo) for combo in combos]
+    paths = sorted(set(found))
+    position = {path: index for index, path in enumerate(paths)}
+    remap = np.array([position[path] for path in found], np.int64)
+    return PartitionedRows(remap[codes.reshape(-1)] if found else np.zeros(0, np.int64), paths)
 
 
 def record_key_array(data: pa.Table, key_fields: Sequence[str], complex_keys: bool) -> pa.Array:
@@ -159,21 +205,23 @@ def conform(data: pa.Table, schema: pa.Schema | None) -> pa.Table:
         raise SchemaMismatchError(f"input does not fit the table schema: {exc}") from exc
 
 
-def latest_per_key(keys: list[str], precombine: pa.Array | None) -> list[int]:
-    """Row indices to keep when a batch holds one key several times: the greatest precombine value
-    wins, the later row on a tie (Hudi's default combine before upsert)."""
-    best: dict[str, int] = {}
-    values = precombine.to_pylist() if precombine is not None else None
-    for row, key in enumerate(keys):
-        kept = best.get(key)
-        if kept is None or values is None:
-            best[key] = row
-            continue
-        new, old = values[row], values[kept]
-        if old is None or (new is not None and new >= old):
-            best[key] = row
-    return sorted(best.values())
-
-
-def take(data: pa.Table, rows: Sequence[int]) -> pa.Table:
-    return data.take(pa.array(rows, pa.int64())) if len(rows) != data.num_rows else data
+def latest_per_key(partitions: np.ndarray, keys: pa.Array, precombine: pa.ChunkedArray | None) -> np.ndarray:
+    """Row indices (ascending) to keep when a batch holds one (partition, key) several times:
+    the greatest precombine value wins, a null the least, the later row on a tie (Hudi's
+    default combine before upsert). One sort of the batch, no loop over rows."""
+    rows = np.arange(len(keys), dtype=np.int64)
+    columns = {"partition": partitions, "key": keys}
+    if precombine is not None:
+        columns["has_precombine"] = pc.is_valid(precombine)  # a null ranks below any value
+        columns["precombine"] = precombine
+    columns["row"] = rows
+    ranked = pa.table(columns).sort_by([(name, "ascending") for name in columns])
+    if ranked.num_rows < 2:
+        return rows
+    part, key = ranked.column("partition"), ranked.column("key")
+    same_as_next = pc.and_(
+        pc.equal(part.slice(0, len(part) - 1), part.slice(1)),
+        pc.equal(key.slice(0, len(key) - 1), key.slice(1)),
+    )
+    last = np.append(~same_as_next.to_numpy(), True)
+    return np.sort(ranked.column("row").to_numpy()[last])

@@ -13,12 +13,15 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Final, Literal, TypeAlias, get_args
+from typing import Any, Final, Literal, TypeAlias, get_args
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -30,20 +33,21 @@ from fedcore.exceptions import InvalidRecordsError
 from fedcore.filenames import base_file_name, new_file_id
 from fedcore.handle import TableHandle
 from fedcore.io.filesystems import open_sized
-from fedcore.io.parquet import read_parquet
+from fedcore.io.parquet import open_parquet, read_parquet
 from fedcore.metadata.file_index import PartitionFiles
 from fedcore.metadata.table import ADD, REPLACE, Op
 from fedcore.records import (
+    COMMIT_SEQNO,
     FILE_NAME,
     META_COLUMNS,
     RECORD_KEY,
     WriteInput,
     check_columns,
+    check_keys,
     conform,
     latest_per_key,
-    partition_paths,
+    partition_rows,
     record_keys,
-    take,
     to_arrow_table,
 )
 from fedcore.services import run_table_services
@@ -59,6 +63,9 @@ INSERT_OVERWRITE: Final = "insert_overwrite"
 OPERATIONS: Final[tuple[Operation, ...]] = get_args(Operation)
 _IO_THREADS: Final = 8
 
+_NO_ROWS: Final = np.empty(0, np.int64)
+_UNIQUE_META_COLUMNS: Final = frozenset({COMMIT_SEQNO, RECORD_KEY})
+
 #: Called as (files done, files to write) while a write runs.
 Progress = Callable[[int, int], None]
 
@@ -71,9 +78,13 @@ class FileGroupWrite:
     file_id: str
     base: tuple[str, str] | None = None  # (base instant, file name) of the version replaced
     base_size: int | None = None
-    rows: list[int] = field(default_factory=list)  # input rows written into it
-    updated_keys: set[str] = field(default_factory=set)
-    deleted_keys: set[str] = field(default_factory=set)
+    rows: np.ndarray = field(default_factory=lambda: _NO_ROWS)  # input rows written into it
+    updates: int = 0  # of ``rows``, those replacing a record of the base file
+    deletes: int = 0
+    #: Keys whose records in the base file the new version leaves out (updated or deleted).
+    removed_keys: pa.Array | None = None
+    #: The base file's record keys, when the key lookup has read them already.
+    base_keys: pa.ChunkedArray | None = None
 
 
 @dataclass(frozen=True)
@@ -192,19 +203,17 @@ class WriteClient:
         else:
             data = conform(data, schema)
             schema = data.schema
-        keys = record_keys(data, config.record_key_fields, config.get(P.KEY_GENERATOR_CLASS, ""))
-        partitions = partition_paths(data, self.table.partition_scheme)
+        partitions = partition_rows(data, self.table.partition_scheme)
+        keys = None  # inserts spell their keys per file group, in the writing threads
+        check_keys(data, config.record_key_fields)
         if operation != INSERT and operation != BULK_INSERT:
+            keys = self._record_keys(data)
             precombine = config.precombine_field
             column = data.column(precombine) if precombine and precombine in data.column_names else None
-            kept = latest_per_key([f"{p}\0{k}" for p, k in zip(partitions, keys, strict=True)], column)
+            kept = latest_per_key(partitions.codes, keys, column)
             if len(kept) != data.num_rows:
-                data = take(data, kept)
-                keys = [keys[i] for i in kept]
-                partitions = [partitions[i] for i in kept]
-        by_partition: dict[str, list[int]] = {}
-        for row, partition in enumerate(partitions):
-            by_partition.setdefault(partition, []).append(row)
+                data, keys, partitions = data.take(kept), keys.take(kept), partitions.take(kept)
+        by_partition = partitions.groups()
 
         action = REPLACE_COMMIT if operation == INSERT_OVERWRITE else COMMIT
         with Transaction(self.table, action, self._hook) as transaction:
@@ -220,8 +229,8 @@ class WriteClient:
         operation: str,
         data: pa.Table,
         schema: pa.Schema | None,
-        keys: list[str],
-        by_partition: dict[str, list[int]],
+        keys: pa.Array | None,
+        by_partition: dict[str, np.ndarray],
     ) -> CommitMetadata:
         current = self.table.file_index_at(timeline).files(by_partition) if by_partition else {}
         record_size = self._record_size(timeline)
@@ -247,8 +256,14 @@ class WriteClient:
             self._write_partition_metadata(partition, transaction.time)
         # Files go to many prefixes (often many buckets): write them in parallel.
         with ThreadPoolExecutor(_IO_THREADS) as pool:
+            parquet = self._parquet_options(record_size)
+            # Reading and uploading overlap freely; building and encoding files is CPU work,
+            # so no more files are encoded at once than there are cores (more only contend).
+            encoding = threading.BoundedSemaphore(os.cpu_count() or 1)
             futures = [
-                pool.submit(self._write_group, transaction, index, group, data, keys, schema)
+                pool.submit(
+                    self._write_group, transaction, index, group, data, keys, schema, parquet, encoding
+                )
                 for index, group in enumerate(plan)
             ]
             for done, future in enumerate(futures, start=1):
@@ -278,41 +293,48 @@ class WriteClient:
         self,
         operation: str,
         partition: str,
-        rows: list[int],
-        keys: list[str],
+        rows: np.ndarray,
+        keys: pa.Array | None,
         files: PartitionFiles,
         slices: dict[str, tuple[str, str]],
         record_size: int,
     ) -> list[FileGroupWrite]:
         groups: dict[str, FileGroupWrite] = {}
         inserts = rows
-        if operation in (UPSERT, DELETE):
-            location = self._key_index(partition, slices, files)
-            inserts = []
-            for row in rows:
-                file_id = location.get(keys[row])
-                if file_id is None:
-                    if operation == UPSERT:
-                        inserts.append(row)
-                    continue
-                group = groups.get(file_id)
-                if group is None:
-                    base = slices[file_id]
-                    group = groups[file_id] = FileGroupWrite(partition, file_id, base, files.files[base[1]])
+        keys_by_file: dict[str, pa.ChunkedArray] = {}
+        if keys is not None and operation in (UPSERT, DELETE):
+            index_keys, owners, file_ids, keys_by_file = self._key_index(partition, slices, files)
+            row_keys = keys.take(rows)
+            # Hash the batch's keys (the small side), probe the partition's keys with them,
+            # then look the batch up among the keys found only.
+            present = np.flatnonzero(pc.is_in(index_keys, value_set=row_keys).to_numpy(zero_copy_only=False))
+            found = pc.index_in(row_keys, value_set=index_keys.take(present))
+            hit = pc.is_valid(found).to_numpy(zero_copy_only=False)
+            owner = owners[present][found.fill_null(0).to_numpy()][hit] if len(present) else present
+            hit_rows = rows[hit]
+            inserts = rows[~hit] if operation == UPSERT else _NO_ROWS
+            order = np.argsort(owner, kind="stable")
+            starts = np.flatnonzero(np.diff(owner[order], prepend=-1))
+            split = np.split(hit_rows[order], starts[1:]) if len(starts) else []
+            for first, group_rows in zip(starts, split, strict=True):
+                file_id = file_ids[owner[order][first]]
+                base = slices[file_id]
+                matched = groups[file_id] = FileGroupWrite(partition, file_id, base, files.files[base[1]])
+                matched.base_keys = keys_by_file[file_id]
+                matched.removed_keys = keys.take(group_rows)
                 if operation == UPSERT:
-                    group.rows.append(row)
-                    group.updated_keys.add(keys[row])
+                    matched.rows, matched.updates = group_rows, len(group_rows)
                 else:
-                    group.deleted_keys.add(keys[row])
-        if not inserts:
+                    matched.deletes = len(group_rows)
+        if not len(inserts):
             return list(groups.values())
         # Inserts fill small file groups first (Hudi's file sizing), then open new ones.
         max_size = P.MAX_FILE_SIZE.of(self.options)
         small_limit = P.SMALL_FILE_LIMIT.of(self.options)
-        remaining = list(inserts)
+        remaining = inserts
         for file_id, (instant, name) in sorted(slices.items(), key=lambda item: files.files[item[1][1]]):
             size = files.files[name]
-            if not remaining or size >= small_limit:
+            if not len(remaining) or size >= small_limit:
                 continue
             capacity = max(0, (max_size - size) // record_size)
             if capacity == 0:
@@ -320,11 +342,12 @@ class WriteClient:
             group = groups.get(file_id)
             if group is None:
                 group = groups[file_id] = FileGroupWrite(partition, file_id, (instant, name), size)
-            group.rows.extend(remaining[:capacity])
+                group.base_keys = keys_by_file.get(file_id)
+            group.rows = np.concatenate([group.rows, remaining[:capacity]])
             remaining = remaining[capacity:]
         return [*groups.values(), *self._new_groups(partition, remaining, record_size)]
 
-    def _new_groups(self, partition: str, rows: list[int], record_size: int) -> list[FileGroupWrite]:
+    def _new_groups(self, partition: str, rows: np.ndarray, record_size: int) -> list[FileGroupWrite]:
         per_file = max(1, P.MAX_FILE_SIZE.of(self.options) // record_size)
         return [
             FileGroupWrite(partition, new_file_id(), rows=rows[start : start + per_file])
@@ -333,22 +356,35 @@ class WriteClient:
 
     def _key_index(
         self, partition: str, slices: dict[str, tuple[str, str]], files: PartitionFiles
-    ) -> dict[str, str]:
-        """record key -> file id for one partition, from the keys column of its latest base files."""
+    ) -> tuple[pa.ChunkedArray, np.ndarray, list[str], dict[str, pa.ChunkedArray]]:
+        """The keys of a partition's latest base files, for each the position of its file
+        group in the file ids returned (a key in several files, inserted twice, is the
+        last's), and each file group's keys (its rewrite need not decode them again)."""
 
-        def keys_of(name: str) -> list[str]:
+        def keys_of(name: str) -> pa.ChunkedArray:
             path = f"{partition}/{name}" if partition else name
             fs = self.table.fs
             with fs.errors(path), open_sized(fs, path, files.files[name]) as handle:
-                keys: list[str] = read_parquet(handle, [RECORD_KEY]).column(0).to_pylist()
-                return keys
+                return read_parquet(handle, [RECORD_KEY]).column(0)
 
-        location: dict[str, str] = {}
+        file_ids = list(reversed(slices))  # the first occurrence of a key is what index_in finds
         with ThreadPoolExecutor(_IO_THREADS) as pool:
-            names = [name for _, name in slices.values()]
-            for file_id, keys in zip(slices, pool.map(keys_of, names), strict=True):
-                location.update(dict.fromkeys(keys, file_id))
-        return location
+            found = list(pool.map(keys_of, [slices[file_id][1] for file_id in file_ids]))
+        owners = np.repeat(np.arange(len(found), dtype=np.int64), [len(keys) for keys in found])
+        keys = pa.chunked_array([chunk for keys in found for chunk in keys.chunks], pa.string())
+        return keys, owners, file_ids, dict(zip(file_ids, found, strict=True))
+
+    def _record_keys(self, data: pa.Table) -> pa.Array:
+        config = self.table.config
+        return record_keys(data, config.record_key_fields, config.get(P.KEY_GENERATOR_CLASS, ""))
+
+    def _parquet_options(self, record_size: int) -> dict[str, Any]:
+        """pyarrow's settings for base files, from Hudi's keys."""
+        return {
+            "compression": P.PARQUET_COMPRESSION_CODEC.of(self.options),
+            "row_group_size": max(1, P.PARQUET_BLOCK_SIZE.of(self.options) // record_size),
+            "data_page_size": P.PARQUET_PAGE_SIZE.of(self.options),
+        }
 
     def _record_size(self, timeline: Timeline) -> int:
         """Bytes per record, from the latest commit that wrote any (Hudi's estimate)."""
@@ -368,38 +404,82 @@ class WriteClient:
         index: int,
         group: FileGroupWrite,
         data: pa.Table,
-        keys: list[str],
+        keys: pa.Array | None,
         schema: pa.Schema | None,
+        parquet: dict[str, Any],
+        encoding: threading.BoundedSemaphore,
     ) -> WriteStat:
         instant = transaction.time
         name = base_file_name(group.file_id, f"{index}-1-0", instant)
         relative = f"{group.partition}/{name}" if group.partition else name
-        new_rows = take(data, group.rows) if group.rows else data.slice(0, 0)
-        if schema is not None and group.rows:
-            new_rows = new_rows.select(schema.names)
-        n = len(group.rows)
-        fresh = pa.Table.from_arrays(
-            [
-                pa.array([instant] * n, pa.string()),
-                pa.array([f"{instant}_{index}_{i}" for i in range(n)], pa.string()),
-                pa.array([keys[row] for row in group.rows], pa.string()),
-                pa.array([group.partition] * n, pa.string()),
-                pa.array([name] * n, pa.string()),
-                *new_rows.columns,
-            ],
-            names=[*META_COLUMNS, *new_rows.column_names],
-        )
-        kept = 0
+        base = None
         if group.base is not None:
             base_path = f"{group.partition}/{group.base[1]}" if group.partition else group.base[1]
             fs = self.table.fs
             with fs.errors(base_path), open_sized(fs, base_path, group.base_size) as handle:
-                old = read_parquet(handle)
-            gone = pa.array(sorted(group.updated_keys | group.deleted_keys), pa.string())
-            old = old.filter(pc.invert(pc.is_in(old.column(RECORD_KEY), value_set=gone)))
+                base = handle.read()
+        with encoding:
+            payload, rows_written = self._encode_group(
+                instant, index, name, group, data, keys, schema, base, parquet
+            )
+        transaction.write_file(relative, payload, "MERGE" if group.base else "CREATE")
+        updates = group.updates
+        return WriteStat(
+            file_id=group.file_id,
+            path=relative,
+            partition_path=group.partition,
+            prev_commit=group.base[0] if group.base else "null",
+            num_writes=rows_written,
+            num_inserts=len(group.rows) - updates,
+            num_update_writes=updates,
+            num_deletes=group.deletes,
+            total_write_bytes=len(payload),
+            file_size=len(payload),
+        )
+
+    def _encode_group(
+        self,
+        instant: str,
+        index: int,
+        name: str,
+        group: FileGroupWrite,
+        data: pa.Table,
+        keys: pa.Array | None,
+        schema: pa.Schema | None,
+        base: bytes | None,
+        parquet: dict[str, Any],
+    ) -> tuple[bytes, int]:
+        """A file group's new base file: the base file's records that stay, then the new ones."""
+        n = len(group.rows)
+        new_rows = data.take(group.rows) if n else data.slice(0, 0)
+        if schema is not None and n:
+            new_rows = new_rows.select(schema.names)
+        sequence = pc.cast(pa.array(np.arange(n, dtype=np.int64)), pa.string())
+        fresh = pa.Table.from_arrays(
+            [
+                pa.repeat(pa.scalar(instant), n),
+                pc.binary_join_element_wise(f"{instant}_{index}_", sequence, ""),
+                self._record_keys(new_rows) if keys is None else keys.take(group.rows),
+                pa.repeat(pa.scalar(group.partition), n),
+                pa.repeat(pa.scalar(name), n),
+                *new_rows.columns,
+            ],
+            names=[*META_COLUMNS, *new_rows.column_names],
+        )
+        if base is not None:
+            stored = open_parquet(io.BytesIO(base))
+            names = stored.schema_arrow.names
+            if group.base_keys is None:
+                old = stored.read(use_threads=False)
+            else:  # read already: decode the rest only
+                old = stored.read(columns=[c for c in names if c != RECORD_KEY], use_threads=False)
+                old = old.add_column(names.index(RECORD_KEY), RECORD_KEY, group.base_keys)
+            if group.removed_keys is not None:
+                gone = pc.is_in(old.column(RECORD_KEY), value_set=group.removed_keys)
+                old = old.filter(pc.invert(gone))
             kept = old.num_rows
             old = old.set_column(
-                old.schema.get_field_index(FILE_NAME), FILE_NAME, pa.array([name] * kept, pa.string())
+                old.schema.get_field_index(FILE_NAME), FILE_NAME, pa.repeat(pa.scalar(name), kept)
             )
             fresh = pa.concat_tables([old.select(fresh.column_names).cast(fresh.schema), fresh]) if n else old
         all_keys = fresh.column(RECORD_KEY)
@@ -410,22 +490,19 @@ class WriteClient:
                 b"hoodie_max_record_key": str(pc.max(all_keys).as_py()).encode(),
             }
         sink = io.BytesIO()
-        pq.write_table(fresh.replace_schema_metadata(footer), sink, compression="snappy")
-        payload = sink.getvalue()
-        transaction.write_file(relative, payload, "MERGE" if group.base else "CREATE")
-        updates = len(group.updated_keys)
-        return WriteStat(
-            file_id=group.file_id,
-            path=relative,
-            partition_path=group.partition,
-            prev_commit=group.base[0] if group.base else "null",
-            num_writes=fresh.num_rows,
-            num_inserts=n - updates,
-            num_update_writes=updates,
-            num_deletes=len(group.deleted_keys),
-            total_write_bytes=len(payload),
-            file_size=len(payload),
+        # Record keys and sequence numbers are unique per file: a dictionary would only be
+        # built to be dropped. Every other column may repeat (the other meta columns do).
+        # Min/max statistics of the sequence numbers, which no reader filters on, would take
+        # a third of the encoding time; every other column has them, as in Hudi's files.
+        names = fresh.column_names
+        pq.write_table(
+            fresh.replace_schema_metadata(footer),
+            sink,
+            use_dictionary=[c for c in names if c not in _UNIQUE_META_COLUMNS],
+            write_statistics=[c for c in names if c != COMMIT_SEQNO],
+            **parquet,
         )
+        return sink.getvalue(), fresh.num_rows
 
     def _write_partition_metadata(self, partition: str, instant: str) -> None:
         path = f"{partition}/{P.PARTITION_METADATA_FILE}" if partition else P.PARTITION_METADATA_FILE
@@ -446,9 +523,9 @@ def _plan_json(plan: Iterable[FileGroupWrite], operation: str) -> bytes:
             {
                 "fileId": group.file_id,
                 "prevCommit": group.base[0] if group.base else "null",
-                "numInserts": len(group.rows) - len(group.updated_keys),
-                "numUpdateWrites": len(group.updated_keys),
-                "numDeletes": len(group.deleted_keys),
+                "numInserts": len(group.rows) - group.updates,
+                "numUpdateWrites": group.updates,
+                "numDeletes": group.deletes,
             }
         )
     return json.dumps(

@@ -1,0 +1,325 @@
+"""The write path against what pyarrow alone does with the same rows.
+
+Rows: ``id`` int64 (the record key), ``p`` (8 partitions), ``ts`` int64 (precombine),
+``v`` double, ``s`` string. Each case is timed in this one run, beside its baseline:
+
+- bulk insert into a new object-store-layout table, against
+  ``pyarrow.parquet.write_to_dataset(partition_cols=["p"])`` of the same rows with the
+  same codec (what a user writing a Hive-layout table does);
+- upsert of 1% and of 10% of the rows (updates spread over every file group), against
+  the floor of copy-on-write: pyarrow reading every touched base file and writing it
+  back, with the same threads;
+- insert of new keys into file groups still below the small-file limit, against pyarrow
+  reading those files and writing them back with the new rows added.
+
+Local files and S3 on loopback (moto, fewer rows: moto stores at a few hundred MB/s). The
+peak memory of a bulk insert and of ``write_to_dataset`` is measured in a process of its
+own (Arrow's allocator peak and the process's peak RSS).
+
+Run: ``python benchmarks/write_path.py [--rows 4000000] [--s3-rows 1000000] [--plot PNG]``
+(needs ``fedcore[test]``), or ``tox -e bench``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import math
+import multiprocessing
+import resource
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from tqdm import tqdm
+
+from fedcore import properties as P
+from fedcore.io.filesystems import StorageOptions, filesystem_for
+from fedcore.table import Table, create_table
+from fedcore.testing import LoopbackS3
+
+PARTITIONS = 8
+CODEC = "snappy"  # fedcore's default hoodie.parquet.compression.codec
+THREADS = 8
+REPEATS = 2
+
+
+def rows_of(n: int, start: int = 0, seed: int = 7) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    ids = np.arange(start, start + n, dtype=np.int64)
+    names = pa.array([f"name-{i}" for i in range(1000)], pa.string())
+    return pa.table(
+        {
+            "id": ids,
+            "p": pc.binary_join_element_wise("p", pc.cast(pa.array(ids % PARTITIONS), pa.string()), ""),
+            "ts": np.ones(n, np.int64),
+            "v": rng.random(n),
+            "s": names.take(pa.array(ids % 1000)),
+        }
+    )
+
+
+def updates_of(n_table: int, fraction: float, seed: int = 11) -> pa.Table:
+    """``fraction`` of the keys, chosen uniformly (so every file group is touched), newer ts."""
+    rng = np.random.default_rng(seed)
+    chosen = np.sort(rng.choice(n_table, int(n_table * fraction), replace=False))
+    batch = rows_of(n_table).take(pa.array(chosen))
+    return batch.set_column(2, "ts", pa.array(np.full(len(chosen), 2, np.int64)))
+
+
+def with_meta_columns(data: pa.Table, instant: str = "20260101000000000") -> pa.Table:
+    """The rows with Hudi's five meta columns, computed by pyarrow: what a Hudi file holds
+    beyond the data, whoever writes it (the format's own cost, for a second baseline)."""
+    n = data.num_rows
+    sequence = pc.binary_join_element_wise(f"{instant}_0_", pc.cast(pa.array(np.arange(n)), pa.string()), "")
+    meta = {
+        "_hoodie_commit_time": pa.repeat(pa.scalar(instant), n),
+        "_hoodie_commit_seqno": sequence,
+        "_hoodie_record_key": pc.cast(data.column("id"), pa.string()),
+        "_hoodie_partition_path": pc.binary_join_element_wise("p=", data.column("p"), ""),
+        "_hoodie_file_name": pa.repeat(pa.scalar("00000000-0000-0000-0000-000000000000-0_0-1-0.parquet"), n),
+    }
+    return pa.table({**meta, **{name: data.column(name) for name in data.column_names}})
+
+
+@dataclass
+class Place:
+    """Where a run writes: a local folder or buckets on loopback S3."""
+
+    root: str
+    options: StorageOptions | None
+
+    def table(self, name: str, **properties: str) -> Table:
+        return create_table(
+            f"{self.root}/tables/{name}",
+            name=name,
+            record_key_fields=["id"],
+            partition_fields=["p"],
+            precombine_field="ts",
+            properties={
+                P.STORAGE_STRATEGY_CLASS: "object_store",
+                P.STORAGE_PATH: f"{self.root}/storage",
+                **properties,
+            },
+            storage_options=self.options,
+        )
+
+
+def timed(action: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    action()
+    return time.perf_counter() - start
+
+
+def same_settings(names: list[str]) -> dict[str, Any]:
+    """The Parquet settings of fedcore's writer, so a floor does no more work than it must:
+    no dictionary for the unique key and sequence-number columns, no statistics for the latter."""
+    return {
+        "compression": CODEC,
+        "use_dictionary": [c for c in names if c not in ("_hoodie_commit_seqno", "_hoodie_record_key")],
+        "write_statistics": [c for c in names if c != "_hoodie_commit_seqno"],
+    }
+
+
+def rewrite_floor(table: Table, place: Place, extra: pa.Table | None = None) -> float:
+    """pyarrow alone: read each latest base file whole and write it back (with ``extra``:
+    only the smallest of each partition, with ``extra``'s rows of that partition added),
+    with as many threads as the writer uses."""
+    fs = filesystem_for(place.root, place.options)
+    by_partition: dict[str, list[Any]] = {}
+    for piece in table.file_slices():
+        by_partition.setdefault(piece.partition_path, []).append(piece)
+    added: dict[str, pa.Table] = {}
+    if extra is not None:
+        for partition in by_partition:
+            rows = extra.filter(pc.equal(extra.column("p"), partition.split("=")[-1]))
+            added[partition] = with_meta_columns(rows)  # a Hudi file's new rows carry them too
+
+    def one(piece: Any, more: pa.Table | None) -> None:
+        data = pq.read_table(pa.BufferReader(table.fs.cat_file(piece.path)))
+        if more is not None:
+            data = pa.concat_tables([data, more.select(data.column_names).cast(data.schema)])
+        sink = io.BytesIO()
+        pq.write_table(data, sink, **same_settings(data.column_names))
+        fs.pipe_file(f"{place.root}/floor/{piece.file_id}.parquet", sink.getvalue())
+
+    def run() -> None:
+        with ThreadPoolExecutor(THREADS) as pool:
+            jobs = []
+            for partition, pieces in by_partition.items():
+                for index, piece in enumerate(sorted(pieces, key=lambda s: s.size)):
+                    if extra is None:
+                        jobs.append(pool.submit(one, piece, None))
+                    elif index == 0:  # inserts rewrite only the file groups they go to
+                        jobs.append(pool.submit(one, piece, added[partition]))
+            for job in jobs:
+                job.result()
+
+    return timed(run)
+
+
+def best(action: Callable[[int], Any], repeats: int = REPEATS) -> float:
+    """The fastest of ``repeats`` runs of ``action(attempt)`` (timing here swings by tens of %)."""
+    return min(timed(partial(action, attempt)) for attempt in range(repeats))
+
+
+def cases(place: Place, n: int, progress: tqdm) -> dict[str, tuple[float, float, int]]:
+    """case -> (fedcore seconds, baseline seconds, rows written by the operation); each side
+    the best of ``REPEATS`` runs on fresh tables or fresh batches."""
+    results: dict[str, tuple[float, float, int]] = {}
+    data = rows_of(n)
+    fs = filesystem_for(place.root, place.options)
+
+    def dataset(rows: pa.Table, name: str) -> None:
+        root = fs._strip_protocol(f"{place.root}/{name}")
+        pq.write_to_dataset(rows, root, partition_cols=["p"], filesystem=fs, compression=CODEC)
+
+    tables = [place.table(f"bulk{attempt}") for attempt in range(REPEATS)]
+    ours = best(lambda attempt: tables[attempt].bulk_insert(data))
+    results["bulk insert vs write_to_dataset"] = (ours, best(lambda a: dataset(data, f"hive{a}")), n)
+    meta = best(lambda a: dataset(with_meta_columns(data), f"hive-meta{a}"))
+    results["bulk insert vs write_to_dataset + meta columns"] = (ours, meta, n)
+    progress.update()
+    table = tables[0]
+    for fraction in (0.01, 0.10):
+        batches = [updates_of(n, fraction, seed=attempt) for attempt in range(REPEATS)]
+        floor = best(lambda attempt: rewrite_floor(table, place))
+        ours = best(partial(_upsert, table, batches))
+        results[f"upsert {fraction:.0%} vs read+rewrite"] = (ours, floor, len(batches[0]))
+        progress.update()
+
+    smalls = [place.table(f"small{attempt}") for attempt in range(REPEATS)]
+    for small in smalls:
+        small.bulk_insert(rows_of(n // 4))  # one file group per partition, below the small-file limit
+    extra = rows_of(n // 4, start=n)
+    floor = best(lambda attempt: rewrite_floor(smalls[attempt], place, extra))
+    ours = best(lambda attempt: smalls[attempt].insert(extra))
+    results["insert into small file groups vs read+rewrite"] = (ours, floor, len(extra))
+    absent = rows_of(1, start=10 * n)
+    # What every commit costs whatever its size (timeline, metadata-table delta, commit,
+    # table services): a delete of a key the table lacks changes no file. No baseline.
+    results["(fixed cost: a commit changing no file)"] = (
+        best(lambda attempt: table.delete(absent)),
+        math.nan,
+        0,
+    )
+    progress.update()
+    return results
+
+
+def _upsert(table: Table, batches: list[pa.Table], attempt: int) -> None:
+    table.upsert(batches[attempt])
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * resource.getpagesize()
+
+
+def _peak(kind: str, n: int, root: str, queue: Any) -> None:
+    data = rows_of(n)
+    place = Place(root, None)
+    before, peak, running = _rss(), [0], [True]
+
+    def sample() -> None:  # the process's resident memory, every 5 ms
+        while running[0]:
+            peak[0] = max(peak[0], _rss())
+            time.sleep(0.005)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    if kind == "fedcore":
+        place.table("peak").bulk_insert(data)
+    else:
+        pq.write_to_dataset(data, f"{root}/peak-hive", partition_cols=["p"], compression=CODEC)
+    running[0] = False
+    sampler.join()
+    queue.put((pa.default_memory_pool().max_memory(), max(peak[0], _rss()) - before))
+
+
+def peak_memory(kind: str, n: int) -> tuple[int, int]:
+    """(Arrow allocator peak, growth of resident memory) in bytes while one bulk write of
+    ``n`` rows (already in memory) runs, in a fresh process."""
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    with tempfile.TemporaryDirectory() as root:
+        process = context.Process(target=_peak, args=(kind, n, root, queue))
+        process.start()
+        arrow, rss = queue.get()
+        process.join()
+    return arrow, rss
+
+
+def main(n: int, s3_n: int) -> dict[str, dict[str, tuple[float, float, int]]]:
+    found: dict[str, dict[str, tuple[float, float, int]]] = {}
+    with tqdm(total=8, desc="write path cases", unit="case") as progress:
+        with tempfile.TemporaryDirectory() as root:
+            found[f"local files, {n:,} rows"] = cases(Place(root, None), n, progress)
+        if s3_n:
+            with LoopbackS3() as server:
+                bucket = server.create_bucket("write")
+                found[f"S3 (moto), {s3_n:,} rows"] = cases(
+                    Place(bucket, server.storage_options()), s3_n, progress
+                )
+    return found
+
+
+def report(found: dict[str, dict[str, tuple[float, float, int]]], memory: dict[str, tuple[int, int]]) -> None:
+    for place, results in found.items():
+        print(f"\n{place}")
+        print(f"{'':48} {'fedcore':>9} {'baseline':>9} {'ratio':>6} {'fedcore rows/s':>15}")
+        for name, (ours, base, rows) in results.items():
+            if math.isnan(base):
+                print(f"{name:48} {ours:>8.2f}s {'-':>9} {'-':>6}")
+            else:
+                print(f"{name:48} {ours:>8.2f}s {base:>8.2f}s {ours / base:>5.2f}x {rows / ours:>15,.0f}")
+    if memory:
+        print("\nmemory of one bulk write, its input already in memory (fresh process)")
+        for name, (arrow, rss) in memory.items():
+            print(
+                f"{name:48} Arrow peak {arrow / 2**20:>6,.0f} MiB   resident growth {rss / 2**20:>6,.0f} MiB"
+            )
+
+
+def plot(found: dict[str, dict[str, tuple[float, float, int]]], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(found), figsize=(7 * len(found), 3.6), sharey=True, squeeze=False)
+    for ax, (place, results) in zip(axes[0], found.items(), strict=True):
+        names = [name for name in results if not math.isnan(results[name][1])]
+        ax.barh(names, [results[n][0] / results[n][1] for n in names], color="tab:blue")
+        ax.axvline(1.5, color="tab:red", linestyle="--", label="goal: 1.5x")
+        ax.set_xlabel("fedcore time / baseline time")
+        ax.set_title(place)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"plot written to {path}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=4_000_000)
+    parser.add_argument("--s3-rows", type=int, default=1_000_000, help="0: leave S3 out")
+    parser.add_argument("--plot", metavar="PNG")
+    args = parser.parse_args()
+    results = main(args.rows, args.s3_rows)
+    memory = {
+        "fedcore bulk_insert": peak_memory("fedcore", args.rows),
+        "pyarrow write_to_dataset": peak_memory("pyarrow", args.rows),
+    }
+    report(results, memory)
+    if args.plot:
+        plot(results, args.plot)
