@@ -50,7 +50,7 @@ from fedcore.testing import LoopbackS3
 PARTITIONS = 8
 CODEC = "snappy"  # fedcore's default hoodie.parquet.compression.codec
 THREADS = 8
-REPEATS = 2
+REPEATS = 3
 
 
 def rows_of(n: int, start: int = 0, seed: int = 7) -> pa.Table:

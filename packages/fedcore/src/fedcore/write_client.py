@@ -14,7 +14,6 @@ import contextlib
 import io
 import json
 import os
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -255,14 +254,14 @@ class WriteClient:
         for partition in sorted(by_partition.keys() - current.keys()):  # those in the index have it
             self._write_partition_metadata(partition, transaction.time)
         # Files go to many prefixes (often many buckets): write them in parallel.
-        with ThreadPoolExecutor(_IO_THREADS) as pool:
-            parquet = self._parquet_options(record_size)
-            # Reading and uploading overlap freely; building and encoding files is CPU work,
-            # so no more files are encoded at once than there are cores (more only contend).
-            encoding = threading.BoundedSemaphore(os.cpu_count() or 1)
+        # Reading and uploading overlap freely; building and encoding files is CPU work, done
+        # on one thread per core (more only contend, and each thread's allocator heap would
+        # hold on to memory of its own).
+        parquet = self._parquet_options(record_size)
+        with ThreadPoolExecutor(_IO_THREADS) as pool, ThreadPoolExecutor(os.cpu_count() or 1) as encoder:
             futures = [
                 pool.submit(
-                    self._write_group, transaction, index, group, data, keys, schema, parquet, encoding
+                    self._write_group, transaction, index, group, data, keys, schema, parquet, encoder
                 )
                 for index, group in enumerate(plan)
             ]
@@ -407,7 +406,7 @@ class WriteClient:
         keys: pa.Array | None,
         schema: pa.Schema | None,
         parquet: dict[str, Any],
-        encoding: threading.BoundedSemaphore,
+        encoder: ThreadPoolExecutor,
     ) -> WriteStat:
         instant = transaction.time
         name = base_file_name(group.file_id, f"{index}-1-0", instant)
@@ -418,10 +417,10 @@ class WriteClient:
             fs = self.table.fs
             with fs.errors(base_path), open_sized(fs, base_path, group.base_size) as handle:
                 base = handle.read()
-        with encoding:
-            payload, rows_written = self._encode_group(
-                instant, index, name, group, data, keys, schema, base, parquet
-            )
+        encoded = encoder.submit(
+            self._encode_group, instant, index, name, group, data, keys, schema, base, parquet
+        )
+        payload, rows_written = encoded.result()
         transaction.write_file(relative, payload, "MERGE" if group.base else "CREATE")
         updates = group.updates
         return WriteStat(
