@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
@@ -225,8 +226,23 @@ def _rss() -> int:
         return int(statm.read().split()[1]) * resource.getpagesize()
 
 
+STREAM_BATCH = 100_000
+
+
+def stream_of(n: int) -> pa.RecordBatchReader:
+    """The same rows as ``rows_of(n)``, made a batch at a time as they are read."""
+    schema = rows_of(1).schema
+    batches = (
+        batch
+        for start in range(0, n, STREAM_BATCH)
+        for batch in rows_of(min(STREAM_BATCH, n - start), start).to_batches()
+    )
+    return pa.RecordBatchReader.from_batches(schema, batches)
+
+
 def _peak(kind: str, n: int, root: str, queue: Any) -> None:
-    data = rows_of(n)
+    streamed = kind.endswith("stream")
+    data: Any = stream_of(n) if streamed else rows_of(n)
     place = Place(root, None)
     before, peak, running = _rss(), [0], [True]
 
@@ -237,10 +253,13 @@ def _peak(kind: str, n: int, root: str, queue: Any) -> None:
 
     sampler = threading.Thread(target=sample)
     sampler.start()
-    if kind == "fedcore":
+    if kind.startswith("fedcore"):
         place.table("peak").bulk_insert(data)
     else:
-        pq.write_to_dataset(data, f"{root}/peak-hive", partition_cols=["p"], compression=CODEC)
+        ds.write_dataset(
+            data, f"{root}/peak-hive", format="parquet", partitioning=["p"], partitioning_flavor="hive",
+            file_options=ds.ParquetFileFormat().make_write_options(compression=CODEC),
+        )  # fmt: skip
     running[0] = False
     sampler.join()
     queue.put((pa.default_memory_pool().max_memory(), max(peak[0], _rss()) - before))
@@ -248,7 +267,8 @@ def _peak(kind: str, n: int, root: str, queue: Any) -> None:
 
 def peak_memory(kind: str, n: int) -> tuple[int, int]:
     """(Arrow allocator peak, growth of resident memory) in bytes while one bulk write of
-    ``n`` rows (already in memory) runs, in a fresh process."""
+    ``n`` rows runs in a fresh process: rows already in memory, or (``*-stream``) made a
+    batch at a time as the writer reads them."""
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
     with tempfile.TemporaryDirectory() as root:
@@ -283,7 +303,7 @@ def report(found: dict[str, dict[str, tuple[float, float, int]]], memory: dict[s
             else:
                 print(f"{name:48} {ours:>8.2f}s {base:>8.2f}s {ours / base:>5.2f}x {rows / ours:>15,.0f}")
     if memory:
-        print("\nmemory of one bulk write, its input already in memory (fresh process)")
+        print("\nmemory of one bulk write (fresh process; a table: rows in memory before it starts)")
         for name, (arrow, rss) in memory.items():
             print(
                 f"{name:48} Arrow peak {arrow / 2**20:>6,.0f} MiB   resident growth {rss / 2**20:>6,.0f} MiB"
@@ -317,8 +337,10 @@ if __name__ == "__main__":
     args = parser.parse_args()
     results = main(args.rows, args.s3_rows)
     memory = {
-        "fedcore bulk_insert": peak_memory("fedcore", args.rows),
-        "pyarrow write_to_dataset": peak_memory("pyarrow", args.rows),
+        "fedcore bulk_insert, a table": peak_memory("fedcore", args.rows),
+        "pyarrow.dataset.write_dataset, a table": peak_memory("pyarrow", args.rows),
+        "fedcore bulk_insert, a stream of batches": peak_memory("fedcore-stream", args.rows),
+        "pyarrow.dataset.write_dataset, a stream": peak_memory("pyarrow-stream", args.rows),
     }
     report(results, memory)
     if args.plot:

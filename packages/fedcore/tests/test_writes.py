@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from fedcore import properties as P
+from fedcore import write_client
 from fedcore.exceptions import (
     ConfigError,
     InstantNotRetainedError,
@@ -347,3 +348,52 @@ def test_an_unknown_codec_is_refused_before_anything_is_written(backend: Backend
     with pytest.raises(ConfigError, match=r"hoodie\.parquet\.compression\.codec"):
         WriteClient(table, {P.PARQUET_COMPRESSION_CODEC: "lzo"})
     assert table.timeline().instants == ()
+
+
+def test_a_bulk_insert_streams_its_input_a_chunk_at_a_time(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A RecordBatchReader is read as the write goes: the first chunk's files are in storage
+    before the last batches are pulled, and the chunks commit as one instant."""
+    monkeypatch.setattr(write_client, "_STREAM_CHUNK_BYTES", 2_000)  # about 2 batches a chunk
+    table = make_table(backend)
+    batches = [trips(range(start, start + 25), ["us", "de"] * 12 + ["fr"]) for start in range(0, 250, 25)]
+    written_when_pulled: list[int] = []
+
+    def produce() -> Any:
+        for batch in batches:
+            written_when_pulled.append(len(physical_files(backend, backend.storage_path)))
+            yield from batch.to_batches()
+
+    reader = pa.RecordBatchReader.from_batches(batches[0].schema, produce())
+    result = WriteClient(table).bulk_insert(reader)
+    assert result.rows_written == result.inserted == 250
+    assert written_when_pulled[0] == 0, written_when_pulled
+    assert written_when_pulled[-1] > 0, "the first chunk was written before the last batch was read"
+    assert sorted(rows(table)) == list(range(250))
+    assert len([i for i in table.timeline() if i.action == "commit"]) == 1
+    data = table.read()
+    seqnos = data.column("_hoodie_commit_seqno").to_pylist()
+    assert len(set(seqnos)) == 250, "sequence numbers are unique across chunks"
+    assert len(set(data.column("_hoodie_file_name").to_pylist())) == result.files_written > 3
+
+
+def test_a_bad_record_late_in_a_stream_leaves_the_table_as_it_was(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(write_client, "_STREAM_CHUNK_BYTES", 2_000)
+    table = make_table(backend)
+    WriteClient(table).upsert(trips([1, 2]))
+    before, files = rows(table), physical_files(backend, backend.storage_path)
+    good = [trips(range(start, start + 25)) for start in range(100, 300, 25)]
+    bad = pa.table(
+        {**{n: good[0].column(n) for n in good[0].column_names}, "trip_id": pa.nulls(25, pa.int64())}
+    )
+    reader = pa.RecordBatchReader.from_batches(
+        good[0].schema, (b for t in [*good, bad] for b in t.to_batches())
+    )
+    with pytest.raises(InvalidRecordsError, match="null or empty record key"):
+        WriteClient(table).bulk_insert(reader)
+    assert rows(table) == before
+    assert physical_files(backend, backend.storage_path) == files, "the chunks written before are gone"
+    assert table.timeline().pending() == []

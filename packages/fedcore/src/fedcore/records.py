@@ -7,7 +7,7 @@ it replaces by ``_hoodie_record_key`` alone, without knowing the key fields.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
@@ -53,6 +53,43 @@ def to_arrow_table(data: WriteInput) -> pa.Table:
         f"records must be a pyarrow Table, RecordBatch or RecordBatchReader, or export an Arrow stream "
         f"(pandas, polars, ...), not {type(data).__name__}"
     )
+
+
+def record_chunks(data: WriteInput, max_bytes: int) -> Iterator[pa.Table]:
+    """Write input as tables of about ``max_bytes`` each (Arrow bytes, whole record batches),
+    read from its stream only as each is needed, so a streamed input is never held whole;
+    a table in memory is sliced (no copy). At least one table, empty for empty input."""
+    if isinstance(data, pa.Table):
+        step = max(1, data.num_rows * max_bytes // max(1, data.nbytes))
+        yield data.slice(0, step)
+        for start in range(step, data.num_rows, step):
+            yield data.slice(start, step)
+        return
+    if isinstance(data, pa.RecordBatchReader) or hasattr(data, "__arrow_c_stream__"):
+        try:
+            reader = (
+                data if isinstance(data, pa.RecordBatchReader) else pa.RecordBatchReader.from_stream(data)
+            )
+        except (pa.ArrowException, TypeError, ValueError) as exc:
+            raise InvalidRecordsError(f"cannot read the records as Arrow: {exc}") from exc
+        batches: list[pa.RecordBatch] = []
+        size, yielded = 0, False
+        while True:
+            try:
+                batch = reader.read_next_batch()
+            except StopIteration:
+                break
+            except (pa.ArrowException, TypeError, ValueError) as exc:
+                raise InvalidRecordsError(f"cannot read the records as Arrow: {exc}") from exc
+            batches.append(batch)
+            size += batch.nbytes
+            if size >= max_bytes:
+                yield pa.Table.from_batches(batches, reader.schema)
+                batches, size, yielded = [], 0, True
+        if batches or not yielded:
+            yield pa.Table.from_batches(batches, reader.schema)
+        return
+    yield to_arrow_table(data)
 
 
 def with_meta_fields(schema: pa.Schema) -> pa.Schema:

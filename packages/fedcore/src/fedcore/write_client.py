@@ -15,10 +15,10 @@ import io
 import json
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, TypeAlias, get_args
+from typing import Any, Final, Literal, NamedTuple, TypeAlias, get_args
 
 import numpy as np
 import pyarrow as pa
@@ -46,6 +46,7 @@ from fedcore.records import (
     conform,
     latest_per_key,
     partition_rows,
+    record_chunks,
     record_keys,
     to_arrow_table,
 )
@@ -63,6 +64,8 @@ OPERATIONS: Final[tuple[Operation, ...]] = get_args(Operation)
 _IO_THREADS: Final = 8
 
 _NO_ROWS: Final = np.empty(0, np.int64)
+#: How much of a streamed input a bulk insert holds at once (Arrow bytes).
+_STREAM_CHUNK_BYTES: Final = 64 * 2**20
 _UNIQUE_META_COLUMNS: Final = frozenset({COMMIT_SEQNO, RECORD_KEY})
 
 #: Called as (files done, files to write) while a write runs.
@@ -84,6 +87,15 @@ class FileGroupWrite:
     removed_keys: pa.Array | None = None
     #: The base file's record keys, when the key lookup has read them already.
     base_keys: pa.ChunkedArray | None = None
+
+
+class Prepared(NamedTuple):
+    """One chunk of a write's records, ready to plan: its records, their keys where the
+    operation looks them up, and the rows of each partition."""
+
+    data: pa.Table
+    keys: pa.Array | None
+    by_partition: dict[str, np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -172,7 +184,9 @@ class WriteClient:
         Args:
             data: a pyarrow Table, RecordBatch or RecordBatchReader, or anything exporting an
                 Arrow stream (polars, pandas, ...). For ``delete``, the record key and
-                partition columns are enough.
+                partition columns are enough. ``bulk_insert`` reads a stream a chunk at a
+                time (each chunk's files are written before the next is read); the other
+                operations read it whole.
             operation: ``upsert`` (update keys in place, insert the rest: idempotent),
                 ``insert`` / ``bulk_insert`` (no key lookup: an existing key gets a second
                 row, as in Hudi), ``delete``, or ``insert_overwrite`` (replace the file
@@ -189,19 +203,39 @@ class WriteClient:
         """
         if operation not in OPERATIONS:
             raise InvalidRecordsError(f"unknown operation {operation!r}; one of {', '.join(OPERATIONS)}")
-        data = to_arrow_table(data)
+        # A bulk insert streams its input a chunk at a time (it looks nothing up, so each
+        # chunk makes file groups of its own); other operations combine or look up keys
+        # across the whole input, so they read it whole.
+        chunks = (
+            record_chunks(data, _STREAM_CHUNK_BYTES)
+            if operation == BULK_INSERT
+            else iter([to_arrow_table(data)])
+        )
+        first = next(chunks)
         # One listing of the timeline serves recovery, the schema and the plan.
         timeline = self.table.timeline()
         timeline.check_readable(self.table.name)
         if roll_back_failed_writes(self.table, timeline):
             timeline = self.table.timeline()
-        config = self.table.config
         schema = self.table.schema(timeline)
+        prepared = [self._prepare(first, operation, schema)]
+        del first  # each chunk is let go once its files are written
+        schema = prepared[0].data.schema if operation != DELETE else schema
+
+        action = REPLACE_COMMIT if operation == INSERT_OVERWRITE else COMMIT
+        with Transaction(self.table, action, self._hook) as transaction:
+            later = (self._prepare(chunk, operation, schema) for chunk in chunks)
+            metadata = self._write(transaction, timeline, operation, schema, prepared.pop(), later)
+        return WriteResult.of(transaction.time, metadata, run_table_services(self.table))
+
+    def _prepare(self, data: pa.Table, operation: str, schema: pa.Schema | None) -> Prepared:
+        """Records checked and conformed to the table's schema, with their partitions and
+        (where the operation looks them up) keys, one record per key."""
+        config = self.table.config
         if operation == DELETE:
             check_columns(data, [*config.record_key_fields, *config.partition_fields], "key")
         else:
             data = conform(data, schema)
-            schema = data.schema
         partitions = partition_rows(data, self.table.partition_scheme)
         keys = None  # inserts spell their keys per file group, in the writing threads
         check_keys(data, config.record_key_fields)
@@ -212,12 +246,7 @@ class WriteClient:
             kept = latest_per_key(partitions.codes, keys, column)
             if len(kept) != data.num_rows:
                 data, keys, partitions = data.take(kept), keys.take(kept), partitions.take(kept)
-        by_partition = partitions.groups()
-
-        action = REPLACE_COMMIT if operation == INSERT_OVERWRITE else COMMIT
-        with Transaction(self.table, action, self._hook) as transaction:
-            metadata = self._write(transaction, timeline, operation, data, schema, keys, by_partition)
-        return WriteResult.of(transaction.time, metadata, run_table_services(self.table))
+        return Prepared(data, keys, partitions.groups())
 
     # --- planning ----------------------------------------------------------------------------
 
@@ -226,16 +255,16 @@ class WriteClient:
         transaction: Transaction,
         timeline: Timeline,
         operation: str,
-        data: pa.Table,
         schema: pa.Schema | None,
-        keys: pa.Array | None,
-        by_partition: dict[str, np.ndarray],
+        first: Prepared,
+        later: Iterator[Prepared],
     ) -> CommitMetadata:
-        current = self.table.file_index_at(timeline).files(by_partition) if by_partition else {}
         record_size = self._record_size(timeline)
+        index = self.table.file_index_at(timeline)
+        current = index.files(first.by_partition) if first.by_partition else {}
         plan: list[FileGroupWrite] = []
         replaced: dict[str, list[str]] = {}
-        for partition, rows in sorted(by_partition.items()):
+        for partition, rows in sorted(first.by_partition.items()):
             files = current.get(partition, PartitionFiles())
             slices = files.latest_slices()
             if operation == INSERT_OVERWRITE:
@@ -245,40 +274,63 @@ class WriteClient:
                 plan.extend(self._new_groups(partition, rows, record_size))
             else:
                 plan.extend(
-                    self._plan_partition(operation, partition, rows, keys, files, slices, record_size)
+                    self._plan_partition(operation, partition, rows, first.keys, files, slices, record_size)
                 )
-        transaction.inflight(_plan_json(plan, operation))
-
-        stats: list[WriteStat] = []
-        ops: list[Op] = []
-        for partition in sorted(by_partition.keys() - current.keys()):  # those in the index have it
-            self._write_partition_metadata(partition, transaction.time)
-        # Files go to many prefixes (often many buckets): write them in parallel.
-        # Reading and uploading overlap freely; building and encoding files is CPU work, done
-        # on one thread per core (more only contend, and each thread's allocator heap would
-        # hold on to memory of its own).
-        parquet = self._parquet_options(record_size)
-        with ThreadPoolExecutor(_IO_THREADS) as pool, ThreadPoolExecutor(os.cpu_count() or 1) as encoder:
-            futures = [
-                pool.submit(
-                    self._write_group, transaction, index, group, data, keys, schema, parquet, encoder
-                )
-                for index, group in enumerate(plan)
-            ]
-            for done, future in enumerate(futures, start=1):
-                stat = future.result()
-                stats.append(stat)
-                ops.append(Op(stat.partition_path, stat.path.rpartition("/")[2], stat.file_size, ADD))
-                self._progress(done, len(plan))
-        for partition, file_ids in replaced.items():
-            ops.extend(Op(partition, file_id, int(transaction.time), REPLACE) for file_id in file_ids)
         supersedes = [(g.file_id, g.base[0]) for g in plan if g.base is not None]
         supersedes += [
             (file_id, current[p].latest_slices()[file_id][0])
             for p, ids in replaced.items()
             for file_id in ids
         ]
-        table_schema = schema if schema is not None else data.schema
+        # A streamed bulk insert plans its later chunks as they come: the inflight file lists
+        # the file groups of the first.
+        transaction.inflight(_plan_json(plan, operation))
+
+        stats: list[WriteStat] = []
+        ops: list[Op] = []
+        known = set(current)  # partitions with a partition metadata file
+        # Files go to many prefixes (often many buckets): write them in parallel.
+        # Reading and uploading overlap freely; building and encoding files is CPU work, done
+        # on one thread per core (more only contend, and each thread's allocator heap would
+        # hold on to memory of its own).
+        parquet = self._parquet_options(record_size)
+        data_schema = first.data.schema
+        chunk: Prepared | None = first
+        del first
+        with ThreadPoolExecutor(_IO_THREADS) as pool, ThreadPoolExecutor(os.cpu_count() or 1) as encoder:
+            while chunk is not None:
+                for partition in sorted(chunk.by_partition.keys() - known):
+                    self._write_partition_metadata(partition, transaction.time)
+                known.update(chunk.by_partition)
+                futures = [
+                    pool.submit(
+                        self._write_group,
+                        transaction,
+                        len(stats) + number,  # unique in the instant: names files, sequence numbers
+                        group,
+                        chunk.data,
+                        chunk.keys,
+                        schema,
+                        parquet,
+                        encoder,
+                    )
+                    for number, group in enumerate(plan)
+                ]
+                for future in futures:
+                    stat = future.result()
+                    stats.append(stat)
+                    ops.append(Op(stat.partition_path, stat.path.rpartition("/")[2], stat.file_size, ADD))
+                    self._progress(len(stats), len(stats) + sum(not f.done() for f in futures))
+                chunk = next(later, None)
+                if chunk is not None:
+                    plan = [
+                        group
+                        for partition, rows in sorted(chunk.by_partition.items())
+                        for group in self._new_groups(partition, rows, record_size)
+                    ]
+        for partition, file_ids in replaced.items():
+            ops.extend(Op(partition, file_id, int(transaction.time), REPLACE) for file_id in file_ids)
+        table_schema = schema if schema is not None else data_schema
         metadata = CommitMetadata(
             operation=operation.upper(),
             stats=stats,
@@ -488,7 +540,7 @@ class WriteClient:
                 b"hoodie_min_record_key": str(pc.min(all_keys).as_py()).encode(),
                 b"hoodie_max_record_key": str(pc.max(all_keys).as_py()).encode(),
             }
-        sink = io.BytesIO()
+        sink = pa.BufferOutputStream()  # Arrow memory, freed as soon as the bytes are copied out
         # Record keys and sequence numbers are unique per file: a dictionary would only be
         # built to be dropped. Every other column may repeat (the other meta columns do).
         # Min/max statistics of the sequence numbers, which no reader filters on, would take
@@ -501,7 +553,7 @@ class WriteClient:
             write_statistics=[c for c in names if c != COMMIT_SEQNO],
             **parquet,
         )
-        return sink.getvalue(), fresh.num_rows
+        return sink.getvalue().to_pybytes(), fresh.num_rows
 
     def _write_partition_metadata(self, partition: str, instant: str) -> None:
         path = f"{partition}/{P.PARTITION_METADATA_FILE}" if partition else P.PARTITION_METADATA_FILE
