@@ -21,7 +21,7 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qs
 
 from fedcore.io.filesystems import StorageOptions, filesystem_for
@@ -63,10 +63,26 @@ class RequestCount:
             self.listed.clear()
 
 
+_Endpoint = TypeVar("_Endpoint", bound="S3Endpoint")
+
+
 class S3Endpoint:
-    """An S3-protocol server on loopback: its URL, a client, buckets and storage options."""
+    """An S3-protocol server on loopback: its URL, a client, buckets and storage options;
+    ``start()`` and ``stop()`` it, or use it as a context manager."""
 
     endpoint_url = ""
+
+    def start(self: _Endpoint) -> _Endpoint:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _Endpoint) -> _Endpoint:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     def client(self) -> Any:
         """A boto3 S3 client on the endpoint, for checking what really landed where."""
@@ -138,12 +154,6 @@ class LoopbackS3(S3Endpoint):
         if self._thread is not None:
             self._thread.join()
             self._thread = None
-
-    def __enter__(self) -> LoopbackS3:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 #: The servers ``weed server`` runs, S3 last.
@@ -220,12 +230,6 @@ class SeaweedS3(S3Endpoint):
         if self._folder is not None:
             self._folder.cleanup()
             self._folder = None
-
-    def __enter__(self) -> SeaweedS3:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def _free_port() -> int:

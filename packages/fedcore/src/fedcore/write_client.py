@@ -98,6 +98,16 @@ class Prepared(NamedTuple):
     by_partition: dict[str, np.ndarray]
 
 
+class Encoding(NamedTuple):
+    """What every file group of a chunk is encoded with."""
+
+    instant: str
+    data: pa.Table
+    keys: pa.Array | None
+    schema: pa.Schema | None
+    parquet: dict[str, Any]
+
+
 @dataclass(frozen=True)
 class WriteResult:
     """What a committed write did. ``warnings``: table services that failed after the
@@ -302,18 +312,10 @@ class WriteClient:
                 for partition in sorted(chunk.by_partition.keys() - known):
                     self._write_partition_metadata(partition, transaction.time)
                 known.update(chunk.by_partition)
+                source = Encoding(transaction.time, chunk.data, chunk.keys, schema, parquet)
                 futures = [
-                    pool.submit(
-                        self._write_group,
-                        transaction,
-                        len(stats) + number,  # unique in the instant: names files, sequence numbers
-                        group,
-                        chunk.data,
-                        chunk.keys,
-                        schema,
-                        parquet,
-                        encoder,
-                    )
+                    # The index is unique in the instant: it names files and sequence numbers.
+                    pool.submit(self._write_group, transaction, len(stats) + number, group, source, encoder)
                     for number, group in enumerate(plan)
                 ]
                 for future in futures:
@@ -454,14 +456,10 @@ class WriteClient:
         transaction: Transaction,
         index: int,
         group: FileGroupWrite,
-        data: pa.Table,
-        keys: pa.Array | None,
-        schema: pa.Schema | None,
-        parquet: dict[str, Any],
+        source: Encoding,
         encoder: ThreadPoolExecutor,
     ) -> WriteStat:
-        instant = transaction.time
-        name = base_file_name(group.file_id, f"{index}-1-0", instant)
+        name = base_file_name(group.file_id, f"{index}-1-0", source.instant)
         relative = f"{group.partition}/{name}" if group.partition else name
         base = None
         if group.base is not None:
@@ -469,10 +467,7 @@ class WriteClient:
             fs = self.table.fs
             with fs.errors(base_path), open_sized(fs, base_path, group.base_size) as handle:
                 base = handle.read()
-        encoded = encoder.submit(
-            self._encode_group, instant, index, name, group, data, keys, schema, base, parquet
-        )
-        payload, rows_written = encoded.result()
+        payload, rows_written = encoder.submit(self._encode_group, source, index, name, group, base).result()
         transaction.write_file(relative, payload, "MERGE" if group.base else "CREATE")
         updates = group.updates
         return WriteStat(
@@ -489,18 +484,10 @@ class WriteClient:
         )
 
     def _encode_group(
-        self,
-        instant: str,
-        index: int,
-        name: str,
-        group: FileGroupWrite,
-        data: pa.Table,
-        keys: pa.Array | None,
-        schema: pa.Schema | None,
-        base: bytes | None,
-        parquet: dict[str, Any],
+        self, source: Encoding, index: int, name: str, group: FileGroupWrite, base: bytes | None
     ) -> tuple[bytes, int]:
         """A file group's new base file: the base file's records that stay, then the new ones."""
+        instant, data, keys, schema, parquet = source
         n = len(group.rows)
         new_rows = data.take(group.rows) if n else data.slice(0, 0)
         if schema is not None and n:
