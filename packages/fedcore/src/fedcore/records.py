@@ -56,15 +56,10 @@ def to_arrow_table(data: WriteInput) -> pa.Table:
 
 
 def record_chunks(data: WriteInput, max_bytes: int) -> Iterator[pa.Table]:
-    """Write input as tables of about ``max_bytes`` each (Arrow bytes, whole record batches),
-    read from its stream only as each is needed, so a streamed input is never held whole;
-    a table in memory is sliced (no copy). At least one table, empty for empty input."""
-    if isinstance(data, pa.Table):
-        step = max(1, data.num_rows * max_bytes // max(1, data.nbytes))
-        yield data.slice(0, step)
-        for start in range(step, data.num_rows, step):
-            yield data.slice(start, step)
-        return
+    """A streamed write input as tables of about ``max_bytes`` each (Arrow bytes, whole
+    record batches), each read only when it is needed, so the stream is never held whole.
+    Anything else (a table, already in memory) is one table. At least one table, empty for
+    empty input."""
     if isinstance(data, pa.RecordBatchReader) or hasattr(data, "__arrow_c_stream__"):
         try:
             reader = (
