@@ -133,3 +133,30 @@ def test_a_long_lived_handle_lists_the_timelines_tail_and_misses_nothing(
     rollback(writer, latest)
     same_as_a_whole_listing()
     assert 300 not in reader.read().column("trip_id").to_pylist()
+
+
+def test_an_upsert_fetches_each_base_file_it_rewrites_once(s3_server: LoopbackS3) -> None:
+    """On an object store the key lookup fetches small base files whole and the rewrite
+    reuses them: one GET per file group, not a ranged read of its keys and then the file."""
+    tables, storage = s3_server.create_bucket("tables"), s3_server.create_bucket("storage")
+    backend = Backend("s3", f"{tables}/trips", storage, s3_server.storage_options())
+    table = make_table(backend)
+    countries = ["us", "de", "fr", "es"]
+    for start in range(0, 40, 10):  # 4 writes of 4 partitions, 16 file groups
+        ids = range(start, start + 10)
+        WriteClient(table).bulk_insert(trips(ids, [countries[i % 4] for i in ids]))
+    groups = len(table.file_slices())
+    s3_server.requests.reset()
+    result = WriteClient(table).upsert(
+        trips(range(40), [countries[i % 4] for i in range(40)], ts=2, fare=99.0)
+    )
+    assert result.updated == 40
+    assert result.files_written == groups
+    data_gets = sum(
+        count
+        for path, count in s3_server.requests.gets.items()
+        if path.endswith(".parquet") and storage[5:] in path
+    )
+    # One GET per file group, plus the footer of the newest base file: the table's schema.
+    assert data_gets == groups + 1, s3_server.requests.gets
+    assert {r["fare"] for r in table.read().to_pylist()} == {99.0 + i for i in range(40)}

@@ -38,12 +38,13 @@ class RequestCount:
     pages, retries, HEADs before GETs) is in, whatever library sent it. A
     listing counts as "LIST", not "GET": S3 bills and throttles it as a write-class
     request, and it is what a layout wants to keep off hot prefixes; ``listed``
-    counts listings by bucket and prefix."""
+    counts listings by bucket and prefix, ``gets`` object GETs by bucket and key."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.by_method: Counter[str] = Counter()
         self.listed: Counter[str] = Counter()
+        self.gets: Counter[str] = Counter()
 
     def add(self, method: str, path: str = "", query: str = "") -> None:
         arguments = parse_qs(query)
@@ -52,6 +53,8 @@ class RequestCount:
             self.by_method["LIST" if listing else method] += 1
             if listing:
                 self.listed[f"{path.strip('/')}/{arguments.get('prefix', [''])[0]}"] += 1
+            elif method == "GET":
+                self.gets[path.strip("/")] += 1
 
     @property
     def total(self) -> int:
@@ -61,6 +64,7 @@ class RequestCount:
         with self._lock:
             self.by_method.clear()
             self.listed.clear()
+            self.gets.clear()
 
 
 _Endpoint = TypeVar("_Endpoint", bound="S3Endpoint")

@@ -33,6 +33,7 @@ from fedcore.filenames import base_file_name, new_file_id
 from fedcore.handle import TableHandle
 from fedcore.io.filesystems import open_sized
 from fedcore.io.parquet import open_parquet, read_parquet
+from fedcore.io.uris import protocol_of
 from fedcore.metadata.file_index import PartitionFiles
 from fedcore.metadata.table import ADD, REPLACE, Op
 from fedcore.records import (
@@ -64,6 +65,10 @@ OPERATIONS: Final[tuple[Operation, ...]] = get_args(Operation)
 _IO_THREADS: Final = 8
 
 _NO_ROWS: Final = np.empty(0, np.int64)
+#: Base files an upsert fetches whole on an object store (at most this size each) and keeps
+#: for their rewrite (at most this much in all).
+_WHOLE_READ_BYTES: Final = 8 * 2**20
+_KEPT_BASE_BYTES: Final = 256 * 2**20
 #: How much of a streamed input a bulk insert holds at once (Arrow bytes).
 _STREAM_CHUNK_BYTES: Final = 64 * 2**20
 _UNIQUE_META_COLUMNS: Final = frozenset({COMMIT_SEQNO, RECORD_KEY})
@@ -87,6 +92,8 @@ class FileGroupWrite:
     removed_keys: pa.Array | None = None
     #: The base file's record keys, when the key lookup has read them already.
     base_keys: pa.ChunkedArray | None = None
+    #: The whole base file, when the key lookup has fetched it already (object stores).
+    base_bytes: bytes | None = None
 
 
 class Prepared(NamedTuple):
@@ -274,6 +281,7 @@ class WriteClient:
         current = index.files(first.by_partition) if first.by_partition else {}
         plan: list[FileGroupWrite] = []
         replaced: dict[str, list[str]] = {}
+        kept = 0
         for partition, rows in sorted(first.by_partition.items()):
             files = current.get(partition, PartitionFiles())
             slices = files.latest_slices()
@@ -283,9 +291,16 @@ class WriteClient:
             elif operation == BULK_INSERT:
                 plan.extend(self._new_groups(partition, rows, record_size))
             else:
-                plan.extend(
-                    self._plan_partition(operation, partition, rows, first.keys, files, slices, record_size)
+                planned = self._plan_partition(
+                    operation, partition, rows, first.keys, files, slices, record_size
                 )
+                for group in planned:  # base files fetched whole are kept within a budget
+                    if group.base_bytes is not None:
+                        if kept + len(group.base_bytes) > _KEPT_BASE_BYTES:
+                            group.base_bytes = None
+                        else:
+                            kept += len(group.base_bytes)
+                plan.extend(planned)
         supersedes = [(g.file_id, g.base[0]) for g in plan if g.base is not None]
         supersedes += [
             (file_id, current[p].latest_slices()[file_id][0])
@@ -355,8 +370,9 @@ class WriteClient:
         groups: dict[str, FileGroupWrite] = {}
         inserts = rows
         keys_by_file: dict[str, pa.ChunkedArray] = {}
+        whole: dict[str, bytes] = {}
         if keys is not None and operation in (UPSERT, DELETE):
-            index_keys, owners, file_ids, keys_by_file = self._key_index(partition, slices, files)
+            index_keys, owners, file_ids, keys_by_file, whole = self._key_index(partition, slices, files)
             row_keys = keys.take(rows)
             # Hash the batch's keys (the small side), probe the partition's keys with them,
             # then look the batch up among the keys found only.
@@ -373,7 +389,7 @@ class WriteClient:
                 file_id = file_ids[owner[order][first]]
                 base = slices[file_id]
                 matched = groups[file_id] = FileGroupWrite(partition, file_id, base, files.files[base[1]])
-                matched.base_keys = keys_by_file[file_id]
+                matched.base_keys, matched.base_bytes = keys_by_file[file_id], whole.get(file_id)
                 matched.removed_keys = keys.take(group_rows)
                 if operation == UPSERT:
                     matched.rows, matched.updates = group_rows, len(group_rows)
@@ -395,7 +411,7 @@ class WriteClient:
             group = groups.get(file_id)
             if group is None:
                 group = groups[file_id] = FileGroupWrite(partition, file_id, (instant, name), size)
-                group.base_keys = keys_by_file.get(file_id)
+                group.base_keys, group.base_bytes = keys_by_file.get(file_id), whole.get(file_id)
             group.rows = np.concatenate([group.rows, remaining[:capacity]])
             remaining = remaining[capacity:]
         return [*groups.values(), *self._new_groups(partition, remaining, record_size)]
@@ -409,23 +425,42 @@ class WriteClient:
 
     def _key_index(
         self, partition: str, slices: dict[str, tuple[str, str]], files: PartitionFiles
-    ) -> tuple[pa.ChunkedArray, np.ndarray, list[str], dict[str, pa.ChunkedArray]]:
+    ) -> tuple[pa.ChunkedArray, np.ndarray, list[str], dict[str, pa.ChunkedArray], dict[str, bytes]]:
         """The keys of a partition's latest base files, for each the position of its file
         group in the file ids returned (a key in several files, inserted twice, is the
-        last's), and each file group's keys (its rewrite need not decode them again)."""
+        last's), and each file group's keys (its rewrite need not decode them again).
 
-        def keys_of(name: str) -> pa.ChunkedArray:
-            path = f"{partition}/{name}" if partition else name
-            fs = self.table.fs
-            with fs.errors(path), open_sized(fs, path, files.files[name]) as handle:
-                return read_parquet(handle, [RECORD_KEY]).column(0)
-
+        On an object store, small base files are fetched whole in one GET (a ranged read of
+        their keys would fetch most of them anyway) and returned too, so a file group that
+        is rewritten is not fetched twice; elsewhere only the keys are read."""
         file_ids = list(reversed(slices))  # the first occurrence of a key is what index_in finds
+        names = [slices[file_id][1] for file_id in file_ids]
+        paths = [f"{partition}/{name}" if partition else name for name in names]
+        sizes = [files.files[name] for name in names]
+        fetch_whole = (
+            bool(paths)
+            and protocol_of(self.table.fs.to_physical(paths[0])) != "file"
+            and max(sizes) <= _WHOLE_READ_BYTES
+            and sum(sizes) <= _KEPT_BASE_BYTES
+        )
+
+        def keys_of(path: str, size: int) -> tuple[pa.ChunkedArray, bytes | None]:
+            fs = self.table.fs
+            with fs.errors(path), open_sized(fs, path, size) as handle:
+                if fetch_whole:
+                    data = handle.read()  # one GET: the size is known, no HEAD
+                    return read_parquet(io.BytesIO(data), [RECORD_KEY]).column(0), data
+                return read_parquet(handle, [RECORD_KEY]).column(0), None
+
         with ThreadPoolExecutor(_IO_THREADS) as pool:
-            found = list(pool.map(keys_of, [slices[file_id][1] for file_id in file_ids]))
-        owners = np.repeat(np.arange(len(found), dtype=np.int64), [len(keys) for keys in found])
-        keys = pa.chunked_array([chunk for keys in found for chunk in keys.chunks], pa.string())
-        return keys, owners, file_ids, dict(zip(file_ids, found, strict=True))
+            found = list(pool.map(keys_of, paths, sizes))
+        owners = np.repeat(np.arange(len(found), dtype=np.int64), [len(keys) for keys, _ in found])
+        keys = pa.chunked_array([chunk for keys, _ in found for chunk in keys.chunks], pa.string())
+        by_file = {file_id: keys for file_id, (keys, _) in zip(file_ids, found, strict=True)}
+        whole = {
+            file_id: data for file_id, (_, data) in zip(file_ids, found, strict=True) if data is not None
+        }
+        return keys, owners, file_ids, by_file, whole
 
     def _record_keys(self, data: pa.Table) -> pa.Array:
         config = self.table.config
@@ -461,8 +496,9 @@ class WriteClient:
     ) -> WriteStat:
         name = base_file_name(group.file_id, f"{index}-1-0", source.instant)
         relative = f"{group.partition}/{name}" if group.partition else name
-        base = None
-        if group.base is not None:
+        base = group.base_bytes
+        group.base_bytes = None  # held by this call only from here
+        if group.base is not None and base is None:
             base_path = f"{group.partition}/{group.base[1]}" if group.partition else group.base[1]
             fs = self.table.fs
             with fs.errors(base_path), open_sized(fs, base_path, group.base_size) as handle:
