@@ -123,11 +123,16 @@ def record_keys(data: pa.Table, key_fields: Sequence[str], key_generator: str) -
     texts = [value_texts(data.column(f)) for f in key_fields]
     if len(key_fields) == 1 and key_generator != P.COMPLEX_KEY_GENERATOR:
         return texts[0]
+    return _complex_keys(key_fields, texts)
+
+
+def _complex_keys(key_fields: Sequence[str], texts: Sequence[Any]) -> pa.Array:
+    """Hudi's complex keys, ``f1:v1,f2:v2``, from each field's values as text."""
     parts: list[Any] = []
     for index, (field, text) in enumerate(zip(key_fields, texts, strict=True)):
         parts.extend([("," if index else "") + f"{field}:", text])
-    joined: pa.Array = pc.binary_join_element_wise(*parts, "")
-    return joined
+    joined = pc.binary_join_element_wise(*parts, "")
+    return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
 
 
 @dataclass(frozen=True)
@@ -192,13 +197,10 @@ def record_key_array(data: pa.Table, key_fields: Sequence[str], complex_keys: bo
                 "key generator does, so it cannot compute this table's record keys"
             )
         texts.append(pc.cast(column, pa.string()))
-    joined = texts[0]
     if complex_keys:
-        parts: list[Any] = []
-        for index, (field, text) in enumerate(zip(key_fields, texts, strict=True)):
-            spelled = pc.if_else(pc.equal(text, ""), "__empty__", pc.fill_null(text, "__null__"))
-            parts.extend([("," if index else "") + f"{field}:", spelled])
-        joined = pc.binary_join_element_wise(*parts, "")
+        spelled = [pc.if_else(pc.equal(t, ""), "__empty__", pc.fill_null(t, "__null__")) for t in texts]
+        return _complex_keys(key_fields, spelled)
+    joined = texts[0]
     return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
 
 

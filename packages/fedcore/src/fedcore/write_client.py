@@ -254,10 +254,11 @@ class WriteClient:
         else:
             data = conform(data, schema)
         partitions = partition_rows(data, self.table.partition_scheme)
-        keys = None  # inserts spell their keys per file group, in the writing threads
-        check_keys(data, config.record_key_fields)
-        if operation != INSERT and operation != BULK_INSERT:
-            keys = self._record_keys(data)
+        keys = None
+        if operation in (INSERT, BULK_INSERT):
+            check_keys(data, config.record_key_fields)  # spelled per file group, in the writing threads
+        else:
+            keys = self._record_keys(data)  # checks them too
             precombine = config.precombine_field
             column = data.column(precombine) if precombine and precombine in data.column_names else None
             kept = latest_per_key(partitions.codes, keys, column)
@@ -328,6 +329,7 @@ class WriteClient:
                     self._write_partition_metadata(partition, transaction.time)
                 known.update(chunk.by_partition)
                 source = Encoding(transaction.time, chunk.data, chunk.keys, schema, parquet)
+                total = len(stats) + len(plan)  # files known so far: a stream's later chunks add more
                 futures = [
                     # The index is unique in the instant: it names files and sequence numbers.
                     pool.submit(self._write_group, transaction, len(stats) + number, group, source, encoder)
@@ -337,7 +339,7 @@ class WriteClient:
                     stat = future.result()
                     stats.append(stat)
                     ops.append(Op(stat.partition_path, stat.path.rpartition("/")[2], stat.file_size, ADD))
-                    self._progress(len(stats), len(stats) + sum(not f.done() for f in futures))
+                    self._progress(len(stats), total)
                 chunk = next(later, None)
                 if chunk is not None:
                     plan = [

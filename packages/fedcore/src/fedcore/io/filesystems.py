@@ -105,10 +105,8 @@ def read_objects(fs: AbstractFileSystem, paths: Sequence[str]) -> list[bytes]:
     costs about one round trip rather than N. Raises FileNotFoundError for a missing one."""
     if len(paths) < 2:
         return [read_object(fs, p) for p in paths]
-    with storage_errors(paths[0]):
-        found = fs.cat_ranges(list(paths), [0] * len(paths), [None] * len(paths), on_error="return")
     results = []
-    for path, data in zip(paths, found, strict=True):
+    for path, data in zip(paths, _cat_all(fs, paths), strict=True):
         if isinstance(data, FileNotFoundError):
             with storage_errors(path):
                 raise data
@@ -122,9 +120,17 @@ def read_found(fs: AbstractFileSystem, paths: Sequence[str]) -> dict[str, bytes]
     reads what it lacks again and gets the error then)."""
     if not paths:
         return {}
-    with storage_errors(paths[0]):
-        found = fs.cat_ranges(list(paths), [0] * len(paths), [None] * len(paths), on_error="return")
+    found = _cat_all(fs, paths)
     return {path: bytes(data) for path, data in zip(paths, found, strict=True) if isinstance(data, bytes)}
+
+
+def _cat_all(fs: AbstractFileSystem, paths: Sequence[str]) -> list[Any]:
+    """Whole objects fetched concurrently; each the bytes or the exception reading it raised."""
+    with storage_errors(paths[0]):
+        found: list[Any] = fs.cat_ranges(
+            list(paths), [0] * len(paths), [None] * len(paths), on_error="return"
+        )
+    return found
 
 
 def list_names_after(fs: AbstractFileSystem, folder: str, start_after: str) -> list[str] | None:
