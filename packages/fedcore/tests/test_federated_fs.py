@@ -14,6 +14,7 @@ from fedcore.exceptions import InvalidFileNameError, InvalidPathError, ListingNo
 from fedcore.filenames import base_file_name, log_file_name, new_file_id
 from fedcore.io.federated import FederatedFileSystem
 from fedcore.io.filesystems import filesystem_for, read_object, read_objects
+from fedcore.io.uris import normalize_uri
 from fedcore.storage import load_storage_strategy
 from fedcore.testing import Backend, LoopbackS3
 
@@ -204,3 +205,16 @@ def test_small_objects_are_read_with_one_get_each(s3_server: LoopbackS3) -> None
     assert read_objects(fs, paths[:2]) == [b"", b"x"]
     with pytest.raises(FileNotFoundError):
         read_objects(fs, [paths[1], f"{bucket}/missing"])
+
+
+@pytest.mark.parametrize(
+    ("given", "normal"),
+    [
+        ("file:/tmp/t/", "file:///tmp/t"),  # Hadoop's spelling, as Spark passes a SQL table's path
+        ("file:///tmp/t", "file:///tmp/t"),
+        ("/tmp/t", "file:///tmp/t"),
+        ("s3://b/t/", "s3://b/t"),
+    ],
+)
+def test_every_spelling_of_a_path_normalises_alike(given: str, normal: str) -> None:
+    assert normalize_uri(given) == normal

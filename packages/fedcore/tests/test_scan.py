@@ -4,6 +4,7 @@ pandas, polars or DuckDB."""
 from __future__ import annotations
 
 import dataclasses
+import pickle
 
 import pyarrow as pa
 import pytest
@@ -126,3 +127,20 @@ def test_null_and_empty_partition_values_filter_as_the_rows_values_do(backend: B
     assert ids("country IN ('usa', '')") == [1, 2]
     assert ids("country < 'b'") == [2]
     assert ids("country = 'usa'") == [1]
+
+
+def test_a_plan_travels_to_other_processes_and_reads_its_snapshot(backend: Backend) -> None:
+    """What an engine does: plan once, pickle the plan to tasks, each reads its slices."""
+    table = filled(backend)
+    scan = table.scan([("country", "IN", ["us", "de"]), ("fare", ">", 12.0)], ["trip_id", "fare"])
+    plan = scan.plan()
+    assert plan.schema == scan.schema() == scan.to_arrow().schema
+    payload = pickle.dumps(plan)
+    assert len(payload) < 20_000  # the slices and what reading needs; no file index, no timeline
+    WriteClient(table).upsert(trips(range(12, 24), ["us"] * 12))  # a commit after the plan
+    task = pickle.loads(payload)
+    assert len(task.slices) == 2
+    read = pa.concat_tables(task.read(s) for s in task.slices).sort_by("trip_id")
+    assert read.schema == plan.schema
+    assert read.column("trip_id").to_pylist() == [3, 4, 6, 7, 9, 10]  # the planned snapshot
+    assert task.instant == plan.instant

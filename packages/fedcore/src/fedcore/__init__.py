@@ -3,7 +3,7 @@
 from fedcore.handle import TableHandle
 from fedcore.io.federated import FederatedFileSystem
 from fedcore.reader import FileSlice
-from fedcore.scan import DataScan
+from fedcore.scan import DataScan, ScanPlan
 from fedcore.storage import (
     HiveStorageStrategy,
     ObjectStoreStorageStrategy,
@@ -25,6 +25,7 @@ __all__ = [
     "HiveStorageStrategy",
     "ObjectStoreStorageStrategy",
     "PartitionMapStorageStrategy",
+    "ScanPlan",
     "StorageLocation",
     "StorageStrategy",
     "Table",

@@ -20,7 +20,7 @@ from fedcore.demo import run_demo
 from fedcore.exceptions import FedError, InvalidFilterError, InvalidRecordsError
 from fedcore.filters import Filter, parse_where
 from fedcore.io.errors import storage_errors
-from fedcore.io.filesystems import StorageOptions
+from fedcore.io.filesystems import StorageOptions, storage_options_of
 from fedcore.io.parquet import read_parquet
 from fedcore.reader import QUERY_TYPES
 from fedcore.rollback import rollback
@@ -119,16 +119,7 @@ def parse_pairs(pairs: Sequence[str], flag: str) -> dict[str, str]:
 
 
 def storage_options(args: argparse.Namespace) -> StorageOptions | None:
-    pairs = parse_pairs(args.storage_option, "--storage-option")
-    if not pairs:
-        return None
-    options: dict[str, Any] = {}
-    for key, value in pairs.items():
-        if key in ("endpoint_url", "region_name"):
-            options.setdefault("client_kwargs", {})[key] = value
-        else:
-            options[key] = value
-    return {"s3": options}
+    return storage_options_of(parse_pairs(args.storage_option, "--storage-option"))
 
 
 def open_table(args: argparse.Namespace, properties: dict[str, str] | None = None) -> Table:

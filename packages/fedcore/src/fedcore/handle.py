@@ -17,7 +17,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Mapping
 from functools import cached_property
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
@@ -75,6 +75,12 @@ class TableHandle:
         self.options: dict[str, str] = {**config, **{str(k): str(v) for k, v in (options or {}).items()}}
         P.check_options(self.options)
         check_supported(config, strategy)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A handle pickled for an engine's tasks carries what defines the table; each
+        process opens its own filesystem and caches."""
+        keep = ("path", "config", "strategy", "storage_options", "options")
+        return {name: self.__dict__[name] for name in keep}
 
     @property
     def name(self) -> str:

@@ -138,18 +138,30 @@ class Reader:
         schema_json = self._schema_json(writes[-1]) if writes else table.config.get(P.CREATE_SCHEMA)
         self._types = {k: v for k, v in field_types(schema_json).items() if k not in META_COLUMNS}
         self._timeline = timeline
-        completed = {i.time for i in timeline.completed(actions)}
-        pending = {i.time for i in timeline.pending()}
-        first = min((i.time for i in timeline if i.action in actions or i.action == COMPACTION), default="")
-        #: Whether a log block's instant committed: completed, or older than the active
-        #: timeline (archived), as Hudi's log scanner decides.
-        self._committed = lambda t: t in completed or (t < first and t not in pending)
+        self._completed = frozenset(i.time for i in timeline.completed(actions))
+        self._pending = frozenset(i.time for i in timeline.pending())
+        self._first = min(
+            (i.time for i in timeline if i.action in actions or i.action == COMPACTION), default=""
+        )
         #: False for tables written with hoodie.populate.meta.fields=false (virtual keys): their
         #: files hold no meta values, so reads compute ``VIRTUAL_META_COLUMNS`` from the key
         #: fields and the file slice, and refuse ``_hoodie_commit_seqno``.
         self.meta_fields = P.POPULATE_META_FIELDS.of(table.config)
         self._dropped_partition_columns = P.DROP_PARTITION_COLUMNS.of(table.config)
         self._rules = self._merge_rules() if self.merging else None
+
+    def _committed(self, instant: str) -> bool:
+        """Whether a log block's instant committed: completed, or older than the active
+        timeline (archived), as Hudi's log scanner decides."""
+        return instant in self._completed or (instant < self._first and instant not in self._pending)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A planned reader travels to an engine's tasks (pickled), which read slices only:
+        the file index and the timeline stay with the planner."""
+        state = dict(self.__dict__)
+        state.pop("_index")
+        state.pop("_timeline")
+        return state
 
     def plan(self, filters: Sequence[FilterSpec] = ()) -> ReadPlan:
         """The file slices to read and the filters to apply to their rows.

@@ -112,6 +112,18 @@ class DataScan:
         """The file slices this scan reads: one per file group the partition filters keep."""
         return self._reader().plan(self.filters).slices
 
+    def schema(self) -> pa.Schema:
+        """The schema of the rows this scan returns (the newest base file's, as of ``as_of``)."""
+        reader = self._reader()
+        return reader.empty(self._columns(reader)).schema
+
+    def plan(self) -> ScanPlan:
+        """The scan planned once, for an engine whose tasks read its slices (see ``ScanPlan``)."""
+        reader = self._reader()
+        columns = self._columns(reader)
+        plan = reader.plan(self.filters)
+        return ScanPlan(plan.slices, reader.empty(columns).schema, reader, columns, tuple(plan.row_filters))
+
     # --- reading -------------------------------------------------------------------------
 
     def to_arrow_batch_reader(self) -> pa.RecordBatchReader:
@@ -197,6 +209,32 @@ class DataScan:
         if self.query_type != "snapshot":
             parts.append(f"query_type={self.query_type!r}")
         return f"DataScan({', '.join(parts)})"
+
+
+@dataclass(frozen=True)
+class ScanPlan:
+    """A scan planned on one machine and read on many: what an engine (Spark) hands its tasks.
+
+    It pickles small: the slices, the schema and what reading a slice needs (never the file
+    index or the timeline). Every task reads slices of the same snapshot, whatever commits
+    meanwhile, and returns them in one ``schema`` (rows of files written before a column
+    was added get nulls there, as in Hudi)."""
+
+    slices: list[FileSlice]
+    schema: pa.Schema
+    reader: Reader
+    columns: list[str] | None
+    row_filters: tuple[Filter, ...]
+
+    @property
+    def instant(self) -> str | None:
+        """The instant read (the last write completed as of the scan); None before the first."""
+        return self.reader.instant
+
+    def read(self, file_slice: FileSlice) -> pa.Table:
+        """The rows of one slice: log files merged, the scan's filters and columns applied."""
+        rows = self.reader.read_slice(file_slice, self.columns, list(self.row_filters))
+        return conform_to(rows, self.schema)
 
 
 def _require(module: str) -> Any:

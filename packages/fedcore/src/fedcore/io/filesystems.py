@@ -28,6 +28,21 @@ from fedcore.io.uris import has_scheme, is_within, normalize_uri, protocol_of
 StorageOptions: TypeAlias = Mapping[str, Mapping[str, Any]]
 
 
+def storage_options_of(pairs: Mapping[str, str]) -> StorageOptions | None:
+    """S3 options from flat ``key=value`` pairs (the CLI's ``--storage-option``, Spark's
+    ``fed.storage.*``): ``endpoint_url`` and ``region_name`` go to the botocore client, the
+    rest to s3fs."""
+    if not pairs:
+        return None
+    options: dict[str, Any] = {}
+    for key, value in pairs.items():
+        if key in ("endpoint_url", "region_name"):
+            options.setdefault("client_kwargs", {})[key] = value
+        else:
+            options[key] = value
+    return {"s3": options}
+
+
 def options_for(uri: str, storage_options: StorageOptions | None) -> dict[str, Any]:
     if not storage_options:
         return {}

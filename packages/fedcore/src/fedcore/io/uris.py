@@ -17,10 +17,12 @@ _SCHEME_RE: Final = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
 
 
 def normalize_uri(uri: str) -> str:
-    """``s3://b/x/`` -> ``s3://b/x``; ``./t`` -> ``file:///abs/t``."""
+    """``s3://b/x/`` -> ``s3://b/x``; ``./t`` and ``file:/abs/t`` -> ``file:///abs/t``."""
     if not uri or not uri.strip():
         raise InvalidPathError("a path or URI must not be empty")
     match = _SCHEME_RE.match(uri)
+    if match is None and uri[:6].lower() == "file:/":  # Hadoop's spelling, as Spark passes paths
+        return "file://" + os.path.abspath(uri[5:].rstrip("/") or "/")
     if match is None:
         return "file://" + os.path.abspath(os.path.expanduser(uri))
     scheme = match.group(1).lower()

@@ -1,0 +1,76 @@
+"""Spark's pushed filters as fedcore's partition filters: what prunes partitions before planning.
+
+Spark hands a Python data source the conjuncts of a query's WHERE clause it could express
+(``EqualTo``, ``In``, ``IsNull``, ...; ORs are never pushed to Python sources). Those on
+partition columns whose values compare in Python exactly as in Spark (integers, strings,
+dates, booleans, decimals) become fedcore filters, which prune partitions through the
+metadata table. Every filter is still handed back to Spark, which checks the rows itself:
+pruning can only drop partitions no row of which could match, so no row is ever lost, and
+no difference between Spark's and Arrow's comparison rules can let a wrong row through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import datasource as sds
+
+from fedcore.filters import Filter
+
+_COMPARISONS: dict[type[sds.Filter], str] = {
+    sds.EqualTo: "=",
+    sds.GreaterThan: ">",
+    sds.GreaterThanOrEqual: ">=",
+    sds.LessThan: "<",
+    sds.LessThanOrEqual: "<=",
+}
+
+
+def prunes(arrow_type: pa.DataType) -> bool:
+    """Types whose partition values compare in Python as Spark compares them. Floats (NaN
+    is greater than everything in Spark, unordered in Python) and timestamps (a session time
+    zone) are left to Spark: their partitions are never pruned."""
+    return bool(
+        pa.types.is_integer(arrow_type)
+        or pa.types.is_string(arrow_type)
+        or pa.types.is_large_string(arrow_type)
+        or pa.types.is_date32(arrow_type)
+        or pa.types.is_boolean(arrow_type)
+        or pa.types.is_decimal(arrow_type)
+    )
+
+
+def partition_filters(
+    filters: Iterable[sds.Filter], schema: pa.Schema, fields: Sequence[str]
+) -> list[Filter]:
+    """The pushed filters that prune partitions, as fedcore filters (the rest give none)."""
+    prunable = {name for name in fields if name in schema.names and prunes(schema.field(name).type)}
+    out = []
+    for spark_filter in filters:
+        translated = _translate(spark_filter)
+        if translated is not None and translated.column in prunable:
+            out.append(translated)
+    return out
+
+
+def _translate(spark_filter: sds.Filter) -> Filter | None:
+    attribute: tuple[str, ...] = getattr(spark_filter, "attribute", ())
+    if len(attribute) != 1:
+        return None  # a nested field, or Not(...): nothing to prune by
+    column = attribute[0]
+    value: Any = getattr(spark_filter, "value", None)
+    if isinstance(spark_filter, sds.IsNull):
+        return Filter(column, "IS NULL", None)
+    if isinstance(spark_filter, sds.IsNotNull):
+        return Filter(column, "IS NOT NULL", None)
+    if isinstance(spark_filter, sds.EqualNullSafe):
+        return Filter(column, "IS NULL", None) if value is None else Filter(column, "=", value)
+    if isinstance(spark_filter, sds.In):
+        # NULL in the list never makes IN true; the other values are what can match.
+        return Filter(column, "IN", [v for v in value if v is not None])
+    op = _COMPARISONS.get(type(spark_filter))
+    if op is None or value is None:
+        return None
+    return Filter(column, op, value)

@@ -1,0 +1,60 @@
+"""``fed_spark.register(spark)``: the ``fed`` source in a session's DataFrame API and SQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from fed_spark.source import (
+    DEFAULT_MAX_PARTITION_BYTES,
+    DEFAULT_OPEN_COST_BYTES,
+    FedDataSource,
+    SessionSettings,
+)
+from fedcore.io.filesystems import StorageOptions
+
+MAX_PARTITION_BYTES = "spark.sql.files.maxPartitionBytes"
+OPEN_COST_BYTES = "spark.sql.files.openCostInBytes"
+
+
+def register(spark: SparkSession, storage_options: StorageOptions | None = None) -> type[FedDataSource]:
+    """Make ``format("fed")`` and ``USING fed`` available in ``spark``.
+
+    Args:
+        spark: the session.
+        storage_options: fsspec options per protocol or storage root (as ``fedcore.load_table``
+            takes them), e.g. ``{"s3": {"client_kwargs": {"endpoint_url": ...}}}``; a read's
+            ``fed.storage.*`` options go over them.
+
+    Returns:
+        The registered data source class (bound to the session's settings).
+    """
+    conf = spark.conf
+    # Without it Spark never offers a Python source its filters, and nothing is pruned.
+    conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    settings = SessionSettings(
+        storage_options=storage_options,
+        parallelism=spark.sparkContext.defaultParallelism,
+        max_partition_bytes=_bytes(
+            conf.get("spark.sql.files.maxPartitionBytes"), DEFAULT_MAX_PARTITION_BYTES
+        ),
+        open_cost_bytes=_bytes(conf.get("spark.sql.files.openCostInBytes"), DEFAULT_OPEN_COST_BYTES),
+    )
+    # A subclass carries the settings: Spark pickles the class it registers (by value, as
+    # it is made here) and instantiates it in its Python workers.
+    source: type[FedDataSource] = type("FedDataSource", (FedDataSource,), {"settings": settings})
+    source.__module__ = __name__
+    spark.dataSource.register(source)
+    return source
+
+
+def _bytes(text: Any, default: int) -> int:
+    """Spark's byte sizes: ``134217728``, ``128m``, ``128MB``."""
+    if text is None:
+        return default
+    value = str(text).strip().lower().removesuffix("b")
+    units = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+    if value and value[-1] in units:
+        return int(float(value[:-1]) * units[value[-1]])
+    return int(value)

@@ -1,0 +1,176 @@
+"""The ``fed`` Spark data source: ``spark.read.format("fed").load(TABLE_PATH)`` and SQL tables.
+
+Reads are planned once, on the driver, by fedcore: the partitions the pushed filters
+allow are looked up in the metadata table (never listed in storage), and the latest
+committed slice of each file group there becomes part of a Spark input partition. The
+plan (slices, schema and what reading a slice needs) is pickled to the Python workers,
+which read their slices with Arrow and hand Spark record batches.
+
+What the data source is told by the session (storage options, parallelism, split size)
+is bound to it by ``fed_spark.register``, which registers a subclass carrying them: a
+Python data source is instantiated in Spark's worker processes and sees only its options.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.types import StructType
+
+from fed_spark.filters import partition_filters
+from fed_spark.options import PATH, ReadOptions
+from fedcore.exceptions import SchemaMismatchError
+from fedcore.io.filesystems import StorageOptions, storage_options_of
+from fedcore.reader import FileSlice
+from fedcore.scan import DataScan, ScanPlan
+from fedcore.table import Table, load_table
+
+#: Spark's defaults for packing files into input partitions (spark.sql.files.*).
+DEFAULT_MAX_PARTITION_BYTES = 128 * 2**20
+DEFAULT_OPEN_COST_BYTES = 4 * 2**20
+#: Where a SQL table's read options are kept: its first column's metadata in the catalog.
+_OPTIONS_KEY = "fed.options"
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    """What the session tells every read: bound at registration."""
+
+    storage_options: StorageOptions | None = None
+    parallelism: int = 2
+    max_partition_bytes: int = DEFAULT_MAX_PARTITION_BYTES
+    open_cost_bytes: int = DEFAULT_OPEN_COST_BYTES
+
+
+class FedDataSource(DataSource):
+    """``format("fed")``: a federated (or any Hudi copy-on-write / merge-on-read) table."""
+
+    settings: ClassVar[SessionSettings] = SessionSettings()
+
+    @classmethod
+    def name(cls) -> str:
+        return "fed"
+
+    def _open(self, schema: StructType | None = None) -> tuple[Table, ReadOptions]:
+        options = dict(self.options)
+        if schema is not None and PATH not in {k.lower() for k in options}:
+            # A SQL table's reads get no options (Spark passes only the query's): its options
+            # were recorded in the schema Spark stored in its catalog when it was created.
+            options = json.loads(schema.fields[0].metadata.get(_OPTIONS_KEY, "{}")) if schema.fields else {}
+        read = ReadOptions.of(options)
+        storage = self.settings.storage_options
+        given = storage_options_of(read.storage)
+        if given is not None:
+            storage = {**(storage or {}), "s3": {**(storage or {}).get("s3", {}), **given["s3"]}}
+        return load_table(read.path, storage_options=storage), read
+
+    def schema(self) -> StructType:
+        table, read = self._open()
+        out = spark_schema(table.scan(as_of=read.as_of, query_type=read.query_type).schema())
+        if out.fields:
+            out.fields[0].metadata = {**out.fields[0].metadata, _OPTIONS_KEY: json.dumps(read.given)}
+        return out
+
+    def reader(self, schema: StructType) -> FedReader:
+        table, read = self._open(schema)
+        scan = table.scan(as_of=read.as_of, query_type=read.query_type)
+        table_schema = scan.schema()
+        own = spark_schema(table_schema)
+        from_catalog = bool(schema.fields) and _OPTIONS_KEY in schema.fields[0].metadata
+        if not from_catalog and _shape(schema) != _shape(own):
+            raise SchemaMismatchError(
+                f"table {table.name} has schema {own.simpleString()}, not {schema.simpleString()}: "
+                "a fed read returns the table's own schema, so do not pass one"
+            )
+        # A SQL table reads in the schema its catalog entry has (as Spark's own tables do: a
+        # column added since shows after the table is created again); others in the table's.
+        return FedReader(scan, table_schema, to_arrow_schema(schema, timezone="UTC"), self.settings)
+
+
+def _shape(schema: StructType) -> list[tuple[str, Any]]:
+    return [(f.name, f.dataType) for f in schema.fields]
+
+
+class FedPartition(InputPartition):
+    """The file slices one Spark task reads."""
+
+    def __init__(self, slices: list[FileSlice]) -> None:
+        super().__init__(None)
+        self.slices = slices
+
+
+class FedReader(DataSourceReader):
+    def __init__(
+        self, scan: DataScan, table_schema: pa.Schema, arrow_schema: pa.Schema, settings: SessionSettings
+    ) -> None:
+        self.scan: DataScan | None = scan
+        self.table_schema = table_schema
+        self.arrow_schema = arrow_schema
+        self.settings = settings
+        self.pruning: list[Any] = []
+        self.plan: ScanPlan | None = None
+
+    def pushFilters(self, filters: list[Filter]) -> Sequence[Filter]:
+        """Filters on partition columns prune partitions; Spark still applies every filter."""
+        assert self.scan is not None
+        fields = self.scan.table.partition_scheme.fields
+        self.pruning = partition_filters(filters, self.table_schema, fields)
+        return filters
+
+    def partitions(self) -> list[FedPartition]:
+        plan = self._plan()
+        return [FedPartition(group) for group in pack(plan.slices, self.settings)]
+
+    def _plan(self) -> ScanPlan:
+        if self.plan is None:
+            assert self.scan is not None
+            self.plan = self.scan.update(filters=tuple(self.pruning)).plan()
+            self.scan = None  # the tasks need the plan only
+        return self.plan
+
+    def read(self, partition: FedPartition) -> Iterator[pa.RecordBatch]:
+        plan = self._plan()
+        for file_slice in partition.slices:
+            rows = plan.read(file_slice)
+            yield from rows.cast(self.arrow_schema).to_batches()
+
+
+def spark_schema(schema: pa.Schema) -> StructType:
+    """The Spark schema of a table's Arrow schema (Spark timestamps are microseconds)."""
+    fields = [
+        field.with_type(pa.timestamp("us", field.type.tz)) if pa.types.is_timestamp(field.type) else field
+        for field in schema
+    ]
+    return from_arrow_schema(pa.schema(fields), prefer_timestamp_ntz=True)
+
+
+def pack(slices: Sequence[FileSlice], settings: SessionSettings) -> list[list[FileSlice]]:
+    """File slices in input partitions as Spark packs files: biggest first, each partition up
+    to a split size (smaller when there is little to read, so every core gets work), each
+    file counting an open cost."""
+    if not slices:
+        return []
+    cost = settings.open_cost_bytes
+
+    def size(s: FileSlice) -> int:
+        return s.size + sum(n for _, n in s.log_files) + cost
+
+    total = sum(size(s) for s in slices)
+    split = min(settings.max_partition_bytes, max(cost, total // max(1, settings.parallelism)))
+    groups: list[list[FileSlice]] = []
+    current: list[FileSlice] = []
+    filled = 0
+    for file_slice in sorted(slices, key=size, reverse=True):
+        if current and filled + size(file_slice) > split:
+            groups.append(current)
+            current, filled = [], 0
+        current.append(file_slice)
+        filled += size(file_slice)
+    groups.append(current)
+    return groups
