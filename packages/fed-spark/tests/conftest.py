@@ -25,7 +25,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     warehouse = tmp_path_factory.mktemp("warehouse")
     session = (
-        SparkSession.builder.master("local[2]")
+        # Two cores; a failed task is retried once (the fault tests need that).
+        SparkSession.builder.master("local[2,2]")
         .appName("fed-spark-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")

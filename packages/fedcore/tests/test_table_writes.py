@@ -29,7 +29,16 @@ def test_every_arrow_shaped_input_is_written(backend: Backend) -> None:
     table.delete(pa.table({"trip_id": [2], "country": ["us"]}))
     table.insert_overwrite(trips([50], "de"))
     assert set(rows(table)) == {1, 3, 4, 5, 6, 50}
-    assert set(OPERATIONS) == {"bulk_insert", "insert", "upsert", "delete", "insert_overwrite"}
+    table.insert_overwrite_table(trips([60, 61], "fr"))  # every file group replaced
+    assert rows(table) == {60: ("fr", 70.0), 61: ("fr", 71.0)}
+    assert set(OPERATIONS) == {
+        "bulk_insert",
+        "insert",
+        "upsert",
+        "delete",
+        "insert_overwrite",
+        "insert_overwrite_table",
+    }
 
 
 def test_input_that_is_not_records_is_refused(backend: Backend) -> None:

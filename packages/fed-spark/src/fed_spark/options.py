@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from fedcore.exceptions import ConfigError, InvalidPathError
+from fedcore.io.filesystems import StorageOptions, storage_options_of
 from fedcore.reader import QUERY_TYPES, QueryType
 
 PATH: Final = "path"
@@ -26,6 +27,29 @@ QUERY_TYPE: Final = "hoodie.datasource.query.type"
 #: fsspec options of the storage (``fed.storage.endpoint_url``, ``fed.storage.key``, ...), as
 #: ``fed ... --storage-option``; what ``fed_spark.register`` was given comes first.
 STORAGE_PREFIX: Final = "fed.storage."
+
+#: Spark's defaults for packing files into input partitions (spark.sql.files.*).
+DEFAULT_MAX_PARTITION_BYTES: Final = 128 * 2**20
+DEFAULT_OPEN_COST_BYTES: Final = 4 * 2**20
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    """What the session tells every read and write: bound at registration."""
+
+    storage_options: StorageOptions | None = None
+    parallelism: int = 2
+    max_partition_bytes: int = DEFAULT_MAX_PARTITION_BYTES
+    open_cost_bytes: int = DEFAULT_OPEN_COST_BYTES
+
+    def storage(self, given: Mapping[str, str]) -> StorageOptions | None:
+        """The session's storage options with an operation's ``fed.storage.*`` over them."""
+        extra = storage_options_of(given)
+        if extra is None:
+            return self.storage_options
+        base = dict(self.storage_options or {})
+        return {**base, "s3": {**base.get("s3", {}), **extra["s3"]}}
+
 
 _GLOB = re.compile(r"[*?\[\]{}]")
 _INSTANT_FORMATS: Final = (
@@ -99,3 +123,81 @@ def instant_of(text: str) -> str:
         f"{text!r} is not an instant: use yyyyMMddHHmmssSSS, yyyyMMddHHmmss, "
         "'yyyy-MM-dd HH:mm:ss[.SSS]' or yyyy-MM-dd",
     )
+
+
+TABLE_NAME: Final = "hoodie.table.name"
+OPERATION: Final = "hoodie.datasource.write.operation"
+RECORD_KEY_FIELD: Final = "hoodie.datasource.write.recordkey.field"
+PARTITION_PATH_FIELD: Final = "hoodie.datasource.write.partitionpath.field"
+PRECOMBINE_FIELD: Final = "hoodie.datasource.write.precombine.field"
+HIVE_STYLE: Final = "hoodie.datasource.write.hive_style_partitioning"
+TABLE_TYPE: Final = "hoodie.datasource.write.table.type"
+_WRITE_KEYS: Final = (
+    TABLE_NAME,
+    OPERATION,
+    RECORD_KEY_FIELD,
+    PARTITION_PATH_FIELD,
+    PRECOMBINE_FIELD,
+    HIVE_STYLE,
+)
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """A ``format("fed")`` write's options: Hudi's names for the table and the operation;
+    every other ``hoodie.*`` key goes to fedcore, which refuses keys it does not read."""
+
+    path: str
+    table_name: str | None
+    operation: str | None  # None: Hudi's default for how the write came (upsert, or insert for SQL)
+    record_key_fields: tuple[str, ...]
+    partition_fields: tuple[str, ...] | None  # None: not given
+    precombine_field: str | None
+    hive_style: bool | None
+    hoodie: dict[str, str]
+    storage: dict[str, str]
+
+    @classmethod
+    def of(cls, options: Mapping[str, str]) -> WriteOptions:
+        given = {str(k).lower(): str(v) for k, v in options.items()}
+        for reserved in CATALOG_PROPERTIES:
+            given.pop(reserved, None)
+        located = given.pop(LOCATION, None)
+        path = table_path(given.pop(PATH, None) or located)
+        table_type = given.pop(TABLE_TYPE, "COPY_ON_WRITE").strip().upper()
+        if table_type != "COPY_ON_WRITE":
+            raise ConfigError(TABLE_TYPE, f"fed writes copy-on-write tables only, not {table_type}")
+        found = {key: given.pop(key) for key in _WRITE_KEYS if key in given}
+        storage = {
+            k[len(STORAGE_PREFIX) :]: given.pop(k) for k in list(given) if k.startswith(STORAGE_PREFIX)
+        }
+        for key in given:
+            if not key.startswith("hoodie."):
+                raise ConfigError(
+                    key,
+                    "is not an option of a fed write (it would be ignored); fed takes Hudi's hoodie.* keys",
+                )
+        hive = found.get(HIVE_STYLE)
+        if hive is not None and hive.strip().lower() not in ("true", "false"):
+            raise ConfigError(HIVE_STYLE, f"{hive!r} is not true or false")
+        partitions = found.get(PARTITION_PATH_FIELD)
+        if partitions is not None and ":" in partitions:
+            raise ConfigError(
+                PARTITION_PATH_FIELD,
+                f"{partitions!r}: custom key generator types (field:type) are not supported",
+            )
+        return cls(
+            path=path,
+            table_name=found.get(TABLE_NAME),
+            operation=found[OPERATION].strip().lower() if OPERATION in found else None,
+            record_key_fields=_fields(found.get(RECORD_KEY_FIELD)),
+            partition_fields=None if partitions is None else _fields(partitions),
+            precombine_field=found.get(PRECOMBINE_FIELD) or None,
+            hive_style=None if hive is None else hive.strip().lower() == "true",
+            hoodie=given,
+            storage=storage,
+        )
+
+
+def _fields(text: str | None) -> tuple[str, ...]:
+    return tuple(f.strip() for f in (text or "").split(",") if f.strip())

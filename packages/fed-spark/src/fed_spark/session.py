@@ -6,12 +6,8 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from fed_spark.source import (
-    DEFAULT_MAX_PARTITION_BYTES,
-    DEFAULT_OPEN_COST_BYTES,
-    FedDataSource,
-    SessionSettings,
-)
+from fed_spark.options import DEFAULT_MAX_PARTITION_BYTES, DEFAULT_OPEN_COST_BYTES, SessionSettings
+from fed_spark.source import FedDataSource
 from fedcore.io.filesystems import StorageOptions
 
 MAX_PARTITION_BYTES = "spark.sql.files.maxPartitionBytes"

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import pyarrow as pa
@@ -24,28 +23,15 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
 from fed_spark.filters import partition_filters
-from fed_spark.options import PATH, ReadOptions
+from fed_spark.options import PATH, STORAGE_PREFIX, ReadOptions, SessionSettings, WriteOptions
+from fed_spark.write import FedWriter, arrow_schema, open_for_write, operation_of
 from fedcore.exceptions import SchemaMismatchError
-from fedcore.io.filesystems import StorageOptions, storage_options_of
 from fedcore.reader import FileSlice
 from fedcore.scan import DataScan, ScanPlan
 from fedcore.table import Table, load_table
 
-#: Spark's defaults for packing files into input partitions (spark.sql.files.*).
-DEFAULT_MAX_PARTITION_BYTES = 128 * 2**20
-DEFAULT_OPEN_COST_BYTES = 4 * 2**20
 #: Where a SQL table's read options are kept: its first column's metadata in the catalog.
 _OPTIONS_KEY = "fed.options"
-
-
-@dataclass(frozen=True)
-class SessionSettings:
-    """What the session tells every read: bound at registration."""
-
-    storage_options: StorageOptions | None = None
-    parallelism: int = 2
-    max_partition_bytes: int = DEFAULT_MAX_PARTITION_BYTES
-    open_cost_bytes: int = DEFAULT_OPEN_COST_BYTES
 
 
 class FedDataSource(DataSource):
@@ -64,11 +50,7 @@ class FedDataSource(DataSource):
             # were recorded in the schema Spark stored in its catalog when it was created.
             options = json.loads(schema.fields[0].metadata.get(_OPTIONS_KEY, "{}")) if schema.fields else {}
         read = ReadOptions.of(options)
-        storage = self.settings.storage_options
-        given = storage_options_of(read.storage)
-        if given is not None:
-            storage = {**(storage or {}), "s3": {**(storage or {}).get("s3", {}), **given["s3"]}}
-        return load_table(read.path, storage_options=storage), read
+        return load_table(read.path, storage_options=self.settings.storage(read.storage)), read
 
     def schema(self) -> StructType:
         table, read = self._open()
@@ -91,6 +73,19 @@ class FedDataSource(DataSource):
         # A SQL table reads in the schema its catalog entry has (as Spark's own tables do: a
         # column added since shows after the table is created again); others in the table's.
         return FedReader(scan, table_schema, to_arrow_schema(schema, timezone="UTC"), self.settings)
+
+    def writer(self, schema: StructType, overwrite: bool) -> FedWriter:
+        options = dict(self.options)
+        from_sql = PATH not in {k.lower() for k in options}
+        if from_sql:
+            # A SQL INSERT into a catalog table: no options, but the table's schema, with the
+            # options recorded when the table was created (its path and storage options).
+            recorded = json.loads(schema.fields[0].metadata.get(_OPTIONS_KEY, "{}")) if schema.fields else {}
+            options = {k: v for k, v in recorded.items() if k == PATH or k.startswith(STORAGE_PREFIX)}
+        write = WriteOptions.of(options)
+        rows = arrow_schema(schema)
+        table = open_for_write(write, self.settings, rows)
+        return FedWriter(table, operation_of(write, overwrite, from_sql), rows)
 
 
 def _shape(schema: StructType) -> list[tuple[str, Any]]:

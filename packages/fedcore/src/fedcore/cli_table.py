@@ -25,7 +25,8 @@ from fedcore.io.parquet import read_parquet
 from fedcore.reader import QUERY_TYPES
 from fedcore.rollback import rollback
 from fedcore.table import Table, create_table, load_table
-from fedcore.write_client import OPERATIONS, UPSERT, WriteClient
+from fedcore.write_client import OPERATIONS, WriteClient
+from fedcore.write_job import UPSERT
 
 
 def table_commands(commands: Any) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from fedcore.exceptions import MetadataTableError
 
-OPERATION_TYPES = ("BULK_INSERT", "INSERT", "UPSERT", "DELETE", "INSERT_OVERWRITE")
+OPERATION_TYPES = ("BULK_INSERT", "INSERT", "UPSERT", "DELETE", "INSERT_OVERWRITE", "INSERT_OVERWRITE_TABLE")
 
 
 @dataclass
@@ -95,7 +95,7 @@ class CommitMetadata:
             "extraMetadata": {"schema": self.schema} if self.schema else {},
             "operationType": self.operation,
         }
-        if self.replaced or self.operation == "INSERT_OVERWRITE":
+        if self.replaced or self.operation in ("INSERT_OVERWRITE", "INSERT_OVERWRITE_TABLE"):
             body["partitionToReplaceFileIds"] = self.replaced
         return json.dumps(body, indent=2).encode()
 

@@ -132,6 +132,12 @@ class Table(TableHandle):
         """Replace every file group of the partitions ``data`` touches with ``data``."""
         return self.write(data, "insert_overwrite", options)
 
+    def insert_overwrite_table(
+        self, data: WriteInput, options: Mapping[str, str] | None = None
+    ) -> WriteResult:
+        """Replace every file group of the table with ``data``."""
+        return self.write(data, "insert_overwrite_table", options)
+
 
 def create_table(
     path: str,

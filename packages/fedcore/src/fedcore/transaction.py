@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Final
 from fedcore import properties as P
 from fedcore.commit_metadata import rollback_metadata
 from fedcore.exceptions import CommitConflictError, InstantConflictError
+from fedcore.file_writer import put_data_file
 from fedcore.io.atomic import create_exclusive
 from fedcore.io.filesystems import read_object, remove_files
 from fedcore.metadata.table import Op
@@ -161,11 +162,51 @@ class Transaction:
         self.instant = transition(self._fs, self.table.path, self.instant, INFLIGHT, plan)
         self._hook("inflight")
 
+    @classmethod
+    def resume(cls, table: TableHandle, action: str, instant_time: str) -> Transaction:
+        """The transaction of an instant another process began (an engine's driver began it,
+        this process completes it): it must still be pending, its writer's heartbeat is
+        refreshed now, and no heartbeat thread is started."""
+        transaction = cls(table, action)
+        found = table.timeline().find(instant_time)
+        if found is None or found.is_completed or found.action != action:
+            raise CommitConflictError(
+                f"instant {instant_time} is no longer a pending {action} (rolled back by another "
+                "writer after its heartbeat expired?); nothing of this write is visible"
+            )
+        transaction.instant = found
+        transaction.heartbeat = Heartbeat(table, instant_time, table.heartbeat_interval_ms)
+        transaction.heartbeat.beat()
+        return transaction
+
     def write_file(self, relative_path: str, data: bytes, kind: str = "CREATE") -> None:
         """Marker first, then the data file: a rollback can always find what was written."""
-        self._fs.pipe_file(f"{self.table.marker_folder(self.time)}/{relative_path}.marker.{kind}", b"")
-        self._hook("data")
-        self.table.fs.pipe_file(relative_path, data, mode="create")
+        put_data_file(
+            self.table, self.time, relative_path, data, kind, after_marker=lambda: self._hook("data")
+        )
+
+    def remove_unreferenced(self, written: Iterable[str]) -> list[str]:
+        """Delete the data files this instant's markers name that ``written`` (logical paths)
+        does not: those of task attempts that failed or lost to a retry. Returns them."""
+        keep = set(written)
+        folder = self.table.marker_folder(self.time)
+        prefix = self._fs._strip_protocol(folder).rstrip("/") + "/"
+        try:
+            markers = self._fs.find(folder, detail=False)
+        except FileNotFoundError:
+            return []
+        stray = []
+        for marker in markers:
+            relative = str(marker)[len(prefix) :]
+            if relative.startswith(".claims/"):
+                continue
+            logical = relative.rsplit(".marker.", 1)[0]
+            if logical not in keep:
+                stray.append(logical)
+        for logical in stray:
+            with contextlib.suppress(FileNotFoundError):  # its task died before writing it
+                self.table.fs.rm_file(logical)
+        return stray
 
     def commit(
         self,

@@ -1,0 +1,226 @@
+"""``df.write.format("fed")`` and SQL ``INSERT``: Spark tasks write, the driver commits.
+
+Operations that write new file groups only (``bulk_insert``, ``insert``,
+``insert_overwrite``, ``insert_overwrite_table``) run distributed on fedcore's write
+protocol (``fedcore.write_job``): the driver side begins the instant; each task writes its
+rows as new file groups through the federated filesystem, marker first, and returns write
+stats; the driver side commits the stats of the tasks that succeeded, after deleting
+whatever failed or duplicate task attempts left behind (their markers name it), or rolls
+the instant back when the job fails.
+
+``upsert`` and ``delete`` must see every record of a file group in one place, and a Python
+data source cannot ask Spark to shuffle its input: tasks stage their rows as Parquet under
+``.hoodie/.fed/staging/``, and the commit runs fedcore's ``WriteClient`` over them in one
+process (correct, not distributed).
+
+A Python data source's driver-side calls run in Spark's Python worker processes, which may
+be reused for other work: the instant's heartbeat is refreshed by the tasks while they
+write, and by the commit, never by a thread left behind in a worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark import TaskContext
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
+
+from fed_spark.options import SessionSettings, WriteOptions
+from fedcore import properties as P
+from fedcore.commit_metadata import WriteStat
+from fedcore.exceptions import ConfigError, TableNotFoundError
+from fedcore.records import META_COLUMNS
+from fedcore.table import Table, create_table, load_table
+from fedcore.write_client import WriteClient
+from fedcore.write_job import (
+    BULK_INSERT,
+    INSERT,
+    INSERT_OVERWRITE,
+    INSERT_OVERWRITE_TABLE,
+    OPERATIONS,
+    UPSERT,
+    Operation,
+    WriteJob,
+)
+
+#: Operations whose tasks write new file groups (distributed); the others are staged.
+DISTRIBUTED = (BULK_INSERT, INSERT, INSERT_OVERWRITE, INSERT_OVERWRITE_TABLE)
+STAGING_FOLDER = ".fed/staging"
+
+
+@dataclass
+class FedCommitMessage(WriterCommitMessage):
+    """What one task did: the files it wrote (their write stats), or the file it staged."""
+
+    stats: list[dict[str, Any]] = field(default_factory=list)
+    staged: str | None = None
+
+
+def open_for_write(options: WriteOptions, settings: SessionSettings, schema: pa.Schema) -> Table:
+    """The table a write goes to, created from Hudi's options when there is none yet; options
+    that contradict the table's config are refused, storage keys included
+    (``StorageStrategyMismatchError``)."""
+    storage = settings.storage(options.storage)
+    storage_keys = {k: v for k, v in options.hoodie.items() if k in P.STORAGE_KEYS}
+    runtime = {k: v for k, v in options.hoodie.items() if k not in P.STORAGE_KEYS}
+    try:
+        table = load_table(options.path, storage_options=storage)
+    except TableNotFoundError:
+        if not options.record_key_fields:
+            raise ConfigError(
+                "hoodie.datasource.write.recordkey.field", f"is needed to create a table at {options.path}"
+            ) from None
+        missing = [
+            c
+            for c in [*options.record_key_fields, *(options.partition_fields or ())]
+            if c not in schema.names
+        ]
+        if missing:
+            raise ConfigError(
+                "hoodie.datasource.write.recordkey.field",
+                f"names {missing[0]!r}, which is not a column of the data ({', '.join(schema.names)})",
+            ) from None
+        table = create_table(
+            options.path,
+            name=options.table_name or options.path.rstrip("/").rpartition("/")[2],
+            record_key_fields=options.record_key_fields,
+            partition_fields=options.partition_fields or (),
+            precombine_field=options.precombine_field,
+            hive_style_partitioning=True if options.hive_style is None else options.hive_style,
+            properties=storage_keys,
+            storage_options=storage,
+        )
+        return table.with_options(runtime)
+    config = table.config
+    checks: list[tuple[str, object, object]] = [
+        ("hoodie.table.name", options.table_name, config.name),
+        ("hoodie.datasource.write.precombine.field", options.precombine_field, config.precombine_field),
+        (
+            "hoodie.datasource.write.recordkey.field",
+            options.record_key_fields or None,
+            tuple(config.record_key_fields),
+        ),
+        (
+            "hoodie.datasource.write.partitionpath.field",
+            options.partition_fields,
+            tuple(config.partition_fields),
+        ),
+    ]
+    for key, given, actual in checks:
+        if given is not None and given != actual:
+            raise ConfigError(key, f"is {given!r}, but table {config.name} has {actual!r}")
+    return table.with_options({**storage_keys, **runtime})
+
+
+def operation_of(options: WriteOptions, overwrite: bool, from_sql: bool) -> Operation:
+    """Hudi's rules: the operation option, else upsert (``INSERT INTO`` in SQL: insert);
+    Spark's Overwrite save mode (SQL ``INSERT OVERWRITE``) replaces the whole table unless
+    the operation says ``insert_overwrite`` (the partitions written only)."""
+    chosen = options.operation
+    if chosen is not None and chosen not in OPERATIONS:
+        raise ConfigError(
+            "hoodie.datasource.write.operation", f"{chosen!r} is not one of {', '.join(OPERATIONS)}"
+        )
+    if overwrite:
+        if chosen not in (None, INSERT_OVERWRITE, INSERT_OVERWRITE_TABLE):
+            raise ConfigError(
+                "hoodie.datasource.write.operation",
+                f"{chosen!r} cannot run in Overwrite mode: use mode('append'), or insert_overwrite",
+            )
+        return INSERT_OVERWRITE if chosen == INSERT_OVERWRITE else INSERT_OVERWRITE_TABLE
+    if chosen is None:
+        return INSERT if from_sql else UPSERT
+    return chosen
+
+
+def arrow_schema(schema: StructType) -> pa.Schema:
+    """The rows' schema as the tasks' Arrow batches have it, meta columns dropped (a SQL
+    ``INSERT`` into a fed table fills them with nulls; fedcore computes them)."""
+    fields = [f for f in to_arrow_schema(schema, timezone="UTC") if f.name not in META_COLUMNS]
+    return pa.schema(fields)
+
+
+class FedWriter(DataSourceArrowWriter):
+    """Made on the driver side by ``FedDataSource.writer``, pickled to every task."""
+
+    def __init__(self, table: Table, operation: Operation, schema: pa.Schema) -> None:
+        self.table = table
+        self.operation = operation
+        self.schema = schema
+        self.job: WriteJob | None = None
+        self.staging: str | None = None
+        if operation in DISTRIBUTED:
+            job = WriteJob.open(table, operation, schema)
+            job.begin()
+            try:
+                job.inflight(json.dumps({"operationType": operation.upper(), "engine": "spark"}).encode())
+            except BaseException:
+                job.abort()
+                raise
+            job.detach()  # tasks beat from here on
+            self.job = job
+        else:
+            self.staging = f"{table.path}/{P.HOODIE_FOLDER}/{STAGING_FOLDER}/{uuid.uuid4()}"
+
+    # --- tasks ---------------------------------------------------------------------------------
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> FedCommitMessage:
+        context = TaskContext.get()
+        task = context.partitionId() if context is not None else 0
+        attempt = context.attemptNumber() if context is not None else 0
+        batches = [b for b in iterator if b.num_rows]
+        if not batches:
+            return FedCommitMessage()
+        data = pa.Table.from_batches(batches).drop_columns(
+            [c for c in META_COLUMNS if c in batches[0].schema.names]
+        )
+        if self.job is not None:
+            stats = self.job.write_new(data, task, attempt)
+            return FedCommitMessage(stats=[s.to_json() for s in stats])
+        assert self.staging is not None
+        path = f"{self.staging}/part-{task:05d}-{attempt}.parquet"
+        fs = self.table.fs.table_fs
+        with fs.open(path, "wb") as sink:
+            pq.write_table(data, sink)
+        return FedCommitMessage(staged=path)
+
+    # --- driver side ---------------------------------------------------------------------------
+
+    def commit(self, messages: Sequence[FedCommitMessage | None]) -> None:
+        done = [m for m in messages if m is not None]
+        if self.job is not None:
+            stats = [WriteStat.from_json(s) for m in done for s in m.stats]
+            self.job.commit(stats, distributed=True)
+            return
+        assert self.staging is not None
+        try:
+            staged = [m.staged for m in done if m.staged is not None]
+            fs = self.table.fs.table_fs
+            if staged:
+                parts = []
+                for path in staged:
+                    with fs.open(path, "rb") as source:
+                        parts.append(pq.read_table(source))
+                WriteClient(self.table).write(pa.concat_tables(parts), self.operation)
+        finally:
+            self._drop_staging()
+
+    def abort(self, messages: Sequence[FedCommitMessage | None]) -> None:
+        if self.job is not None:
+            self.job.abort()
+        else:
+            self._drop_staging()
+
+    def _drop_staging(self) -> None:
+        if self.staging is not None:
+            with contextlib.suppress(FileNotFoundError):
+                self.table.fs.table_fs.rm(self.staging, recursive=True)

@@ -1,0 +1,271 @@
+"""``df.write.format("fed")`` and SQL INSERT: tasks write, the driver commits exactly once."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark import TaskContext, cloudpickle
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, SparkSession
+
+import fed_spark
+from fed_spark.write import FedWriter
+from fedcore import ObjectStoreStorageStrategy
+from fedcore import properties as P
+from fedcore.io.filesystems import filesystem_for
+from fedcore.records import META_COLUMNS
+from fedcore.table import Table, load_table
+from fedcore.testing import Backend
+
+# Spark pickles the fault-injecting sources below to its Python workers by value.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def frame(spark: SparkSession, start: int, stop: int, ts: int = 1, parts: int = 3) -> DataFrame:
+    return (
+        spark.range(start, stop)
+        .selectExpr(
+            "id",
+            "concat('r', cast(id % 4 as string)) AS region",
+            f"{ts}L AS ts",
+            "CAST(id AS DOUBLE) / 10 AS v",
+        )
+        .repartition(parts)
+    )
+
+
+def hudi_options(backend: Backend, operation: str = "bulk_insert") -> dict[str, str]:
+    return {
+        "hoodie.table.name": "trips",
+        "hoodie.datasource.write.recordkey.field": "id",
+        "hoodie.datasource.write.partitionpath.field": "region",
+        "hoodie.datasource.write.precombine.field": "ts",
+        "hoodie.datasource.write.operation": operation,
+        P.STORAGE_STRATEGY_CLASS: "object_store",
+        P.STORAGE_PATH: backend.storage_path,
+    }
+
+
+def ids(table: Table) -> list[int]:
+    return sorted(table.read(columns=["id"]).column("id").to_pylist())
+
+
+def data_files(backend: Backend) -> set[str]:
+    """Every Parquet file under the storage path, asked of the store itself."""
+    fs = filesystem_for(backend.storage_path, backend.storage_options)
+    fs.invalidate_cache()
+    return {str(p).rpartition("/")[2] for p in fs.find(backend.storage_path) if str(p).endswith(".parquet")}
+
+
+def referenced(table: Table) -> set[str]:
+    """The data files of every file slice the metadata table knows (all versions)."""
+    index = load_table(table.path, storage_options=table.storage_options).file_index
+    return {name for files in index.files(None).values() for name in files.files}
+
+
+def test_a_pipeline_bulk_inserts_upserts_deletes_and_reads(fed: SparkSession, backend: Backend) -> None:
+    path = f"{backend.table_path}-pipeline"
+    frame(fed, 0, 1000).write.format("fed").options(**hudi_options(backend)).mode("append").save(path)
+    table = load_table(path, storage_options=backend.storage_options)
+    assert ids(table) == list(range(1000))
+    assert isinstance(table.strategy, ObjectStoreStorageStrategy)
+    # Upsert (Hudi's default operation): 100 updated, 50 new.
+    frame(fed, 950, 1100, ts=2).write.format("fed").mode("append").save(path)
+    assert ids(table) == list(range(1100))
+    assert table.scan([("ts", "=", 2)]).count() == 150
+    deleted = fed.range(0, 10).selectExpr("id", "concat('r', cast(id % 4 as string)) AS region")
+    deleted.write.format("fed").option("hoodie.datasource.write.operation", "delete").mode("append").save(
+        path
+    )
+    assert ids(table) == list(range(10, 1100))
+    operations = [table.commit_metadata(i).operation for i in table.timeline().completed()]
+    assert operations == ["BULK_INSERT", "UPSERT", "DELETE"]
+    back = fed.read.format("fed").load(path)
+    assert back.count() == 1090
+    assert back.where("region = 'r1' AND ts = 2").count() == len([i for i in range(950, 1100) if i % 4 == 1])
+    assert data_files(backend) >= referenced(table)
+
+
+def test_insert_overwrite_and_overwrite_mode(local_fed: SparkSession, tmp_path: Path) -> None:
+    backend = Backend("local", f"file://{tmp_path}/tables/t", f"file://{tmp_path}/storage", None)
+    path = backend.table_path
+    frame(local_fed, 0, 100).write.format("fed").options(**hudi_options(backend)).mode("append").save(path)
+    # insert_overwrite: the partitions written are replaced, the others stay.
+    only_r1 = frame(local_fed, 1000, 1004, parts=1).where("region = 'r1'")
+    only_r1.write.format("fed").option("hoodie.datasource.write.operation", "insert_overwrite").mode(
+        "append"
+    ).save(path)
+    table = load_table(path)
+    assert ids(table) == sorted([i for i in range(100) if i % 4 != 1] + [1001])
+    # Overwrite mode: the whole table replaced (Hudi's insert_overwrite_table), history kept.
+    frame(local_fed, 500, 510).write.format("fed").mode("overwrite").save(path)
+    assert ids(table) == list(range(500, 510))
+    first = table.timeline().completed()[0].time
+    assert len(table.read(as_of=first)) == 100
+
+
+def test_sql_insert_into_and_overwrite_a_fed_table(local_fed: SparkSession, tmp_path: Path) -> None:
+    backend = Backend("local", f"file://{tmp_path}/tables/t", f"file://{tmp_path}/storage", None)
+    frame(local_fed, 0, 20).write.format("fed").options(**hudi_options(backend)).mode("append").save(
+        backend.table_path
+    )
+    local_fed.sql(f"CREATE TABLE fed_sql USING fed OPTIONS (path '{backend.table_path}')")
+    try:
+        local_fed.sql(
+            "INSERT INTO fed_sql (id, region, ts, v) VALUES (100, 'r9', 1, 0.5), (101, 'r9', 1, 0.5)"
+        )
+        local_fed.sql("INSERT INTO fed_sql BY NAME SELECT 102 AS id, 'r9' AS region, 1L AS ts, 0.5 AS v")
+        table = load_table(backend.table_path)
+        assert ids(table) == [*range(20), 100, 101, 102]
+        assert table.commit_metadata(table.timeline().completed()[-1]).operation == "INSERT"
+        local_fed.sql("INSERT OVERWRITE fed_sql (id, region, ts, v) VALUES (7, 'r3', 1, 0.7)")
+        assert ids(table) == [7]
+        assert local_fed.sql("SELECT id, v FROM fed_sql").collect() == [(7, 0.7)]
+    finally:
+        local_fed.sql("DROP TABLE IF EXISTS fed_sql")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({P.STORAGE_STRATEGY_CLASS: "hive"}, "StorageStrategyMismatchError"),
+        ({"hoodie.datasource.write.recordkey.field": "region"}, "but table trips has ('id',)"),
+        ({"hoodie.datasource.write.operation": "merge"}, "'merge' is not one of"),
+        ({"hoodie.parquet.max.file.sizes": "1"}, "hoodie.parquet.max.file.sizes"),
+        ({"compression": "zstd"}, "compression: is not an option of a fed write"),
+        ({"path": "{path}/*"}, "is a glob; pass the table path"),
+    ],
+)
+def test_bad_writes_say_why_and_change_nothing(
+    local_fed: SparkSession, tmp_path: Path, change: dict[str, str], message: str
+) -> None:
+    backend = Backend("local", f"file://{tmp_path}/tables/t", f"file://{tmp_path}/storage", None)
+    frame(local_fed, 0, 10).write.format("fed").options(**hudi_options(backend)).mode("append").save(
+        backend.table_path
+    )
+    options = {k: v.format(path=backend.table_path) for k, v in change.items()}
+    with pytest.raises(AnalysisException, match=re.escape(message)):
+        frame(local_fed, 10, 20).write.format("fed").option("path", backend.table_path).options(
+            **options
+        ).mode("append").save()
+    table = load_table(backend.table_path)
+    assert ids(table) == list(range(10))
+    assert len(table.timeline().completed()) == 1
+
+
+def test_spark_refuses_save_modes_hudi_does_not_take(local_fed: SparkSession, tmp_path: Path) -> None:
+    with pytest.raises(AnalysisException, match=r"Append.*Overwrite"):
+        frame(local_fed, 0, 10).write.format("fed").save(f"{tmp_path}/t")  # ErrorIfExists, Spark's default
+
+
+def test_every_type_round_trips(local_fed: SparkSession, tmp_path: Path) -> None:
+    backend = Backend("local", f"file://{tmp_path}/tables/t", f"file://{tmp_path}/storage", None)
+    rows = [
+        (
+            1,
+            "a",
+            1,
+            300,
+            70000,
+            1.5,
+            2.5,
+            decimal.Decimal("12.34"),
+            "é",
+            b"\x00\x01",
+            True,
+            dt.date(2026, 1, 1),
+            dt.datetime(2026, 1, 1, 12, 30, 1, 5),
+            dt.datetime(2026, 1, 1, 12, 30),
+            [1, 2],
+            {"k": 1},
+            (1, "p"),
+        ),
+        (2, "b", *([None] * 15)),
+    ]
+    schema = (
+        "id long, part string, i8 tinyint, i16 smallint, i32 int, f32 float, f64 double, "
+        "dec decimal(10,2), text string, raw binary, flag boolean, day date, at timestamp, "
+        "local_at timestamp_ntz, nums array<long>, tags map<string,long>, point struct<x:int,label:string>"
+    )
+    written = local_fed.createDataFrame(rows, schema)
+    options = hudi_options(backend) | {"hoodie.datasource.write.partitionpath.field": "part"}
+    options.pop("hoodie.datasource.write.precombine.field")
+    written.write.format("fed").options(**options).mode("append").save(backend.table_path)
+    back = local_fed.read.format("fed").load(backend.table_path).drop(*META_COLUMNS)
+    assert back.schema.simpleString() == written.schema.simpleString()
+    assert sorted(back.collect()) == sorted(written.collect())
+
+
+def test_a_task_that_fails_once_commits_its_rows_exactly_once(spark: SparkSession, tmp_path: Path) -> None:
+    backend = Backend("local", f"file://{tmp_path}/tables/t", f"file://{tmp_path}/storage", None)
+
+    class FailingOnce(FedWriter):
+        def write(self, iterator: Any) -> Any:
+            message = super().write(iterator)  # its files are written, markers first
+            context = TaskContext.get()
+            if context is not None and context.partitionId() == 1 and context.attemptNumber() == 0:
+                raise RuntimeError("task attempt lost after writing its files")
+            return message
+
+    source = _source_with_writer(spark, "fed_failing_once", FailingOnce)
+    frame(spark, 0, 300).write.format(source).options(**hudi_options(backend)).mode("append").save(
+        backend.table_path
+    )
+    table = load_table(backend.table_path)
+    assert ids(table) == list(range(300))  # every row once: attempt 0's files are not referenced
+    assert data_files(backend) == referenced(table)  # and were deleted before the commit
+
+
+@pytest.mark.parametrize(("operation", "undone"), [("bulk_insert", ["rollback"]), ("upsert", [])])
+def test_a_failed_job_leaves_nothing_visible_or_behind(
+    local_fed: SparkSession, tmp_path: Path, operation: str, undone: list[str]
+) -> None:
+    """A distributed write is rolled back; a staged one (upsert) never began an instant."""
+    spark = local_fed
+    backend = Backend("local", f"file://{tmp_path}/tables/t", f"file://{tmp_path}/storage", None)
+    frame(spark, 0, 10).write.format("fed").options(**hudi_options(backend)).mode("append").save(
+        backend.table_path
+    )
+
+    class AlwaysFailing(FedWriter):
+        def write(self, iterator: Any) -> Any:
+            message = super().write(iterator)
+            context = TaskContext.get()
+            if context is not None and context.partitionId() == 0:
+                raise RuntimeError("this task always fails after writing")
+            return message
+
+    source = _source_with_writer(spark, "fed_failing", AlwaysFailing)
+    writing = frame(spark, 10, 300).write.format(source).mode("append")
+    with pytest.raises(Exception, match="this task always fails"):
+        writing.option("hoodie.datasource.write.operation", operation).save(backend.table_path)
+    table = load_table(backend.table_path)
+    assert ids(table) == list(range(10))
+    assert data_files(backend) == referenced(table)  # the job's files were rolled back
+    assert [i.action for i in table.timeline().completed()] == ["commit", *undone]
+    staging = Path(tmp_path, "tables", "t", ".hoodie", ".fed", "staging")
+    assert not staging.exists() or not any(staging.iterdir())
+
+
+def _source_with_writer(spark: SparkSession, name: str, writer: type[FedWriter]) -> str:
+    """A fed source whose writer injects a fault, registered as ``name``."""
+    base = fed_spark.register(spark)
+
+    class Faulty(base):  # type: ignore[misc, valid-type]
+        @classmethod
+        def name(cls) -> str:
+            return name
+
+        def writer(self, schema: Any, overwrite: bool) -> Any:
+            made = super().writer(schema, overwrite)
+            made.__class__ = writer
+            return made
+
+    spark.dataSource.register(Faulty)
+    return name

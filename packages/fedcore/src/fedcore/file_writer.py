@@ -1,0 +1,214 @@
+"""The file writer: one file group's next base file, encoded with Arrow and put through the
+federated filesystem (marker first), wherever the write runs.
+
+Below the commit protocol and above the handle: it knows an instant's time, a table's
+filesystem and its record keys, never the timeline. ``WriteClient`` calls it in threads of
+one process; an engine's tasks (Spark) call it in theirs, with the same result: a file
+under the strategy's location for its partition, a marker naming it, and a ``WriteStat``
+for the commit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import Any, Final, NamedTuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from fedcore import properties as P
+from fedcore.commit_metadata import WriteStat
+from fedcore.filenames import base_file_name, new_file_id
+from fedcore.handle import TableHandle
+from fedcore.io.filesystems import open_sized
+from fedcore.io.parquet import open_parquet
+from fedcore.records import COMMIT_SEQNO, FILE_NAME, META_COLUMNS, RECORD_KEY, record_keys
+
+NO_ROWS: Final = np.empty(0, np.int64)
+_UNIQUE_META_COLUMNS: Final = frozenset({COMMIT_SEQNO, RECORD_KEY})
+
+#: Puts a data file: (logical path, bytes, "CREATE" or "MERGE"), marker first.
+PutFile = Callable[[str, bytes, str], None]
+
+
+@dataclass
+class FileGroupWrite:
+    """One new base file: a file group's next version, or a new file group."""
+
+    partition: str
+    file_id: str
+    base: tuple[str, str] | None = None  # (base instant, file name) of the version replaced
+    base_size: int | None = None
+    rows: np.ndarray = field(default_factory=lambda: NO_ROWS)  # input rows written into it
+    updates: int = 0  # of ``rows``, those replacing a record of the base file
+    deletes: int = 0
+    #: Keys whose records in the base file the new version leaves out (updated or deleted).
+    removed_keys: pa.Array | None = None
+    #: The base file's record keys, when the key lookup has read them already.
+    base_keys: pa.ChunkedArray | None = None
+    #: The whole base file, when the key lookup has fetched it already (object stores).
+    base_bytes: bytes | None = None
+
+
+class Encoding(NamedTuple):
+    """What every file group of a chunk of input is encoded with."""
+
+    instant: str
+    data: pa.Table
+    keys: pa.Array | None  # the rows' record keys, when the write computed them already
+    schema: pa.Schema | None  # the table's data schema (None: the input's)
+    parquet: dict[str, Any]
+
+
+class FileName(NamedTuple):
+    """How a file is named: Hudi's write token (``<task>-<stage>-<attempt>``; unique per
+    task attempt, so a retried task never overwrites its first attempt's file) and the
+    ``_hoodie_commit_seqno`` prefix of its rows (``<instant>_<n>_``)."""
+
+    token: str
+    sequence: str
+
+
+def new_groups(partition: str, rows: np.ndarray, per_file: int) -> list[FileGroupWrite]:
+    """New file groups for ``rows``, at most ``per_file`` rows each."""
+    return [
+        FileGroupWrite(partition, new_file_id(), rows=rows[start : start + per_file])
+        for start in range(0, len(rows), per_file)
+    ]
+
+
+def put_data_file(
+    table: TableHandle,
+    instant: str,
+    relative_path: str,
+    data: bytes,
+    kind: str,
+    after_marker: Callable[[], None] | None = None,
+) -> None:
+    """Marker first, then the data file: a rollback can always find what was written."""
+    table.fs.table_fs.pipe_file(f"{table.marker_folder(instant)}/{relative_path}.marker.{kind}", b"")
+    if after_marker is not None:
+        after_marker()
+    table.fs.pipe_file(relative_path, data, mode="create")
+
+
+def write_group(
+    table: TableHandle,
+    group: FileGroupWrite,
+    source: Encoding,
+    naming: FileName,
+    encoder: Executor,
+    put: PutFile,
+) -> WriteStat:
+    """Write one file group's new base file (encoded on ``encoder``) and say what it holds."""
+    name = base_file_name(group.file_id, naming.token, source.instant)
+    relative = f"{group.partition}/{name}" if group.partition else name
+    base = group.base_bytes
+    group.base_bytes = None  # held by this call only from here
+    if group.base is not None and base is None:
+        base_path = f"{group.partition}/{group.base[1]}" if group.partition else group.base[1]
+        fs = table.fs
+        with fs.errors(base_path), open_sized(fs, base_path, group.base_size) as handle:
+            base = handle.read()
+    payload, rows_written = encoder.submit(encode_group, table, source, naming, name, group, base).result()
+    put(relative, payload, "MERGE" if group.base else "CREATE")
+    updates = group.updates
+    return WriteStat(
+        file_id=group.file_id,
+        path=relative,
+        partition_path=group.partition,
+        prev_commit=group.base[0] if group.base else "null",
+        num_writes=rows_written,
+        num_inserts=len(group.rows) - updates,
+        num_update_writes=updates,
+        num_deletes=group.deletes,
+        total_write_bytes=len(payload),
+        file_size=len(payload),
+    )
+
+
+def encode_group(
+    table: TableHandle,
+    source: Encoding,
+    naming: FileName,
+    name: str,
+    group: FileGroupWrite,
+    base: bytes | None,
+) -> tuple[bytes, int]:
+    """A file group's new base file: the base file's records that stay, then the new ones."""
+    instant, data, keys, schema, parquet = source
+    n = len(group.rows)
+    new_rows = data.take(group.rows) if n else data.slice(0, 0)
+    if schema is not None and n:
+        new_rows = new_rows.select(schema.names)
+    sequence = pc.cast(pa.array(np.arange(n, dtype=np.int64)), pa.string())
+    config = table.config
+    fresh = pa.Table.from_arrays(
+        [
+            pa.repeat(pa.scalar(instant), n),
+            pc.binary_join_element_wise(naming.sequence, sequence, ""),
+            record_keys(new_rows, config.record_key_fields, config.get(P.KEY_GENERATOR_CLASS, ""))
+            if keys is None
+            else keys.take(group.rows),
+            pa.repeat(pa.scalar(group.partition), n),
+            pa.repeat(pa.scalar(name), n),
+            *new_rows.columns,
+        ],
+        names=[*META_COLUMNS, *new_rows.column_names],
+    )
+    if base is not None:
+        stored = open_parquet(io.BytesIO(base))
+        names = stored.schema_arrow.names
+        if group.base_keys is None:
+            old = stored.read(use_threads=False)
+        else:  # read already: decode the rest only
+            old = stored.read(columns=[c for c in names if c != RECORD_KEY], use_threads=False)
+            old = old.add_column(names.index(RECORD_KEY), RECORD_KEY, group.base_keys)
+        if group.removed_keys is not None:
+            gone = pc.is_in(old.column(RECORD_KEY), value_set=group.removed_keys)
+            old = old.filter(pc.invert(gone))
+        kept = old.num_rows
+        old = old.set_column(
+            old.schema.get_field_index(FILE_NAME), FILE_NAME, pa.repeat(pa.scalar(name), kept)
+        )
+        fresh = pa.concat_tables([old.select(fresh.column_names).cast(fresh.schema), fresh]) if n else old
+    all_keys = fresh.column(RECORD_KEY)
+    footer = {}
+    if fresh.num_rows:
+        footer = {
+            b"hoodie_min_record_key": str(pc.min(all_keys).as_py()).encode(),
+            b"hoodie_max_record_key": str(pc.max(all_keys).as_py()).encode(),
+        }
+    sink = pa.BufferOutputStream()  # Arrow memory, freed as soon as the bytes are copied out
+    # Record keys and sequence numbers are unique per file: a dictionary would only be
+    # built to be dropped. Every other column may repeat (the other meta columns do).
+    # Min/max statistics of the sequence numbers, which no reader filters on, would take
+    # a third of the encoding time; every other column has them, as in Hudi's files.
+    columns = fresh.column_names
+    pq.write_table(
+        fresh.replace_schema_metadata(footer),
+        sink,
+        use_dictionary=[c for c in columns if c not in _UNIQUE_META_COLUMNS],
+        write_statistics=[c for c in columns if c != COMMIT_SEQNO],
+        **parquet,
+    )
+    return sink.getvalue().to_pybytes(), fresh.num_rows
+
+
+def write_partition_metadata(table: TableHandle, partitions: Sequence[str], instant: str) -> None:
+    """Hudi's ``.hoodie_partition_metadata`` of each partition (a concurrent writer or task
+    may have written it: same content but for the time)."""
+    for partition in partitions:
+        path = f"{partition}/{P.PARTITION_METADATA_FILE}" if partition else P.PARTITION_METADATA_FILE
+        depth = len(partition.split("/")) if partition else 0
+        stamp = time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime())
+        body = f"#partition metadata\n#{stamp}\ncommitTime={instant}\npartitionDepth={depth}\n".encode()
+        with contextlib.suppress(FileExistsError):
+            table.fs.pipe_file(path, body, mode="create")

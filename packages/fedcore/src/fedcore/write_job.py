@@ -1,0 +1,342 @@
+"""One write as a job: begun and committed in one place, its files written anywhere.
+
+The engine-neutral write protocol. A driver opens the job (one listing of the timeline
+serves recovery, the schema and the plan), begins it (the instant requested, its plan
+inflight), and hands the job to tasks: it pickles small, without the timeline or the
+transaction. Each task writes file groups through the federated filesystem, marker first
+(``write_new``, or ``write_groups`` for planned rewrites), and returns their write stats.
+The driver commits the stats it got from the tasks that succeeded: files of failed or
+duplicate task attempts, named by markers but absent from the stats, are deleted first;
+then the metadata-table delta, the claims, the decision and the completion, as in
+``fedcore.transaction``. ``WriteClient`` runs the same steps in one process.
+
+Liveness: while tasks run, they refresh the instant's heartbeat (``beating``); an engine
+whose driver process does not stay alive between beginning and committing calls
+``detach`` after ``begin``. A job whose heartbeat stops for longer than Hudi's tolerance is
+rolled back by the next writer, and its commit then fails with ``CommitConflictError``:
+nothing of it is ever visible.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from types import TracebackType
+from typing import Any, Final, Literal, TypeAlias, get_args
+
+import pyarrow as pa
+
+from fedcore import properties as P
+from fedcore.avro_schema import to_avro_json
+from fedcore.commit_metadata import CommitMetadata, WriteStat
+from fedcore.exceptions import InvalidRecordsError
+from fedcore.file_writer import (
+    Encoding,
+    FileGroupWrite,
+    FileName,
+    PutFile,
+    new_groups,
+    put_data_file,
+    write_group,
+    write_partition_metadata,
+)
+from fedcore.handle import TableHandle
+from fedcore.metadata.table import ADD, REPLACE, Op
+from fedcore.records import check_keys, conform, partition_rows, strip_meta
+from fedcore.services import run_table_services
+from fedcore.timeline import COMMIT, REPLACE_COMMIT, WRITE_ACTIONS, Timeline
+from fedcore.transaction import Heartbeat, StepHook, Transaction, roll_back_failed_writes
+
+Operation: TypeAlias = Literal[
+    "bulk_insert", "insert", "upsert", "delete", "insert_overwrite", "insert_overwrite_table"
+]
+BULK_INSERT: Final = "bulk_insert"
+INSERT: Final = "insert"
+UPSERT: Final = "upsert"
+DELETE: Final = "delete"
+INSERT_OVERWRITE: Final = "insert_overwrite"
+#: Replace every file group of the table (Hudi's; what Spark's Overwrite save mode does).
+INSERT_OVERWRITE_TABLE: Final = "insert_overwrite_table"
+OPERATIONS: Final[tuple[Operation, ...]] = get_args(Operation)
+REPLACING: Final = (INSERT_OVERWRITE, INSERT_OVERWRITE_TABLE)
+#: Threads a process writes files on: reads and uploads overlap on these, while encoding
+#: runs on one thread per core (more only contend, each with an allocator heap of its own).
+IO_THREADS: Final = 8
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What a committed write did. ``warnings``: table services that failed after the
+    commit (the write itself succeeded; they run again after the next write)."""
+
+    instant: str
+    operation: str
+    files_written: int
+    rows_written: int
+    inserted: int
+    updated: int
+    deleted: int
+    bytes_written: int
+    warnings: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, instant: str, metadata: CommitMetadata, warnings: Iterable[str] = ()) -> WriteResult:
+        stats = metadata.stats
+        return cls(
+            instant=instant,
+            operation=metadata.operation.lower(),
+            files_written=len(stats),
+            rows_written=sum(s.num_writes for s in stats),
+            inserted=sum(s.num_inserts for s in stats),
+            updated=sum(s.num_update_writes for s in stats),
+            deleted=sum(s.num_deletes for s in stats),
+            bytes_written=sum(s.total_write_bytes for s in stats),
+            warnings=tuple(warnings),
+        )
+
+
+class WriteJob:
+    """One instant of writes: ``open`` it, ``begin`` it, write, then ``commit`` or ``abort``.
+
+    As a context manager (after ``begin``), an ordinary exception aborts the job (rolls
+    its instant back) and a ``BaseException`` leaves it to the next writer's recovery.
+    """
+
+    def __init__(
+        self,
+        table: TableHandle,
+        operation: Operation,
+        timeline: Timeline,
+        schema: pa.Schema | None,
+        table_schema: pa.Schema | None,
+    ) -> None:
+        if operation not in OPERATIONS:
+            raise InvalidRecordsError(f"unknown operation {operation!r}; one of {', '.join(OPERATIONS)}")
+        self.table = table
+        self.operation = operation
+        self.action = REPLACE_COMMIT if operation in REPLACING else COMMIT
+        #: What rows are conformed to: the table's data schema, or (a first write) the input's.
+        self.schema = schema
+        #: The table's schema before this write (None: this write defines it).
+        self.table_schema = table_schema
+        self.timeline: Timeline | None = timeline
+        self.record_size = _record_size(table, timeline)
+        self.parquet = _parquet_options(table.options, self.record_size)
+        self.instant = ""
+        self._transaction: Transaction | None = None
+
+    @classmethod
+    def open(
+        cls, table: TableHandle, operation: Operation, input_schema: pa.Schema | None = None
+    ) -> WriteJob:
+        """Recover from failed writes and learn the table's schema: one listing of the
+        timeline, which the plan uses too. ``input_schema``: the rows' schema, which a first
+        write makes the table's."""
+        table.check_writable()
+        timeline = table.timeline()
+        timeline.check_readable(table.name)
+        if roll_back_failed_writes(table, timeline):
+            timeline = table.timeline()
+        table_schema = table.schema(timeline)
+        schema = table_schema
+        if schema is None and input_schema is not None and operation != DELETE:
+            schema = strip_meta(input_schema.empty_table()).schema
+        return cls(table, operation, timeline, schema, table_schema)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Tasks get the job without the timeline and the transaction (which stay with the
+        process that began it)."""
+        state = dict(self.__dict__)
+        state["timeline"] = None
+        state["_transaction"] = None
+        return state
+
+    # --- driver ------------------------------------------------------------------------------
+
+    def begin(self, hook: StepHook | None = None) -> str:
+        """Request the instant (its heartbeat starts beating); returns its time."""
+        self._transaction = Transaction(self.table, self.action, hook)
+        try:
+            self.instant = self._transaction.begin()
+        except BaseException as error:  # a crash at "requested": undone as if inside the job
+            transaction, self._transaction = self._transaction, None
+            transaction.__exit__(type(error), error, error.__traceback__)
+            raise
+        return self.instant
+
+    def inflight(self, plan: bytes) -> None:
+        self._require().inflight(plan)
+
+    def detach(self) -> None:
+        """Stop this process's heartbeat thread (tasks beat from here on): for engines whose
+        driver-side process may be reused for other work before the commit."""
+        self._require().stop_heartbeat()
+
+    def __enter__(self) -> WriteJob:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        if self._transaction is not None:
+            self._transaction.__exit__(kind, error, traceback)
+
+    def abort(self) -> None:
+        """Roll the instant back now (its files, markers and metadata-table delta)."""
+        self._require().abort()
+
+    def commit(
+        self,
+        stats: Sequence[WriteStat],
+        *,
+        supersedes: Iterable[tuple[str, str]] = (),
+        replaced: Mapping[str, Sequence[str]] | None = None,
+        distributed: bool = False,
+    ) -> WriteResult:
+        """Complete the instant with the files of ``stats``.
+
+        Args:
+            stats: what each file written says (from every task that succeeded).
+            supersedes: (file id, base instant) of every file-group version replaced.
+            replaced: file groups a replace commit replaces, by partition. For
+                ``insert_overwrite`` without it: every group of the partitions written; for
+                ``insert_overwrite_table``: every group of the table.
+            distributed: files may have been written by task attempts that failed or lost
+                to a retry; those the markers name but ``stats`` do not are deleted first.
+
+        Returns:
+            What was committed; table services run after it (failures in ``warnings``).
+        """
+        transaction = self._require()
+        if distributed:
+            transaction.remove_unreferenced(s.path for s in stats)
+        supersedes = list(supersedes)
+        if replaced is None and self.operation in REPLACING:
+            replaced, versions = self._replaced({s.partition_path for s in stats})
+            supersedes.extend(versions)  # claimed: a concurrent rewrite of one of them conflicts
+        replacing = {p: list(ids) for p, ids in (replaced or {}).items()}
+        ops = [Op(s.partition_path, s.path.rpartition("/")[2], s.file_size, ADD) for s in stats]
+        for partition, file_ids in replacing.items():
+            ops.extend(Op(partition, file_id, int(self.instant), REPLACE) for file_id in file_ids)
+        schema = self.table_schema if self.table_schema is not None else self.schema
+        metadata = CommitMetadata(
+            operation=self.operation.upper(),
+            stats=list(stats),
+            schema=to_avro_json(schema, self.table.name) if schema is not None else None,
+            replaced=replacing,
+        )
+        transaction.commit(metadata.to_bytes(), ops, supersedes, metadata.schema)
+        return WriteResult.of(self.instant, metadata, run_table_services(self.table))
+
+    def _replaced(self, written: set[str]) -> tuple[dict[str, list[str]], list[tuple[str, str]]]:
+        """The file groups an overwrite replaces (those of the partitions written, or of every
+        partition for ``insert_overwrite_table``) as of the timeline the job opened on, and
+        the (file id, base instant) of each."""
+        timeline = self.timeline if self.timeline is not None else self.table.timeline()
+        index = self.table.file_index_at(timeline)
+        partitions = sorted(written) if self.operation == INSERT_OVERWRITE else None
+        current = index.files(partitions) if partitions is None or partitions else {}
+        replaced: dict[str, list[str]] = {}
+        versions: list[tuple[str, str]] = []
+        for partition, files in current.items():
+            slices = files.latest_slices()
+            if slices:
+                replaced[partition] = sorted(slices)
+                versions.extend((file_id, slices[file_id][0]) for file_id in sorted(slices))
+        return replaced, versions
+
+    def _require(self) -> Transaction:
+        if self._transaction is None:
+            if not self.instant:
+                raise RuntimeError("the job has not begun")
+            self._transaction = Transaction.resume(self.table, self.action, self.instant)
+        return self._transaction
+
+    # --- tasks ---------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def beating(self) -> Iterator[None]:
+        """Refresh the instant's heartbeat while a task runs."""
+        heartbeat = Heartbeat(self.table, self.instant, self.table.heartbeat_interval_ms)
+        heartbeat.beat()
+        heartbeat.start()
+        try:
+            yield
+        finally:
+            heartbeat.stop()
+
+    def write_new(self, data: pa.Table, task: int, attempt: int = 0) -> list[WriteStat]:
+        """A task's rows as new file groups (bulk insert, insert, overwrites): checked,
+        conformed to the job's schema, split by partition and by file size, written (marker
+        first) and described. ``task`` and ``attempt`` name the files: a retried task never
+        overwrites what its first attempt wrote."""
+        data = conform(data, self.schema)
+        partitions = partition_rows(data, self.table.partition_scheme)
+        check_keys(data, self.table.config.record_key_fields)
+        per_file = self.rows_per_file()
+        groups = [
+            group
+            for partition, rows in sorted(partitions.groups().items())
+            for group in new_groups(partition, rows, per_file)
+        ]
+        write_partition_metadata(self.table, sorted({g.partition for g in groups}), self.instant)
+        source = Encoding(self.instant, data, None, self.schema, self.parquet)
+        names = [FileName(f"{task}-{n}-{attempt}", f"{self.instant}_{task}-{n}_") for n in range(len(groups))]
+        with self.beating():
+            return self.write_groups(groups, source, names, partial(put_data_file, self.table, self.instant))
+
+    def rows_per_file(self) -> int:
+        return max(1, P.MAX_FILE_SIZE.of(self.table.options) // self.record_size)
+
+    def write_groups(
+        self,
+        groups: Sequence[FileGroupWrite],
+        source: Encoding,
+        names: Sequence[FileName],
+        put: PutFile,
+        done: Any = None,
+    ) -> list[WriteStat]:
+        """Write file groups in parallel (files go to many prefixes, often many buckets);
+        ``done(stat)`` is called as each is written."""
+        with ThreadPoolExecutor(IO_THREADS) as pool, ThreadPoolExecutor(os.cpu_count() or 1) as encoder:
+            futures = [
+                pool.submit(write_group, self.table, group, source, name, encoder, put)
+                for group, name in zip(groups, names, strict=True)
+            ]
+            stats = []
+            for future in futures:
+                stats.append(future.result())
+                if done is not None:
+                    done(stats[-1])
+        return stats
+
+    def put(self) -> PutFile:
+        """How this process puts a data file: through its transaction (crash hooks) when it
+        began the job, else marker and file directly."""
+        if self._transaction is not None:
+            return self._transaction.write_file
+        return partial(put_data_file, self.table, self.instant)
+
+
+def _parquet_options(options: Mapping[str, str], record_size: int) -> dict[str, Any]:
+    """pyarrow's settings for base files, from Hudi's keys."""
+    return {
+        "compression": P.PARQUET_COMPRESSION_CODEC.of(options),
+        "row_group_size": max(1, P.PARQUET_BLOCK_SIZE.of(options) // record_size),
+        "data_page_size": P.PARQUET_PAGE_SIZE.of(options),
+    }
+
+
+def _record_size(table: TableHandle, timeline: Timeline) -> int:
+    """Bytes per record, from the latest commit that wrote any (Hudi's estimate)."""
+    default = P.RECORD_SIZE_ESTIMATE.of(table.options)
+    for instant in reversed(timeline.completed(WRITE_ACTIONS)[-5:]):
+        stats = table.commit_metadata(instant).stats
+        written = sum(s.num_writes for s in stats)
+        if written > 0:
+            return max(1, sum(s.total_write_bytes for s in stats) // written)
+    return max(1, default)

@@ -1,0 +1,97 @@
+"""The engine-neutral write protocol: a job begun in one process, written by tasks in others,
+committed (or rolled back) where it began; what Spark's adapter runs on."""
+
+from __future__ import annotations
+
+import multiprocessing
+import pickle
+import time
+
+import pytest
+
+from fedcore.commit_metadata import WriteStat
+from fedcore.exceptions import CommitConflictError
+from fedcore.io.filesystems import filesystem_for
+from fedcore.table import Table, load_table
+from fedcore.testing import Backend
+from fedcore.write_job import WriteJob
+
+from .test_writes import make_table, trips
+
+
+def _task(job_bytes: bytes, ids: list[int], task: int, attempt: int) -> list[dict[str, object]]:
+    """A task in a process of its own: it gets the pickled job and its rows."""
+    job: WriteJob = pickle.loads(job_bytes)
+    return [s.to_json() for s in job.write_new(trips(ids, ["us", "de"] * (len(ids) // 2)), task, attempt)]
+
+
+def _run_tasks(job: WriteJob, work: list[tuple[list[int], int, int]]) -> list[list[WriteStat]]:
+    payload = pickle.dumps(job)
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        results = pool.starmap(_task, [(payload, ids, task, attempt) for ids, task, attempt in work])
+    return [[WriteStat.from_json(s) for s in stats] for stats in results]
+
+
+def data_files(backend: Backend) -> set[str]:
+    fs = filesystem_for(backend.storage_path, backend.storage_options)
+    fs.invalidate_cache()
+    return {str(p).rpartition("/")[2] for p in fs.find(backend.storage_path) if str(p).endswith(".parquet")}
+
+
+def referenced(table: Table) -> set[str]:
+    index = load_table(table.path, storage_options=table.storage_options).file_index
+    return {name for files in index.files(None).values() for name in files.files}
+
+
+def test_tasks_in_other_processes_write_and_the_driver_commits_only_what_succeeded(backend: Backend) -> None:
+    table = make_table(backend)
+    table.bulk_insert(trips(range(4)))
+    job = WriteJob.open(table, "bulk_insert", trips([0]).schema)
+    job.begin()
+    job.inflight(b"{}")
+    job.detach()
+    first, retried, lost = _run_tasks(
+        job,
+        [
+            (list(range(100, 110)), 0, 0),
+            (list(range(200, 210)), 1, 1),  # task 1's retry: its stats reach the commit ...
+            (list(range(200, 210)), 1, 0),  # ... its first attempt's do not (it failed after writing)
+        ],
+    )
+    assert {s.path for s in lost}.isdisjoint({s.path for s in retried})  # attempts never share a file
+    result = job.commit([*first, *retried], distributed=True)
+    assert (result.operation, result.inserted, result.files_written) == ("bulk_insert", 20, 4)
+    ids = sorted(table.read(columns=["trip_id"]).column(0).to_pylist())
+    assert ids == [0, 1, 2, 3, *range(100, 110), *range(200, 210)]  # every row once
+    assert data_files(backend) == referenced(table)  # the lost attempt's files are gone
+    written = {s.path.rpartition("/")[2] for s in [*first, *retried]}
+    assert all("_0-0-0_" in n or "_0-1-0_" in n or "_1-0-1_" in n or "_1-1-1_" in n for n in written)
+
+
+def test_an_aborted_job_leaves_nothing(backend: Backend) -> None:
+    table = make_table(backend)
+    table.bulk_insert(trips(range(4)))
+    job = WriteJob.open(table, "insert", trips([0]).schema)
+    job.begin()
+    job.inflight(b"{}")
+    job.detach()
+    _run_tasks(job, [(list(range(10, 20)), 0, 0)])
+    pickle.loads(pickle.dumps(job)).abort()  # the driver side that aborts need not be the one that began
+    assert sorted(table.read(columns=["trip_id"]).column(0).to_pylist()) == [0, 1, 2, 3]
+    assert data_files(backend) == referenced(table)
+    assert [i.action for i in table.timeline().completed()] == ["commit", "rollback"]
+
+
+def test_a_job_whose_heartbeat_expired_cannot_commit(backend: Backend) -> None:
+    table = make_table(backend)  # heartbeats of 100 ms in these tests
+    job = WriteJob.open(table, "bulk_insert", trips([0]).schema)
+    job.begin()
+    job.inflight(b"{}")
+    job.detach()
+    (stats,) = _run_tasks(job, [(list(range(10)), 0, 0)])
+    time.sleep(0.5)  # nothing beats: the driver side died, say
+    table.bulk_insert(trips(range(50, 52)))  # the next writer rolls the job back
+    with pytest.raises(CommitConflictError, match="no longer a pending commit"):
+        pickle.loads(pickle.dumps(job)).commit(stats, distributed=True)
+    assert sorted(table.read(columns=["trip_id"]).column(0).to_pylist()) == [50, 51]
+    assert data_files(backend) == referenced(table)
