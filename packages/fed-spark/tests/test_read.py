@@ -324,3 +324,46 @@ def test_tables_written_by_hudi_read_as_fedcore_reads_them(
     assert frame.count() == expected.num_rows > 0
     keys = ["_hoodie_record_key", "_hoodie_commit_time", "_hoodie_file_name"]
     assert spark_rows(frame.select(*keys)) == rows(expected.select(keys))
+
+
+def test_incremental_queries_with_hudis_options(local_fed: SparkSession, tmp_path: Path) -> None:
+    table, (first, second, third) = _history_at(tmp_path)  # bulk insert, upsert, delete
+    incremental = {"hoodie.datasource.query.type": "incremental"}
+
+    def pulled(**options: str) -> list[tuple[Any, ...]]:
+        found = local_fed.read.format("fed").options(**incremental, **options).load(table.path)
+        return sorted((r["id"], r["_hoodie_commit_time"]) for r in found.collect())
+
+    upserted = [(i, second) for i in range(180, 230)]  # 20 updated, 30 inserted at the second
+    assert pulled(**{"hoodie.datasource.read.begin.instanttime": first}) == upserted
+    assert pulled(**{"hoodie.datasource.read.begin.instanttime": second}) == []  # a delete writes no record
+    everything = pulled(**{"hoodie.datasource.read.begin.instanttime": "000"})
+    assert len(everything) == 220
+    bounded = pulled(
+        **{"hoodie.datasource.read.begin.instanttime": "000", "hoodie.datasource.read.end.instanttime": first}
+    )
+    assert bounded == [(i, first) for i in range(200)]
+    assert rows(table.changes(first).to_arrow().select(["id"])) == [(i,) for i in range(180, 230)]
+    del third
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"hoodie.datasource.query.type": "incremental"}, "begin.instanttime: is needed"),
+        ({"hoodie.datasource.read.begin.instanttime": "000"}, "is for incremental queries"),
+        (
+            {
+                "hoodie.datasource.query.type": "incremental",
+                "hoodie.datasource.read.begin.instanttime": "soon",
+            },
+            "'soon' is not an instant",
+        ),
+    ],
+)
+def test_bad_incremental_queries_say_why(
+    local_fed: SparkSession, tmp_path: Path, options: dict[str, str], message: str
+) -> None:
+    table, _ = _history_at(tmp_path)
+    with pytest.raises(AnalysisException, match=re.escape(message)):
+        local_fed.read.format("fed").options(**options).load(table.path).collect()

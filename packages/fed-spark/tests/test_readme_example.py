@@ -25,6 +25,7 @@ def test_the_spark_pipeline(spark: SparkSession, tmp_path: Path, monkeypatch: py
         exec(blocks("python spark")[0], names)
         assert sorted(tuple(r) for r in names["sfo"].collect()) == [(1, 25.0), (3, 22.0)]
         assert sorted(r["ride_id"] for r in names["then"].collect()) == [1, 2, 3]
+        assert sorted((r["ride_id"], r["fare"]) for r in names["since"].collect()) == [(1, 25.0), (4, 9.5)]
         table = load_table(str(tmp_path / "lake" / "tables" / "rides"))
         assert sorted(table.read(columns=["ride_id"]).column(0).to_pylist()) == [1, 3, 4]
         operations = [table.commit_metadata(i).operation for i in table.timeline().completed()]

@@ -144,3 +144,27 @@ def test_a_plan_travels_to_other_processes_and_reads_its_snapshot(backend: Backe
     assert read.schema == plan.schema
     assert read.column("trip_id").to_pylist() == [3, 4, 6, 7, 9, 10]  # the planned snapshot
     assert task.instant == plan.instant
+
+
+def test_changes_are_the_latest_versions_of_records_written_in_the_range(backend: Backend) -> None:
+    table = make_table(backend)
+    client = WriteClient(table)
+    t1 = client.bulk_insert(trips(range(30), ["us", "de", "fr"] * 10)).instant
+    t2 = client.upsert(trips([1, 2, 40], ["de", "fr", "us"], ts=2, fare=100.0)).instant  # 2 updates, 1 insert
+    t3 = client.delete(trips([2], "fr")).instant
+    t4 = client.upsert(trips([1, 5], ["de", "fr"], ts=3, fare=200.0)).instant
+
+    def got(scan: DataScan) -> dict[int, tuple[str, float]]:
+        rows = scan.to_arrow().to_pylist()
+        return {r["trip_id"]: (r["_hoodie_commit_time"], r["fare"]) for r in rows}
+
+    assert got(table.changes(t1)) == {1: (t4, 201.0), 5: (t4, 205.0), 40: (t2, 140.0)}
+    assert got(table.changes(t1, end=t2)) == {1: (t2, 101.0), 2: (t2, 102.0), 40: (t2, 140.0)}
+    assert got(table.changes(t2, end=t3)) == {}  # a delete writes no record
+    assert got(table.changes(t3)) == {1: (t4, 201.0), 5: (t4, 205.0)}
+    assert got(table.changes(t4)) == {}
+    assert table.changes("000").count() == table.scan().count()
+    # Only the file groups an instant in the range wrote are read: t4 rewrote two of three.
+    assert len(table.changes(t3).plan_files()) == 2 < len(table.scan().plan_files())
+    assert got(table.changes(t1, filters=[("country", "=", "fr")])) == {5: (t4, 205.0)}
+    assert "changed_after" in repr(table.changes(t1))

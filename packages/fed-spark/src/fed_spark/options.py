@@ -24,6 +24,10 @@ CATALOG_PROPERTIES: Final = ("provider", "owner", "comment", "external", "is_man
 #: ``yyyy-MM-dd HH:mm:ss[.SSS]`` or ``yyyy-MM-dd``).
 AS_OF_INSTANT: Final = "as.of.instant"
 QUERY_TYPE: Final = "hoodie.datasource.query.type"
+INCREMENTAL: Final = "incremental"
+#: An incremental query's range: records written after the begin instant, up to the end one.
+BEGIN_INSTANT: Final = "hoodie.datasource.read.begin.instanttime"
+END_INSTANT: Final = "hoodie.datasource.read.end.instanttime"
 #: fsspec options of the storage (``fed.storage.endpoint_url``, ``fed.storage.key``, ...), as
 #: ``fed ... --storage-option``; what ``fed_spark.register`` was given comes first.
 STORAGE_PREFIX: Final = "fed.storage."
@@ -69,6 +73,8 @@ class ReadOptions:
     storage: dict[str, str]
     #: The options as given (without the catalog's properties), to be recorded with a SQL table.
     given: dict[str, str]
+    #: An incremental query: records written after this instant (``as_of`` is its end).
+    changed_after: str | None = None
 
     @classmethod
     def of(cls, options: Mapping[str, str]) -> ReadOptions:
@@ -84,19 +90,40 @@ class ReadOptions:
         path = table_path(path)
         as_of = given.pop(AS_OF_INSTANT, None)
         query_type = given.pop(QUERY_TYPE, "snapshot").strip().lower()
-        if query_type not in QUERY_TYPES:
-            raise ConfigError(QUERY_TYPE, f"{query_type!r} is not one of {', '.join(QUERY_TYPES)}")
+        begin, end = given.pop(BEGIN_INSTANT, None), given.pop(END_INSTANT, None)
+        if query_type == INCREMENTAL:
+            if begin is None:
+                raise ConfigError(BEGIN_INSTANT, "is needed by an incremental query")
+            if as_of is not None:
+                raise ConfigError(
+                    AS_OF_INSTANT, f"is for snapshots; an incremental query ends at {END_INSTANT}"
+                )
+        elif begin is not None or end is not None:
+            raise ConfigError(
+                BEGIN_INSTANT if begin is not None else END_INSTANT,
+                f"is for incremental queries: set {QUERY_TYPE}={INCREMENTAL}",
+            )
+        elif query_type not in QUERY_TYPES:
+            raise ConfigError(
+                QUERY_TYPE, f"{query_type!r} is not one of {', '.join([*QUERY_TYPES, INCREMENTAL])}"
+            )
         storage = {k[len(STORAGE_PREFIX) :]: v for k, v in given.items() if k.startswith(STORAGE_PREFIX)}
         unknown = sorted(k for k in given if not k.startswith(STORAGE_PREFIX))
         if unknown:
             raise ConfigError(
                 unknown[0],
                 f"is not an option of a fed read (it would be ignored); the options are {PATH}, "
-                f"{AS_OF_INSTANT}, {QUERY_TYPE} and {STORAGE_PREFIX}<fsspec option>",
+                f"{AS_OF_INSTANT}, {QUERY_TYPE}, {BEGIN_INSTANT}, {END_INSTANT} and "
+                f"{STORAGE_PREFIX}<fsspec option>",
             )
         recorded[PATH] = path
+        if query_type == INCREMENTAL:
+            assert begin is not None
+            start = begin.strip() if not begin.strip().strip("0") else instant_of(begin, BEGIN_INSTANT)
+            stop = None if end is None else instant_of(end, END_INSTANT)
+            return cls(path, stop, "snapshot", storage, recorded, changed_after=start)
         instant = None if as_of is None else instant_of(as_of)
-        return cls(path, instant, query_type, storage, recorded)
+        return cls(path, instant, query_type, storage, recorded)  # type: ignore[arg-type]
 
 
 def table_path(path: str | None) -> str:
@@ -112,14 +139,14 @@ def table_path(path: str | None) -> str:
     return path.strip()
 
 
-def instant_of(text: str) -> str:
+def instant_of(text: str, key: str = AS_OF_INSTANT) -> str:
     """Hudi's accepted time-travel formats as an instant time (``yyyyMMddHHmmssSSS``)."""
     text = text.strip()
     for pattern, suffix in _INSTANT_FORMATS:
         if pattern.fullmatch(text):
             return re.sub(r"\D", "", text) + suffix
     raise ConfigError(
-        AS_OF_INSTANT,
+        key,
         f"{text!r} is not an instant: use yyyyMMddHHmmssSSS, yyyyMMddHHmmss, "
         "'yyyy-MM-dd HH:mm:ss[.SSS]' or yyyy-MM-dd",
     )

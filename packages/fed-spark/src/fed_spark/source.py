@@ -54,14 +54,14 @@ class FedDataSource(DataSource):
 
     def schema(self) -> StructType:
         table, read = self._open()
-        out = spark_schema(table.scan(as_of=read.as_of, query_type=read.query_type).schema())
+        out = spark_schema(_scan(table, read).schema())
         if out.fields:
             out.fields[0].metadata = {**out.fields[0].metadata, _OPTIONS_KEY: json.dumps(read.given)}
         return out
 
     def reader(self, schema: StructType) -> FedReader:
         table, read = self._open(schema)
-        scan = table.scan(as_of=read.as_of, query_type=read.query_type)
+        scan = _scan(table, read)
         table_schema = scan.schema()
         own = spark_schema(table_schema)
         from_catalog = bool(schema.fields) and _OPTIONS_KEY in schema.fields[0].metadata
@@ -86,6 +86,11 @@ class FedDataSource(DataSource):
         rows = arrow_schema(schema)
         table = open_for_write(write, self.settings, rows)
         return FedWriter(table, operation_of(write, overwrite, from_sql), rows)
+
+
+def _scan(table: Table, read: ReadOptions) -> DataScan:
+    scan = table.scan(as_of=read.as_of, query_type=read.query_type)
+    return scan if read.changed_after is None else scan.update(changed_after=read.changed_after)
 
 
 def _shape(schema: StructType) -> list[tuple[str, Any]]:

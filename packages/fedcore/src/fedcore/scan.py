@@ -20,12 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from fedcore.exceptions import FedError, InvalidColumnsError
+from fedcore.exceptions import FedError, InvalidColumnsError, UnsupportedTableError
 from fedcore.filters import Filter
 from fedcore.io.filesystems import open_sized
 from fedcore.io.parquet import read_parquet_metadata
-from fedcore.reader import FileSlice, FilterSpec, QueryType, Reader
-from fedcore.records import META_COLUMNS, conform_to
+from fedcore.reader import FileSlice, FilterSpec, QueryType, Reader, ReadPlan
+from fedcore.records import COMMIT_TIME, META_COLUMNS, conform_to
+from fedcore.timeline import parse_instant_time
 
 if TYPE_CHECKING:
     from fedcore.handle import TableHandle
@@ -48,6 +49,8 @@ class DataScan:
         query_type: ``"snapshot"`` (log files merged onto base files on merge-on-read
             tables) or ``"read_optimized"`` (base files only: faster, as of the last
             compaction); Hudi's ``hoodie.datasource.query.type``.
+        changed_after: an incremental query (``Table.changes``): the latest version, as of
+            ``as_of``, of every record that instants after this one wrote.
     """
 
     table: TableHandle
@@ -57,6 +60,7 @@ class DataScan:
     limit: int | None = None
     with_meta_fields: bool = True
     query_type: QueryType = "snapshot"
+    changed_after: str | None = None
 
     def __post_init__(self) -> None:
         if self.limit is not None and (isinstance(self.limit, bool) or self.limit < 0):
@@ -76,6 +80,7 @@ class DataScan:
         limit: int | None = None,
         with_meta_fields: bool = True,
         query_type: QueryType = "snapshot",
+        changed_after: str | None = None,
     ) -> DataScan:
         if isinstance(columns, str):
             raise InvalidColumnsError(f"columns must be a list of names, not the string {columns!r}")
@@ -87,6 +92,7 @@ class DataScan:
             limit,
             with_meta_fields,
             query_type,
+            changed_after,
         )
 
     def update(self, **changes: Any) -> DataScan:
@@ -98,7 +104,29 @@ class DataScan:
     # --- planning ------------------------------------------------------------------------
 
     def _reader(self) -> Reader:
-        return Reader(self.table, self.as_of, self.query_type)
+        reader = Reader(self.table, self.as_of, self.query_type)
+        if self.changed_after is not None:
+            if self.changed_after.strip("0"):  # "000": from the start, as Hudi spells it
+                parse_instant_time(self.changed_after)
+            if not reader.meta_fields:
+                raise UnsupportedTableError(
+                    f"table {self.table.name} was written without meta fields: its records carry no "
+                    "commit time, so an incremental query cannot tell which changed"
+                )
+        return reader
+
+    def _plan(self, reader: Reader) -> ReadPlan:
+        """The slices and row filters to read. An incremental query reads the snapshot as of
+        ``as_of``, where every record's latest version carries the instant that wrote it:
+        the rows written after ``changed_after`` are exactly those, in the file groups whose
+        slice began after it (or that have log files). Nothing it needs is archived or
+        cleaned while the snapshot itself is readable."""
+        if self.changed_after is None:
+            return reader.plan(self.filters)
+        after = self.changed_after
+        plan = reader.plan([*self.filters, Filter(COMMIT_TIME, ">", after)])
+        plan.slices = [s for s in plan.slices if s.base_instant > after or s.log_files]
+        return plan
 
     def _columns(self, reader: Reader) -> list[str] | None:
         if self.columns is not None:
@@ -110,7 +138,8 @@ class DataScan:
 
     def plan_files(self) -> list[FileSlice]:
         """The file slices this scan reads: one per file group the partition filters keep."""
-        return self._reader().plan(self.filters).slices
+        reader = self._reader()
+        return self._plan(reader).slices
 
     def schema(self) -> pa.Schema:
         """The schema of the rows this scan returns (the newest base file's, as of ``as_of``)."""
@@ -121,7 +150,7 @@ class DataScan:
         """The scan planned once, for an engine whose tasks read its slices (see ``ScanPlan``)."""
         reader = self._reader()
         columns = self._columns(reader)
-        plan = reader.plan(self.filters)
+        plan = self._plan(reader)
         return ScanPlan(plan.slices, reader.empty(columns).schema, reader, columns, tuple(plan.row_filters))
 
     # --- reading -------------------------------------------------------------------------
@@ -133,7 +162,7 @@ class DataScan:
         first: as in Hudi, rows of files written before a column was added get nulls there."""
         reader = self._reader()
         columns = self._columns(reader)
-        plan = reader.plan(self.filters)
+        plan = self._plan(reader)
         plan.slices.sort(key=lambda s: s.base_instant, reverse=True)
         tables = reader.read_plan(plan, columns)
         first = next(tables, None) if self.limit != 0 else None
@@ -163,7 +192,7 @@ class DataScan:
         """How many rows the scan returns. Without row filters and log files to merge, from
         file footers alone."""
         reader = self._reader()
-        plan = reader.plan(self.filters)
+        plan = self._plan(reader)
         total = 0
         if plan.row_filters or any(s.log_files for s in plan.slices):
             columns = list(dict.fromkeys(f.column for f in plan.row_filters)) or reader.column_names()[:1]
@@ -208,6 +237,8 @@ class DataScan:
             parts.append("with_meta_fields=False")
         if self.query_type != "snapshot":
             parts.append(f"query_type={self.query_type!r}")
+        if self.changed_after is not None:
+            parts.append(f"changed_after={self.changed_after!r}")
         return f"DataScan({', '.join(parts)})"
 
 

@@ -77,6 +77,18 @@ class Table(TableHandle):
         """
         return DataScan.of(self, filters, columns, as_of, limit, with_meta_fields, query_type)
 
+    def changes(
+        self,
+        begin: str,
+        end: str | None = None,
+        filters: Sequence[FilterSpec] = (),
+        columns: Sequence[str] | None = None,
+    ) -> DataScan:
+        """An incremental query (Hudi's ``hoodie.datasource.query.type=incremental``): the
+        latest version, as of ``end`` (default: now), of every record written by the instants
+        after ``begin`` and up to ``end``. Deleted records are not returned (as in Hudi)."""
+        return self.scan(filters, columns, as_of=end).update(changed_after=begin)
+
     def read(
         self,
         filters: Sequence[FilterSpec] = (),
