@@ -45,6 +45,17 @@ def register(spark: SparkSession, storage_options: StorageOptions | None = None)
     return source
 
 
+def settings_of(spark: SparkSession, storage_options: StorageOptions | None) -> SessionSettings:
+    """What a session tells fed's reads and writes."""
+    conf = spark.conf
+    return SessionSettings(
+        storage_options=storage_options,
+        parallelism=spark.sparkContext.defaultParallelism,
+        max_partition_bytes=_bytes(conf.get(MAX_PARTITION_BYTES), DEFAULT_MAX_PARTITION_BYTES),
+        open_cost_bytes=_bytes(conf.get(OPEN_COST_BYTES), DEFAULT_OPEN_COST_BYTES),
+    )
+
+
 def _bytes(text: Any, default: int) -> int:
     """Spark's byte sizes: ``134217728``, ``128m``, ``128MB``."""
     if text is None:

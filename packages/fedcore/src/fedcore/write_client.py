@@ -48,6 +48,7 @@ from fedcore.records import (
     record_keys,
     to_arrow_table,
 )
+from fedcore.timeline import Timeline
 from fedcore.transaction import StepHook
 from fedcore.write_job import (
     BULK_INSERT,
@@ -206,9 +207,53 @@ class WriteClient:
     # --- planning ----------------------------------------------------------------------------
 
     def _write(self, job: WriteJob, first: Prepared, later: Iterator[Prepared]) -> WriteResult:
-        operation = job.operation
         assert job.timeline is not None
-        index = self.table.file_index_at(job.timeline)
+        plan, replaced, supersedes, current = self._plan(job, first, job.timeline)
+        operation = job.operation
+        per_file = job.rows_per_file()
+        # A streamed bulk insert plans its later chunks as they come: the inflight file lists
+        # the file groups of the first.
+        job.inflight(_plan_json(plan, operation))
+
+        stats: list[WriteStat] = []
+        known = set(current)  # partitions with a partition metadata file
+        chunk: Prepared | None = first
+        del first
+        put = job.put()
+        while chunk is not None:
+            write_partition_metadata(self.table, sorted(chunk.by_partition.keys() - known), job.instant)
+            known.update(chunk.by_partition)
+            source = Encoding(job.instant, chunk.data, chunk.keys, job.schema, job.parquet)
+            # The file's number in the instant names it and its rows' sequence numbers.
+            names = [
+                FileName(f"{number}-1-0", f"{job.instant}_{number}_")
+                for number in range(len(stats), len(stats) + len(plan))
+            ]
+            total = len(stats) + len(plan)  # files known so far: a stream's later chunks add more
+            done = len(stats)
+
+            def progress(stat: WriteStat, total: int = total) -> None:
+                nonlocal done
+                done += 1
+                self._progress(done, total)
+
+            stats.extend(job.write_groups(plan, source, names, put, progress))
+            chunk = next(later, None)
+            if chunk is not None:
+                plan = [
+                    group
+                    for partition, rows in sorted(chunk.by_partition.items())
+                    for group in new_groups(partition, rows, per_file)
+                ]
+        return job.commit(stats, supersedes=supersedes, replaced=replaced)
+
+    def _plan(
+        self, job: WriteJob, first: Prepared, timeline: Timeline
+    ) -> tuple[list[FileGroupWrite], dict[str, list[str]], list[tuple[str, str]], dict[str, PartitionFiles]]:
+        """The file groups to write for ``first``, those an overwrite replaces, the (file id,
+        base instant) of every version superseded, and the partitions' files as found."""
+        operation = job.operation
+        index = self.table.file_index_at(timeline)
         current = index.files(first.by_partition) if first.by_partition else {}
         if operation == INSERT_OVERWRITE_TABLE:
             current = index.files(None)
@@ -245,41 +290,23 @@ class WriteClient:
             for p, ids in replaced.items()
             for file_id in ids
         ]
-        # A streamed bulk insert plans its later chunks as they come: the inflight file lists
-        # the file groups of the first.
-        job.inflight(_plan_json(plan, operation))
 
-        stats: list[WriteStat] = []
-        known = set(current)  # partitions with a partition metadata file
-        chunk: Prepared | None = first
-        del first
-        put = job.put()
-        while chunk is not None:
-            write_partition_metadata(self.table, sorted(chunk.by_partition.keys() - known), job.instant)
-            known.update(chunk.by_partition)
-            source = Encoding(job.instant, chunk.data, chunk.keys, job.schema, job.parquet)
-            # The file's number in the instant names it and its rows' sequence numbers.
-            names = [
-                FileName(f"{number}-1-0", f"{job.instant}_{number}_")
-                for number in range(len(stats), len(stats) + len(plan))
-            ]
-            total = len(stats) + len(plan)  # files known so far: a stream's later chunks add more
-            done = len(stats)
+        return plan, replaced, supersedes, current
 
-            def progress(stat: WriteStat, total: int = total) -> None:
-                nonlocal done
-                done += 1
-                self._progress(done, total)
-
-            stats.extend(job.write_groups(plan, source, names, put, progress))
-            chunk = next(later, None)
-            if chunk is not None:
-                plan = [
-                    group
-                    for partition, rows in sorted(chunk.by_partition.items())
-                    for group in new_groups(partition, rows, per_file)
-                ]
-        return job.commit(stats, supersedes=supersedes, replaced=replaced)
+    def write_task(self, job: WriteJob, data: pa.Table, task: int, attempt: int = 0) -> list[WriteStat]:
+        """An engine task's share of a job that looks keys up (upsert, delete): every record
+        of ``data``'s partitions that the job writes must be here, so that each partition's
+        keys are looked up and its file groups rewritten in this one task. Writes the file
+        groups (marker first) and returns their stats for the job's commit."""
+        prepared = self._prepare(data, job.operation, job.schema)
+        if not prepared.by_partition:
+            return []
+        plan, _, _, current = self._plan(job, prepared, self.table.timeline())
+        write_partition_metadata(self.table, sorted(prepared.by_partition.keys() - set(current)), job.instant)
+        source = Encoding(job.instant, prepared.data, prepared.keys, job.schema, job.parquet)
+        names = [FileName(f"{task}-{n}-{attempt}", f"{job.instant}_{task}-{n}_") for n in range(len(plan))]
+        with job.beating():
+            return job.write_groups(plan, source, names, job.put())
 
     def _plan_partition(
         self,

@@ -214,7 +214,8 @@ class WriteJob:
         transaction = self._require()
         if distributed:
             transaction.remove_unreferenced(s.path for s in stats)
-        supersedes = list(supersedes)
+        # A file written over a base file supersedes that version, whoever wrote it.
+        supersedes = [*supersedes, *((s.file_id, s.prev_commit) for s in stats if s.prev_commit != "null")]
         if replaced is None and self.operation in REPLACING:
             replaced, versions = self._replaced({s.partition_path for s in stats})
             supersedes.extend(versions)  # claimed: a concurrent rewrite of one of them conflicts

@@ -1,0 +1,93 @@
+"""``fed_spark.write``: upserts and deletes distributed, partitions shuffled to tasks."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark import cloudpickle
+from pyspark.sql import SparkSession
+
+import fed_spark
+from fedcore import write_client
+from fedcore.table import load_table
+from fedcore.testing import Backend
+from fedcore.write_client import WriteClient
+
+from .test_write import data_files, frame, hudi_options, ids, referenced
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def test_distributed_upsert_and_delete_touch_only_the_groups_they_change(
+    spark: SparkSession, backend: Backend
+) -> None:
+    path = f"{backend.table_path}-distributed"
+    options = hudi_options(backend) | {"hoodie.parquet.max.file.size": str(64 * 1024)}
+    first = fed_spark.write(frame(spark, 0, 4000), path, options, storage_options=backend.storage_options)
+    assert (first.operation, first.inserted) == ("bulk_insert", 4000)
+    table = load_table(path, storage_options=backend.storage_options)
+    before = {(s.partition_path, s.file_id): s.base_instant for s in table.file_slices()}
+    assert len(before) > 8  # several file groups per partition
+    # Update ids 100..149 (in every partition, a few groups) and insert 4000..4019.
+    changes = frame(spark, 100, 150, ts=2).union(frame(spark, 4000, 4020, ts=2))
+    upsert = {"hoodie.datasource.write.operation": "upsert"}
+    result = fed_spark.write(changes, path, upsert, storage_options=backend.storage_options)
+    assert (result.updated, result.inserted) == (50, 20)
+    table = load_table(path, storage_options=backend.storage_options)
+    assert ids(table) == list(range(4020))
+    assert table.scan([("ts", "=", 2)]).count() == 70
+    after = {(s.partition_path, s.file_id): s.base_instant for s in table.file_slices()}
+    rewritten = {g for g, instant in after.items() if instant == result.instant}
+    untouched = {g for g in before if after.get(g) == before[g]}
+    assert rewritten  # only the groups holding changed keys were rewritten
+    assert untouched
+    assert len(rewritten) < len(before) / 2
+    # The same upsert through one process gives the same table (idempotent, same routing).
+    again = WriteClient(table).upsert(changes.toArrow())
+    assert (again.updated, again.inserted) == (70, 0)
+    gone = spark.range(0, 40).selectExpr("id", "concat('r', cast(id % 4 as string)) AS region")
+    deleted = fed_spark.write(
+        gone, path, {"hoodie.datasource.write.operation": "delete"}, storage_options=backend.storage_options
+    )
+    assert deleted.deleted == 40
+    assert ids(load_table(path, storage_options=backend.storage_options)) == list(range(40, 4020))
+    assert data_files(backend) >= referenced(table)
+
+
+def test_a_retried_rewrite_task_commits_once_and_leaves_no_orphan(
+    local_fed: SparkSession, tmp_path: Path
+) -> None:
+    spark = local_fed
+    backend = Backend("local", f"file://{tmp_path}/tables/t", f"file://{tmp_path}/storage", None)
+    fed_spark.write(frame(spark, 0, 400), backend.table_path, hudi_options(backend))
+    original = WriteClient.write_task
+    lost = tmp_path / "lost"
+
+    def flaky(self: WriteClient, job: Any, data: Any, task: int, attempt: int = 0) -> Any:
+        stats = original(self, job, data, task, attempt)  # the files are written ...
+        if attempt == 0 and stats:
+            lost.write_text("\n".join(s.path for s in stats))
+            raise RuntimeError("... and then the task attempt is lost")
+        return stats
+
+    # The tasks get the patched class: its module is pickled to them by value for this write.
+    WriteClient.write_task = flaky  # type: ignore[method-assign]
+    cloudpickle.register_pickle_by_value(write_client)
+    try:
+        result = fed_spark.write(frame(spark, 300, 500, ts=2), backend.table_path, {})  # upsert
+    finally:
+        cloudpickle.unregister_pickle_by_value(write_client)
+        WriteClient.write_task = original  # type: ignore[method-assign]
+    assert lost.exists()  # an attempt did fail after writing its files
+    assert (result.updated, result.inserted) == (100, 100)
+    table = load_table(backend.table_path)
+    assert ids(table) == list(range(500))
+    assert data_files(backend) == referenced(table)
+
+
+def test_bad_modes_are_refused(local_fed: SparkSession, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="append"):
+        fed_spark.write(frame(local_fed, 0, 1), f"{tmp_path}/t", {}, mode="error")  # type: ignore[arg-type]
