@@ -22,11 +22,12 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def test_distributed_upsert_and_delete_touch_only_the_groups_they_change(
-    spark: SparkSession, backend: Backend
+    fed: SparkSession, backend: Backend
 ) -> None:
+    spark = fed
     path = f"{backend.table_path}-distributed"
     options = hudi_options(backend) | {"hoodie.parquet.max.file.size": str(64 * 1024)}
-    first = fed_spark.write(frame(spark, 0, 4000), path, options, storage_options=backend.storage_options)
+    first = fed_spark.write(frame(spark, 0, 4000), path, options)
     assert (first.operation, first.inserted) == ("bulk_insert", 4000)
     table = load_table(path, storage_options=backend.storage_options)
     before = {(s.partition_path, s.file_id): s.base_instant for s in table.file_slices()}
@@ -34,7 +35,7 @@ def test_distributed_upsert_and_delete_touch_only_the_groups_they_change(
     # Update ids 100..149 (in every partition, a few groups) and insert 4000..4019.
     changes = frame(spark, 100, 150, ts=2).union(frame(spark, 4000, 4020, ts=2))
     upsert = {"hoodie.datasource.write.operation": "upsert"}
-    result = fed_spark.write(changes, path, upsert, storage_options=backend.storage_options)
+    result = fed_spark.write(changes, path, upsert)
     assert (result.updated, result.inserted) == (50, 20)
     table = load_table(path, storage_options=backend.storage_options)
     assert ids(table) == list(range(4020))
@@ -49,9 +50,7 @@ def test_distributed_upsert_and_delete_touch_only_the_groups_they_change(
     again = WriteClient(table).upsert(changes.toArrow())
     assert (again.updated, again.inserted) == (70, 0)
     gone = spark.range(0, 40).selectExpr("id", "concat('r', cast(id % 4 as string)) AS region")
-    deleted = fed_spark.write(
-        gone, path, {"hoodie.datasource.write.operation": "delete"}, storage_options=backend.storage_options
-    )
+    deleted = fed_spark.write(gone, path, {"hoodie.datasource.write.operation": "delete"})
     assert deleted.deleted == 40
     assert ids(load_table(path, storage_options=backend.storage_options)) == list(range(40, 4020))
     assert data_files(backend) >= referenced(table)

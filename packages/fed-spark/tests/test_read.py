@@ -21,6 +21,7 @@ from pyspark.sql import SparkSession
 import fed_spark
 from fed_spark.source import FedReader
 from fedcore import properties as P
+from fedcore.exceptions import FedError
 from fedcore.records import META_COLUMNS
 from fedcore.table import Table, create_table, load_table
 from fedcore.testing import Backend, LoopbackS3
@@ -367,3 +368,43 @@ def test_bad_incremental_queries_say_why(
     table, _ = _history_at(tmp_path)
     with pytest.raises(AnalysisException, match=re.escape(message)):
         local_fed.read.format("fed").options(**options).load(table.path).collect()
+
+
+@pytest.mark.parametrize(
+    "where", [None, "region = 'eu'", "region IN ('eu', 'us') AND v > 0.5", "region = 'eu' OR v < 0.1"]
+)
+def test_native_and_python_scans_return_the_same_rows(
+    local_fed: SparkSession, tmp_path: Path, where: str | None
+) -> None:
+    table, (first, _, _) = _history_at(tmp_path)
+    native = fed_spark.read(local_fed, table.path, where, scan="native")
+    python = fed_spark.read(local_fed, table.path, where, scan="python")
+    assert "parquet" in native._jdf.queryExecution().executedPlan().toString().lower()
+    assert spark_rows(native) == spark_rows(python)
+    expected = local_fed.createDataFrame(table.read())
+    assert spark_rows(native) == spark_rows(expected.where(where) if where else expected)
+    then = fed_spark.read(local_fed, table.path, where, as_of=first, scan="native")
+    assert spark_rows(then) == spark_rows(
+        fed_spark.read(local_fed, table.path, where, as_of=first, scan="python")
+    )
+
+
+def test_a_native_scan_reads_only_the_planned_files(local_fed: SparkSession, tmp_path: Path) -> None:
+    table, _ = _history_at(tmp_path)
+    frame = fed_spark.read(local_fed, table.path, "region = 'eu'", scan="native")
+    files = {r[0].rpartition("/")[2] for r in frame.select("_metadata.file_path").distinct().collect()}
+    assert files == {s.base_file_name for s in table.file_slices([("region", "=", "eu")])}
+
+
+def test_merge_on_read_tables_fall_back_to_the_python_scan(
+    local_fed: SparkSession, shared_dir: Path, tmp_path: Path
+) -> None:
+    with zipfile.ZipFile(shared_dir / "hudi-tables" / "mor" / "avro" / "v6_trips_8i1u.zip") as archive:
+        archive.extractall(tmp_path)
+    path = f"file://{tmp_path / 'v6_trips_8i1u'}"
+    auto = fed_spark.read(local_fed, path)
+    assert spark_rows(auto.select("_hoodie_record_key")) == rows(
+        load_table(path).read().select(["_hoodie_record_key"])
+    )
+    with pytest.raises(FedError, match="log files to merge"):
+        fed_spark.read(local_fed, path, scan="native")

@@ -7,11 +7,20 @@ query's filters before any file is planned; ``df.write.format("fed")`` and SQL `
 write them with Hudi's options, in Spark tasks on fedcore's write protocol.
 """
 
-from fed_spark.dataframe import write
+from fed_spark.dataframe import read, write
 from fed_spark.options import AS_OF_INSTANT, QUERY_TYPE, ReadOptions, WriteOptions
 from fed_spark.session import register
 from fed_spark.source import FedDataSource
 
 __version__ = "0.1.0"
 
-__all__ = ["AS_OF_INSTANT", "QUERY_TYPE", "FedDataSource", "ReadOptions", "WriteOptions", "register", "write"]
+__all__ = [
+    "AS_OF_INSTANT",
+    "QUERY_TYPE",
+    "FedDataSource",
+    "ReadOptions",
+    "WriteOptions",
+    "read",
+    "register",
+    "write",
+]

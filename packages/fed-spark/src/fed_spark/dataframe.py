@@ -1,4 +1,14 @@
-"""``fed_spark.write(df, path, ...)``: every operation distributed, upserts and deletes too.
+"""``fed_spark.write(df, path, ...)`` (every operation distributed, upserts and deletes too)
+and ``fed_spark.read(spark, path, ...)`` (Spark's own Parquet reader over a planned file list).
+
+Reads: ``format("fed")`` decodes rows in Python workers and hands them to the JVM, which
+works for any filesystem fsspec reaches but costs a copy per row and reads every column.
+Where the JVM has a filesystem for the storage's scheme (``file:``; ``s3a:`` with
+``hadoop-aws`` on the classpath), ``read`` plans the pruned file list with fedcore on the
+driver and gives it to ``spark.read.parquet``: no listing (an explicit file list is not
+listed), Spark's column pruning and row-group skipping, the same rows. It falls back to the
+Python source where that is not exact: merge-on-read slices with log files, tables
+without meta fields or with partition columns left out of the files.
 
 ``format("fed")`` cannot have Spark shuffle its input, so its upserts and deletes run in
 one process. This entry point builds the job from the DataFrame instead: the driver (the
@@ -23,19 +33,106 @@ from typing import Literal
 
 import pyarrow as pa
 from pyspark import TaskContext
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StringType, StructField, StructType
 
 from fed_spark.options import WriteOptions
-from fed_spark.session import settings_of
+from fed_spark.session import registered
+from fed_spark.source import spark_schema
 from fed_spark.write import DISTRIBUTED, arrow_schema, open_for_write, operation_of
+from fedcore import properties as P
 from fedcore.commit_metadata import WriteStat
-from fedcore.io.filesystems import StorageOptions
+from fedcore.exceptions import InvalidFilterError, UnsupportedTableError
+from fedcore.filters import Filter, parse_where
 from fedcore.records import META_COLUMNS, partition_rows
+from fedcore.scan import DataScan
+from fedcore.table import Table, load_table
 from fedcore.write_client import WriteClient
 from fedcore.write_job import WriteJob, WriteResult
 
 _PARTITION = "_fed_partition_path"
+ScanWay = Literal["auto", "native", "python"]
+#: Storage schemes and the scheme the JVM reads them with (hadoop-aws's S3A for S3).
+_JVM_SCHEMES = {"file": ("file", None), "s3": ("s3a", "org.apache.hadoop.fs.s3a.S3AFileSystem")}
+
+
+def read(
+    spark: SparkSession,
+    path: str,
+    where: str | None = None,
+    *,
+    as_of: str | None = None,
+    scan: ScanWay = "auto",
+) -> DataFrame:
+    """The table at ``path`` as a DataFrame, ``where`` (Spark SQL) applied.
+
+    Args:
+        where: a filter; its conjuncts on partition columns (``=``, ``IN``, comparisons,
+            ``IS [NOT] NULL`` joined by ``AND``) prune partitions before any file is planned,
+            and Spark applies the whole of it to the rows.
+        as_of: time travel to an instant.
+        scan: ``native`` (Spark's Parquet reader over the planned files), ``python`` (the
+            ``fed`` source), or ``auto``: native when it is exact and the JVM can read the
+            storage's scheme.
+    """
+    if scan not in ("auto", "native", "python"):
+        raise ValueError(f"scan must be 'auto', 'native' or 'python', not {scan!r}")
+    table = load_table(path, storage_options=registered(spark).storage_options)
+    found = table.scan(_pruning(where), as_of=as_of)
+    files: list[str] | None = None
+    if scan != "python":
+        files, why = _native_files(spark, table, found)
+        if files is None and scan == "native":
+            raise UnsupportedTableError(f"a native scan of table {table.name} is not exact: {why}")
+    if files is None:
+        reader = spark.read.format("fed")  # registered with the same storage options
+        frame = reader.options(**({"as.of.instant": as_of} if as_of else {})).load(path)
+    else:
+        schema = spark_schema(found.schema())
+        frame = spark.read.schema(schema).parquet(*files) if files else spark.createDataFrame([], schema)
+    return frame.where(where) if where else frame
+
+
+def _pruning(where: str | None) -> list[Filter]:
+    """The conjuncts fedcore can prune with; an expression it cannot read prunes nothing
+    (Spark still applies it to every row)."""
+    if not where:
+        return []
+    try:
+        return parse_where(where)
+    except InvalidFilterError:
+        return []
+
+
+def _native_files(spark: SparkSession, table: Table, found: DataScan) -> tuple[list[str] | None, str]:
+    """The physical files of the scan, as the JVM addresses them; None (and why) when
+    Spark's Parquet reader would not return exactly the rows fedcore does."""
+    if not P.POPULATE_META_FIELDS.of(table.config):
+        return None, "its files hold no meta fields"
+    if P.DROP_PARTITION_COLUMNS.of(table.config):
+        return None, "its files leave the partition columns out"
+    slices = found.plan_files()
+    if any(s.log_files for s in slices):
+        return None, "merge-on-read slices have log files to merge"
+    physical = [table.fs.to_physical(s.path) for s in slices]
+    out = []
+    for uri in physical:
+        scheme, _, rest = uri.partition("://")
+        jvm = _JVM_SCHEMES.get(scheme)
+        if jvm is None or (jvm[1] is not None and not _jvm_has(spark, jvm[1])):
+            return None, f"the JVM has no filesystem for {scheme}:// (add hadoop-aws for s3a)"
+        out.append(f"{jvm[0]}://{rest}")
+    return out, ""
+
+
+def _jvm_has(spark: SparkSession, class_name: str) -> bool:
+    try:
+        spark._jvm.java.lang.Class.forName(class_name)
+    except Exception:
+        return False
+    return True
+
+
 _STATS_SCHEMA = "stat string"
 
 
@@ -44,9 +141,9 @@ def write(
     path: str,
     options: Mapping[str, str] | None = None,
     mode: Literal["append", "overwrite"] = "append",
-    storage_options: StorageOptions | None = None,
 ) -> WriteResult:
-    """Write ``df`` to the table at ``path`` as one instant, in Spark tasks.
+    """Write ``df`` to the table at ``path`` as one instant, in Spark tasks (storage options:
+    those ``fed_spark.register`` was given).
 
     Args:
         df: the rows (for ``delete``, the record key and partition columns are enough).
@@ -54,7 +151,6 @@ def write(
             takes them) when there is no table yet.
         options: ``hoodie.*`` keys; ``hoodie.datasource.write.operation`` defaults to upsert.
         mode: ``append``, or ``overwrite`` (replace every file group of the table).
-        storage_options: fsspec options for the table's storage (as ``fedcore.load_table``).
 
     Returns:
         What was committed (``fedcore.WriteResult``).
@@ -64,7 +160,7 @@ def write(
     spark = df.sparkSession
     given = WriteOptions.of({**(options or {}), "path": path})
     rows = arrow_schema(df.schema)
-    table = open_for_write(given, settings_of(spark, storage_options), rows)
+    table = open_for_write(given, registered(spark), rows)
     operation = operation_of(given, mode == "overwrite", from_sql=False)
     data = df.drop(*[c for c in META_COLUMNS if c in df.columns])
     job = WriteJob.open(table, operation, rows)

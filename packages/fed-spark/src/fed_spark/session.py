@@ -8,6 +8,7 @@ from pyspark.sql import SparkSession
 
 from fed_spark.options import DEFAULT_MAX_PARTITION_BYTES, DEFAULT_OPEN_COST_BYTES, SessionSettings
 from fed_spark.source import FedDataSource
+from fedcore.exceptions import ConfigError
 from fedcore.io.filesystems import StorageOptions
 
 MAX_PARTITION_BYTES = "spark.sql.files.maxPartitionBytes"
@@ -26,23 +27,28 @@ def register(spark: SparkSession, storage_options: StorageOptions | None = None)
     Returns:
         The registered data source class (bound to the session's settings).
     """
-    conf = spark.conf
     # Without it Spark never offers a Python source its filters, and nothing is pruned.
-    conf.set("spark.sql.python.filterPushdown.enabled", "true")
-    settings = SessionSettings(
-        storage_options=storage_options,
-        parallelism=spark.sparkContext.defaultParallelism,
-        max_partition_bytes=_bytes(
-            conf.get("spark.sql.files.maxPartitionBytes"), DEFAULT_MAX_PARTITION_BYTES
-        ),
-        open_cost_bytes=_bytes(conf.get("spark.sql.files.openCostInBytes"), DEFAULT_OPEN_COST_BYTES),
-    )
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    settings = settings_of(spark, storage_options)
+    _registered[spark.sparkContext.applicationId] = settings
     # A subclass carries the settings: Spark pickles the class it registers (by value, as
     # it is made here) and instantiates it in its Python workers.
     source: type[FedDataSource] = type("FedDataSource", (FedDataSource,), {"settings": settings})
     source.__module__ = __name__
     spark.dataSource.register(source)
     return source
+
+
+#: What each session (by application id) was registered with: fed_spark.read and write use it.
+_registered: dict[str, SessionSettings] = {}
+
+
+def registered(spark: SparkSession) -> SessionSettings:
+    """The settings ``register`` bound to ``spark`` (``ConfigError`` if it was not called)."""
+    found = _registered.get(spark.sparkContext.applicationId)
+    if found is None:
+        raise ConfigError("fed_spark.register", "call fed_spark.register(spark) before reading or writing")
+    return found
 
 
 def settings_of(spark: SparkSession, storage_options: StorageOptions | None) -> SessionSettings:

@@ -1,0 +1,210 @@
+"""fed-spark against what a Spark user does without it, on a local SparkSession (2 cores).
+
+Each case is timed in this one run, beside its baseline, best of ``--repeats``:
+
+- bulk insert of the rows into a new object-store-layout table (``format("fed")``, tasks
+  writing file groups) against ``df.write.partitionBy("p").parquet(...)`` (a Hive-layout
+  dataset) of the same generated rows;
+- a full scan (an aggregate over every data column) of that table against
+  ``spark.read.parquet`` of the Hive-layout copy, both ways fed scans: Spark's Parquet
+  reader over the planned file list (``fed_spark.read(..., scan="native")``) and the
+  Python data source (``format("fed")``, rows decoded in Python workers);
+- a one-partition query on a table of 1,000 partitions against the same query on the
+  Hive-layout copy, where Spark discovers the partitions by listing them (a fresh
+  DataFrame each time, as a new job would);
+- upserts of 1% and 10% of the rows, as rows/s: ``fed_spark.write`` (shuffled by partition,
+  tasks rewriting the touched file groups) against fedcore's single-process ``WriteClient``
+  (no baseline ratio: two ways of doing the same thing).
+
+Rows: ``id`` long (record key), ``p`` (16 partitions; 1,000 in the partition case), ``ts``
+long (precombine), ``v`` double, ``s`` string.
+
+Run: ``python benchmarks/spark.py [--rows 2000000] [--plot PNG]`` (needs fed-spark and
+Java 17), or ``tox -e bench``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tqdm import tqdm
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+import fed_spark
+from fedcore import properties as P
+from fedcore.table import load_table
+from fedcore.write_client import WriteClient
+
+GOALS = {
+    "bulk insert": 1.3,
+    "full scan, native": 1.2,
+    "full scan, Python workers": 1.2,
+    "one partition of 1,000, native": 1.0,
+    "one partition of 1,000, Python workers": 1.0,
+}
+
+
+def rows(spark: SparkSession, n: int, partitions: int, ts: int = 1, start: int = 0) -> DataFrame:
+    return spark.range(start, start + n).selectExpr(
+        "id",
+        f"concat('p', lpad(cast(id % {partitions} AS string), 4, '0')) AS p",
+        f"{ts}L AS ts",
+        "rand(7) AS v",
+        "concat('name-', cast(id % 1000 AS string)) AS s",
+    )
+
+
+def options(name: str, storage: str, operation: str = "bulk_insert") -> dict[str, str]:
+    return {
+        "hoodie.table.name": name,
+        "hoodie.datasource.write.recordkey.field": "id",
+        "hoodie.datasource.write.partitionpath.field": "p",
+        "hoodie.datasource.write.precombine.field": "ts",
+        "hoodie.datasource.write.operation": operation,
+        P.STORAGE_STRATEGY_CLASS: "object_store",
+        P.STORAGE_PATH: storage,
+    }
+
+
+def best(action: Callable[[int], Any], repeats: int) -> float:
+    times = []
+    for attempt in range(repeats):
+        start = time.perf_counter()
+        action(attempt)
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def scan(frame: DataFrame) -> None:
+    frame.agg(F.sum("v"), F.max("s"), F.max("ts"), F.count("id")).collect()
+
+
+def main(n: int, repeats: int) -> dict[str, tuple[float, float | None, int]]:
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    fed_spark.register(spark)
+    found: dict[str, tuple[float, float | None, int]] = {}
+    root = tempfile.mkdtemp(prefix="fed-spark-bench-")
+    with tqdm(total=6, desc="spark cases", unit="case") as progress:
+        data = rows(spark, n, 16)
+
+        def fed_write(attempt: int) -> None:
+            frame = data.write.format("fed").options(**options("bench", f"{root}/storage{attempt}"))
+            frame.mode("append").save(f"{root}/fed{attempt}")
+
+        def hive_write(attempt: int) -> None:
+            data.write.partitionBy("p").mode("overwrite").parquet(f"{root}/hive{attempt}")
+
+        found["bulk insert"] = (best(fed_write, repeats), best(hive_write, repeats), n)
+        progress.update()
+
+        def hive_scan(_: int) -> None:
+            scan(spark.read.parquet(f"{root}/hive0"))
+
+        hive = best(hive_scan, repeats)
+        for way, label in (("native", "native"), ("python", "Python workers")):
+
+            def fed_scan(_: int, way: Any = way) -> None:
+                scan(fed_spark.read(spark, f"{root}/fed0", scan=way))
+
+            found[f"full scan, {label}"] = (best(fed_scan, repeats), hive, n)
+        progress.update()
+
+        many = max(100_000, n // 10)
+        wide = rows(spark, many, 1000)
+        wide.write.format("fed").options(**options("wide", f"{root}/wide-storage")).mode("append").save(
+            f"{root}/wide"
+        )
+        wide.write.partitionBy("p").parquet(f"{root}/wide-hive")
+
+        def hive_one(_: int) -> None:
+            scan(spark.read.parquet(f"{root}/wide-hive").where("p = 'p0500'"))
+
+        listed = best(hive_one, repeats)
+        for way, label in (("native", "native"), ("python", "Python workers")):
+
+            def fed_one(_: int, way: Any = way) -> None:
+                scan(fed_spark.read(spark, f"{root}/wide", "p = 'p0500'", scan=way))
+
+            found[f"one partition of 1,000, {label}"] = (best(fed_one, repeats), listed, many // 1000)
+        progress.update()
+
+        for fraction in (0.01, 0.1):
+            changed = int(n * fraction)
+            updates = rows(spark, n, 16, ts=2).sample(fraction=fraction, seed=3).limit(changed)
+            updates = updates.cache()
+            count = updates.count()
+            upsert = {"hoodie.datasource.write.operation": "upsert"}
+            start = time.perf_counter()
+            fed_spark.write(updates, f"{root}/fed0", upsert)
+            spark_time = time.perf_counter() - start
+            arrow = updates.toArrow()
+            client = WriteClient(load_table(f"{root}/fed0"))
+            start = time.perf_counter()
+            client.upsert(arrow)
+            local_time = time.perf_counter() - start
+            found[f"upsert {fraction:.0%}: fed_spark.write vs WriteClient"] = (spark_time, local_time, count)
+            updates.unpersist()
+            progress.update()
+        progress.update()
+    spark.stop()
+    return found
+
+
+def report(found: dict[str, tuple[float, float | None, int]]) -> None:
+    print(f"\n{'':44} {'fed':>9} {'baseline':>9} {'ratio':>6} {'goal':>6} {'fed rows/s':>12}")
+    for name, (ours, base, count) in found.items():
+        goal = GOALS.get(name)
+        ratio = f"{ours / base:>5.2f}x" if base else "     -"
+        print(
+            f"{name:44} {ours:>8.2f}s {base or float('nan'):>8.2f}s {ratio} "
+            f"{'' if goal is None else f'{goal:.1f}x':>6} {count / ours:>12,.0f}"
+        )
+
+
+def plot(found: dict[str, tuple[float, float | None, int]], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [name for name, (_, base, _) in found.items() if base]
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    ax.barh(names, [found[n][0] / (found[n][1] or 1) for n in names], color="tab:blue")
+    for index, name in enumerate(names):
+        goal = GOALS.get(name)
+        if goal is not None:
+            ax.plot([goal, goal], [index - 0.4, index + 0.4], color="tab:red", linestyle="--")
+    ax.set_xlabel("fed time / baseline time (red: goal)")
+    ax.set_title("fed-spark vs plain Spark, local[2]")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"plot written to {path}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--plot", metavar="PNG")
+    args = parser.parse_args()
+    results = main(args.rows, args.repeats)
+    report(results)
+    if args.plot:
+        plot(results, args.plot)

@@ -1,0 +1,31 @@
+"""``python -m fed_spark demo``: the Spark pipeline demo (see ``fed_spark.demo``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from fedcore.exceptions import FedError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fed_spark", description="fed-spark commands")
+    commands = parser.add_subparsers(dest="command", required=True)
+    demo = commands.add_parser("demo", help="a PySpark pipeline on a local Spark and an in-process S3")
+    demo.add_argument("--rows", type=int, default=20_000)
+    demo.add_argument("--days", type=int, default=7)
+    demo.add_argument("--plot", metavar="PNG", help="also draw the layout")
+    args = parser.parse_args(argv)
+    try:
+        from fed_spark.demo import run_demo
+
+        result = run_demo(args.rows, args.days, args.plot)
+    except FedError as exc:
+        print(f"fed-spark: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"\nDone in {result.seconds:.0f} s.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
