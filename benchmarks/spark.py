@@ -112,6 +112,8 @@ def main(n: int, repeats: int) -> dict[str, tuple[float, float | None, int]]:
             data.write.partitionBy("p").mode("overwrite").parquet(f"{root}/hive{attempt}")
 
         found["bulk insert"] = (best(fed_write, repeats), best(hive_write, repeats), n)
+        # Both wrote every row (checked outside the timings).
+        assert load_table(f"{root}/fed0").scan().count() == n == spark.read.parquet(f"{root}/hive0").count()
         progress.update()
 
         def hive_scan(_: int) -> None:
@@ -152,13 +154,15 @@ def main(n: int, repeats: int) -> dict[str, tuple[float, float | None, int]]:
             count = updates.count()
             upsert = {"hoodie.datasource.write.operation": "upsert"}
             start = time.perf_counter()
-            fed_spark.write(updates, f"{root}/fed0", upsert)
+            result = fed_spark.write(updates, f"{root}/fed0", upsert)
             spark_time = time.perf_counter() - start
+            assert result.updated == count, (result, count)
             arrow = updates.toArrow()
             client = WriteClient(load_table(f"{root}/fed0"))
             start = time.perf_counter()
-            client.upsert(arrow)
+            again = client.upsert(arrow)
             local_time = time.perf_counter() - start
+            assert again.updated == count
             found[f"upsert {fraction:.0%}: fed_spark.write vs WriteClient"] = (spark_time, local_time, count)
             updates.unpersist()
             progress.update()
