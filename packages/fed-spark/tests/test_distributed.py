@@ -16,7 +16,7 @@ from fedcore.table import load_table
 from fedcore.testing import Backend
 from fedcore.write_client import WriteClient
 
-from .test_write import data_files, frame, hudi_options, ids, referenced
+from .test_write import frame, hudi_options, ids, referenced
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -53,7 +53,7 @@ def test_distributed_upsert_and_delete_touch_only_the_groups_they_change(
     deleted = fed_spark.write(gone, path, {"hoodie.datasource.write.operation": "delete"})
     assert deleted.deleted == 40
     assert ids(load_table(path, storage_options=backend.storage_options)) == list(range(40, 4020))
-    assert data_files(backend) >= referenced(table)
+    assert backend.data_files() >= referenced(table)
 
 
 def test_a_retried_rewrite_task_commits_once_and_leaves_no_orphan(
@@ -84,7 +84,7 @@ def test_a_retried_rewrite_task_commits_once_and_leaves_no_orphan(
     assert (result.updated, result.inserted) == (100, 100)
     table = load_table(backend.table_path)
     assert ids(table) == list(range(500))
-    assert data_files(backend) == referenced(table)
+    assert backend.data_files() == referenced(table)
 
 
 def test_bad_modes_are_refused(local_fed: SparkSession, tmp_path: Path) -> None:

@@ -18,7 +18,6 @@ import fed_spark
 from fed_spark.write import FedWriter
 from fedcore import ObjectStoreStorageStrategy
 from fedcore import properties as P
-from fedcore.io.filesystems import filesystem_for
 from fedcore.records import META_COLUMNS
 from fedcore.table import Table, load_table
 from fedcore.testing import Backend
@@ -56,13 +55,6 @@ def ids(table: Table) -> list[int]:
     return sorted(table.read(columns=["id"]).column("id").to_pylist())
 
 
-def data_files(backend: Backend) -> set[str]:
-    """Every Parquet file under the storage path, asked of the store itself."""
-    fs = filesystem_for(backend.storage_path, backend.storage_options)
-    fs.invalidate_cache()
-    return {str(p).rpartition("/")[2] for p in fs.find(backend.storage_path) if str(p).endswith(".parquet")}
-
-
 def referenced(table: Table) -> set[str]:
     """The data files of every file slice the metadata table knows (all versions)."""
     index = load_table(table.path, storage_options=table.storage_options).file_index
@@ -89,7 +81,7 @@ def test_a_pipeline_bulk_inserts_upserts_deletes_and_reads(fed: SparkSession, ba
     back = fed.read.format("fed").load(path)
     assert back.count() == 1090
     assert back.where("region = 'r1' AND ts = 2").count() == len([i for i in range(950, 1100) if i % 4 == 1])
-    assert data_files(backend) >= referenced(table)
+    assert backend.data_files() >= referenced(table)
 
 
 def test_insert_overwrite_and_overwrite_mode(local_fed: SparkSession, tmp_path: Path) -> None:
@@ -219,7 +211,7 @@ def test_a_task_that_fails_once_commits_its_rows_exactly_once(spark: SparkSessio
     )
     table = load_table(backend.table_path)
     assert ids(table) == list(range(300))  # every row once: attempt 0's files are not referenced
-    assert data_files(backend) == referenced(table)  # and were deleted before the commit
+    assert backend.data_files() == referenced(table)  # and were deleted before the commit
 
 
 @pytest.mark.parametrize(("operation", "undone"), [("bulk_insert", ["rollback"]), ("upsert", [])])
@@ -247,7 +239,7 @@ def test_a_failed_job_leaves_nothing_visible_or_behind(
         writing.option("hoodie.datasource.write.operation", operation).save(backend.table_path)
     table = load_table(backend.table_path)
     assert ids(table) == list(range(10))
-    assert data_files(backend) == referenced(table)  # the job's files were rolled back
+    assert backend.data_files() == referenced(table)  # the job's files were rolled back
     assert [i.action for i in table.timeline().completed()] == ["commit", *undone]
     staging = Path(tmp_path, "tables", "t", ".hoodie", ".fed", "staging")
     assert not staging.exists() or not any(staging.iterdir())

@@ -11,10 +11,9 @@ import pytest
 
 from fedcore.commit_metadata import WriteStat
 from fedcore.exceptions import CommitConflictError
-from fedcore.io.filesystems import filesystem_for
 from fedcore.table import Table, load_table
 from fedcore.testing import Backend
-from fedcore.write_job import WriteJob
+from fedcore.write_job import Operation, WriteJob
 
 from .test_writes import make_table, trips
 
@@ -33,10 +32,13 @@ def _run_tasks(job: WriteJob, work: list[tuple[list[int], int, int]]) -> list[li
     return results
 
 
-def data_files(backend: Backend) -> set[str]:
-    fs = filesystem_for(backend.storage_path, backend.storage_options)
-    fs.invalidate_cache()
-    return {str(p).rpartition("/")[2] for p in fs.find(backend.storage_path) if str(p).endswith(".parquet")}
+def _begun(table: Table, operation: Operation) -> WriteJob:
+    """A job begun as an engine's driver side begins it, its heartbeat left to the tasks."""
+    job = WriteJob.open(table, operation, trips([0]).schema)
+    job.begin()
+    job.inflight(b"{}")
+    job.detach()
+    return job
 
 
 def referenced(table: Table) -> set[str]:
@@ -47,10 +49,7 @@ def referenced(table: Table) -> set[str]:
 def test_tasks_write_and_the_driver_commits_only_what_succeeded(backend: Backend) -> None:
     table = make_table(backend)
     table.bulk_insert(trips(range(4)))
-    job = WriteJob.open(table, "bulk_insert", trips([0]).schema)
-    job.begin()
-    job.inflight(b"{}")
-    job.detach()
+    job = _begun(table, "bulk_insert")
     first, retried, lost = _run_tasks(
         job,
         [
@@ -64,7 +63,7 @@ def test_tasks_write_and_the_driver_commits_only_what_succeeded(backend: Backend
     assert (result.operation, result.inserted, result.files_written) == ("bulk_insert", 20, 4)
     ids = sorted(table.read(columns=["trip_id"]).column(0).to_pylist())
     assert ids == [0, 1, 2, 3, *range(100, 110), *range(200, 210)]  # every row once
-    assert data_files(backend) == referenced(table)  # the lost attempt's files are gone
+    assert backend.data_files() == referenced(table)  # the lost attempt's files are gone
     written = {s.path.rpartition("/")[2] for s in [*first, *retried]}
     assert all("_0-0-0_" in n or "_0-1-0_" in n or "_1-0-1_" in n or "_1-1-1_" in n for n in written)
 
@@ -72,27 +71,21 @@ def test_tasks_write_and_the_driver_commits_only_what_succeeded(backend: Backend
 def test_an_aborted_job_leaves_nothing(backend: Backend) -> None:
     table = make_table(backend)
     table.bulk_insert(trips(range(4)))
-    job = WriteJob.open(table, "insert", trips([0]).schema)
-    job.begin()
-    job.inflight(b"{}")
-    job.detach()
+    job = _begun(table, "insert")
     _run_tasks(job, [(list(range(10, 20)), 0, 0)])
     pickle.loads(pickle.dumps(job)).abort()  # the driver side that aborts need not be the one that began
     assert sorted(table.read(columns=["trip_id"]).column(0).to_pylist()) == [0, 1, 2, 3]
-    assert data_files(backend) == referenced(table)
+    assert backend.data_files() == referenced(table)
     assert [i.action for i in table.timeline().completed()] == ["commit", "rollback"]
 
 
 def test_a_job_whose_heartbeat_expired_cannot_commit(backend: Backend) -> None:
     table = make_table(backend)  # heartbeats of 100 ms in these tests
-    job = WriteJob.open(table, "bulk_insert", trips([0]).schema)
-    job.begin()
-    job.inflight(b"{}")
-    job.detach()
+    job = _begun(table, "bulk_insert")
     (stats,) = _run_tasks(job, [(list(range(10)), 0, 0)])
     time.sleep(0.5)  # nothing beats: the driver side died, say
     table.bulk_insert(trips(range(50, 52)))  # the next writer rolls the job back
     with pytest.raises(CommitConflictError, match="no longer a pending commit"):
         pickle.loads(pickle.dumps(job)).commit(stats, distributed=True)
     assert sorted(table.read(columns=["trip_id"]).column(0).to_pylist()) == [50, 51]
-    assert data_files(backend) == referenced(table)
+    assert backend.data_files() == referenced(table)

@@ -260,3 +260,9 @@ class Backend:
 
     def read(self, uri: str) -> bytes:
         return bytes(filesystem_for(uri, self.storage_options).cat_file(uri))
+
+    def data_files(self) -> set[str]:
+        """The names of every Parquet file under the storage path, asked of the store itself."""
+        fs = filesystem_for(self.storage_path, self.storage_options)
+        fs.invalidate_cache()
+        return {str(p).rpartition("/")[2] for p in fs.find(self.storage_path) if str(p).endswith(".parquet")}
