@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -90,3 +92,51 @@ def test_a_retried_rewrite_task_commits_once_and_leaves_no_orphan(
 def test_bad_modes_are_refused(local_fed: SparkSession, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="append"):
         fed_spark.write(frame(local_fed, 0, 1), f"{tmp_path}/t", {}, mode="error")  # type: ignore[arg-type]
+
+
+KILLED_DRIVER = """
+import os, sys
+os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+from pyspark.sql import SparkSession
+import fed_spark
+from fedcore.write_job import WriteJob
+
+def die(self, *args, **kwargs):
+    os._exit(3)  # the driver dies after every task wrote its files, before anything commits
+
+WriteJob.commit = die
+spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+fed_spark.register(spark)
+rows = spark.range(300, 500).selectExpr(
+    "id", "concat('r', cast(id % 4 as string)) AS region", "2L AS ts", "CAST(id AS DOUBLE) AS v"
+)
+fed_spark.write(rows, sys.argv[1], {"hoodie.datasource.write.operation": sys.argv[2]})
+"""
+
+
+@pytest.mark.parametrize("operation", ["upsert", "bulk_insert"])
+def test_a_killed_driver_leaves_nothing_visible_and_the_next_writer_cleans_up(
+    local_fed: SparkSession, tmp_path: Path, operation: str
+) -> None:
+    backend = Backend("local", f"file://{tmp_path}/tables/t", f"file://{tmp_path}/storage", None)
+    fed_spark.write(frame(local_fed, 0, 400), backend.table_path, hudi_options(backend))
+    died = subprocess.run(
+        [sys.executable, "-c", KILLED_DRIVER, backend.table_path, operation],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert died.returncode == 3, died.stderr[-3000:]
+    table = load_table(backend.table_path)
+    assert ids(table) == list(range(400))  # nothing of the dead job is visible
+    assert len(table.timeline().pending()) == 1
+    assert backend.data_files() > referenced(table)  # its tasks' files are there, unreferenced
+    time.sleep(0.5)  # its heartbeat expires (the next writer below judges it at 100 ms x 3)
+    fast = {"hoodie.client.heartbeat.interval_in_ms": "100", "hoodie.client.heartbeat.tolerable.misses": "2"}
+    WriteClient(table, fast).upsert(frame(local_fed, 1000, 1001).toArrow())
+    table = load_table(backend.table_path)
+    assert ids(table) == [*range(400), 1000]
+    assert table.timeline().pending() == []
+    assert [i.action for i in table.timeline().completed()] == ["commit", "rollback", "commit"]
+    assert backend.data_files() == referenced(table)

@@ -53,7 +53,7 @@ from fedcore.write_job import WriteJob, WriteResult
 _PARTITION = "_fed_partition_path"
 ScanWay = Literal["auto", "native", "python"]
 #: Storage schemes and the scheme the JVM reads them with (hadoop-aws's S3A for S3).
-_JVM_SCHEMES = {"file": ("file", None), "s3": ("s3a", "org.apache.hadoop.fs.s3a.S3AFileSystem")}
+_JVM_SCHEMES = {"file": "file", "s3": "s3a"}
 
 
 def read(
@@ -119,15 +119,18 @@ def _native_files(spark: SparkSession, table: Table, found: DataScan) -> tuple[l
     for uri in physical:
         scheme, _, rest = uri.partition("://")
         jvm = _JVM_SCHEMES.get(scheme)
-        if jvm is None or (jvm[1] is not None and not _jvm_has(spark, jvm[1])):
+        if jvm is None or not _jvm_reads(spark, jvm):
             return None, f"the JVM has no filesystem for {scheme}:// (add hadoop-aws for s3a)"
-        out.append(f"{jvm[0]}://{rest}")
+        out.append(f"{jvm}://{rest}")
     return out, ""
 
 
-def _jvm_has(spark: SparkSession, class_name: str) -> bool:
+def _jvm_reads(spark: SparkSession, scheme: str) -> bool:
+    """Whether Hadoop, as Spark's readers use it, has a filesystem for ``scheme``."""
     try:
-        spark._jvm.java.lang.Class.forName(class_name)
+        jvm = spark._jvm
+        hadoop = spark._jsc.hadoopConfiguration()
+        jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(scheme, hadoop)
     except Exception:
         return False
     return True
