@@ -19,6 +19,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
 import fed_spark
+from fed_spark.__main__ import one_line
 from fed_spark.source import FedReader
 from fedcore import properties as P
 from fedcore.exceptions import FedError
@@ -232,8 +233,12 @@ def test_bad_reads_say_why(
 ) -> None:
     table, _ = _history_at(tmp_path)
     given = {k: v.format(path=table.path) for k, v in options.items()}
-    with pytest.raises(AnalysisException, match=re.escape(message)):
+    with pytest.raises(AnalysisException, match=re.escape(message)) as raised:
         local_fed.read.format("fed").options(**given).load().collect()
+    said = one_line(raised.value)  # what `python -m fed_spark` prints: fedcore's message alone
+    assert message in said
+    assert "\n" not in said
+    assert "Traceback" not in said
 
 
 def test_a_schema_other_than_the_tables_is_refused(local_fed: SparkSession, tmp_path: Path) -> None:

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import hudi
+import pyarrow as pa
 import pytest
 from pyspark import TaskContext, cloudpickle
 from pyspark.errors import AnalysisException
@@ -261,3 +263,26 @@ def _source_with_writer(spark: SparkSession, name: str, writer: type[FedWriter])
 
     spark.dataSource.register(Faulty)
     return name
+
+
+def test_hudi_rs_reads_a_hive_layout_table_spark_wrote(local_fed: SparkSession, tmp_path: Path) -> None:
+    path = f"file://{tmp_path}/tables/hive-trips"
+    options = {
+        "hoodie.table.name": "trips",
+        "hoodie.datasource.write.recordkey.field": "id",
+        "hoodie.datasource.write.partitionpath.field": "region",
+        "hoodie.datasource.write.precombine.field": "ts",
+        "hoodie.datasource.write.operation": "bulk_insert",
+    }  # no storage keys: Hudi's own (Hive) layout, data under the table path
+    frame(local_fed, 0, 300).write.format("fed").options(**options).mode("append").save(path)
+    frame(local_fed, 250, 320, ts=2).write.format("fed").mode("append").save(path)  # upsert
+    table = load_table(path)
+    theirs = pa.Table.from_batches(hudi.HudiTableBuilder.from_base_uri(path).build().read())
+    columns = ["_hoodie_record_key", "_hoodie_commit_time", "_hoodie_file_name", "id", "region", "ts", "v"]
+    ours = table.read(columns=columns)
+    assert theirs.num_rows == ours.num_rows == 320
+
+    def rows(data: pa.Table) -> list[tuple[Any, ...]]:
+        return sorted(zip(*(data.column(c).to_pylist() for c in columns), strict=True), key=repr)
+
+    assert rows(theirs) == rows(ours)

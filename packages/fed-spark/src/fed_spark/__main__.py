@@ -5,7 +5,17 @@ from __future__ import annotations
 import argparse
 import sys
 
+from pyspark.errors import PySparkException
+
 from fedcore.exceptions import FedError
+
+
+def one_line(error: BaseException) -> str:
+    """An error as one line: for a Spark error raised by fed's Python code, fedcore's own
+    message (Spark puts the Python traceback before it), else the first line."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    ours = [line for line in lines if line.startswith("fedcore.exceptions.")]
+    return ours[-1].split(": ", 1)[-1] if ours else (lines[0] if lines else type(error).__name__)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,8 +30,8 @@ def main(argv: list[str] | None = None) -> int:
         from fed_spark.demo import run_demo
 
         result = run_demo(args.rows, args.days, args.plot)
-    except FedError as exc:
-        print(f"fed-spark: error: {exc}", file=sys.stderr)
+    except (FedError, PySparkException) as exc:
+        print(f"fed-spark: error: {one_line(exc)}", file=sys.stderr)
         return 2
     print(f"\nDone in {result.seconds:.0f} s.")
     return 0
