@@ -11,12 +11,14 @@ from typing import Any
 import pytest
 from pyspark import cloudpickle
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 import fed_spark
-from fedcore import write_client
+from fedcore import write_job
 from fedcore.table import load_table
 from fedcore.testing import Backend
 from fedcore.write_client import WriteClient
+from fedcore.write_job import WriteJob
 
 from .test_write import frame, hudi_options, ids, referenced
 
@@ -64,29 +66,49 @@ def test_a_retried_rewrite_task_commits_once_and_leaves_no_orphan(
     spark = local_fed
     backend = Backend("local", f"file://{tmp_path}/tables/t", f"file://{tmp_path}/storage", None)
     fed_spark.write(frame(spark, 0, 400), backend.table_path, hudi_options(backend))
-    original = WriteClient.write_task
+    original = WriteJob.write_groups
     lost = tmp_path / "lost"
 
-    def flaky(self: WriteClient, job: Any, data: Any, task: int, attempt: int = 0) -> Any:
-        stats = original(self, job, data, task, attempt)  # the files are written ...
-        if attempt == 0 and stats:
+    def flaky(self: WriteJob, groups: Any, source: Any, names: Any, put: Any, done: Any = None) -> Any:
+        stats = original(self, groups, source, names, put, done)  # the files are written ...
+        if stats and names[0].token.endswith("-0") and self.operation == "upsert":
             lost.write_text("\n".join(s.path for s in stats))
             raise RuntimeError("... and then the task attempt is lost")
         return stats
 
     # The tasks get the patched class: its module is pickled to them by value for this write.
-    WriteClient.write_task = flaky  # type: ignore[method-assign]
-    cloudpickle.register_pickle_by_value(write_client)
+    WriteJob.write_groups = flaky  # type: ignore[method-assign]
+    cloudpickle.register_pickle_by_value(write_job)
     try:
         result = fed_spark.write(frame(spark, 300, 500, ts=2), backend.table_path, {})  # upsert
     finally:
-        cloudpickle.unregister_pickle_by_value(write_client)
-        WriteClient.write_task = original  # type: ignore[method-assign]
+        cloudpickle.unregister_pickle_by_value(write_job)
+        WriteJob.write_groups = original  # type: ignore[method-assign]
     assert lost.exists()  # an attempt did fail after writing its files
     assert (result.updated, result.inserted) == (100, 100)
     table = load_table(backend.table_path)
     assert ids(table) == list(range(500))
     assert backend.data_files() == referenced(table)
+
+
+def test_one_partition_is_rewritten_by_several_tasks(local_fed: SparkSession, tmp_path: Path) -> None:
+    """The shuffle is by file group: one big partition's groups spread over tasks."""
+    spark = local_fed
+    backend = Backend("local", f"file://{tmp_path}/tables/t", f"file://{tmp_path}/storage", None)
+    options = hudi_options(backend) | {"hoodie.parquet.max.file.size": str(32 * 1024)}
+    one = frame(spark, 0, 6000).withColumn("region", F.lit("all"))
+    fed_spark.write(one, backend.table_path, options)
+    table = load_table(backend.table_path)
+    assert len(table.file_slices()) >= 8
+    before = table.read(columns=["id", "_hoodie_file_name"]).to_pylist()
+    holding = {r["_hoodie_file_name"].split("_")[0] for r in before if r["id"] % 50 == 0}
+    changed = frame(spark, 0, 6000, ts=2).withColumn("region", F.lit("all")).where("id % 50 = 0")
+    result = fed_spark.write(changed, backend.table_path, {})
+    assert (result.updated, result.inserted) == (120, 0)
+    assert result.files_written == len(holding) > 1  # exactly the groups holding a changed key
+    tokens = {s.base_file_name.split("_")[1] for s in load_table(backend.table_path).file_slices()}
+    assert len({token.split("-")[0] for token in tokens}) >= 2  # written by several tasks
+    assert ids(load_table(backend.table_path)) == list(range(6000))
 
 
 def test_bad_modes_are_refused(local_fed: SparkSession, tmp_path: Path) -> None:

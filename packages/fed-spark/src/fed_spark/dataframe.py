@@ -1,6 +1,14 @@
 """``fed_spark.write(df, path, ...)`` (every operation distributed, upserts and deletes too)
 and ``fed_spark.read(spark, path, ...)`` (Spark's own Parquet reader over a planned file list).
 
+Writes: ``format("fed")`` cannot have Spark shuffle its input, so its upserts and deletes
+run in one process. ``write`` builds the job from the DataFrame instead: the driver (the
+caller's process, which keeps the instant's heartbeat) begins the instant; ``bulk_insert``,
+``insert`` and the overwrites have each task write its rows as new file groups; upserts
+and deletes are routed to file groups and shuffled by them (``fed_spark.upsert``); the
+driver commits the tasks' stats (files of failed or duplicate attempts deleted first) or
+rolls back.
+
 Reads: ``format("fed")`` decodes rows in Python workers and hands them to the JVM, which
 works for any filesystem fsspec reaches but costs a copy per row and reads every column.
 Where the JVM has a filesystem for the storage's scheme (``file:``; ``s3a:`` with
@@ -9,20 +17,6 @@ driver and gives it to ``spark.read.parquet``: no listing (an explicit file list
 listed), Spark's column pruning and row-group skipping, the same rows. It falls back to the
 Python source where that is not exact: merge-on-read slices with log files, tables
 without meta fields or with partition columns left out of the files.
-
-``format("fed")`` cannot have Spark shuffle its input, so its upserts and deletes run in
-one process. This entry point builds the job from the DataFrame instead: the driver (the
-caller's process, which holds the instant's heartbeat) begins the instant; a first map
-adds each row's partition path (fedcore's vectorised partitioning); Spark shuffles the rows
-by partition path, so that every record of a partition reaches one task; each task looks
-its partitions' keys up in their base files, routes each record to the file group holding
-its key (inserts fill small file groups first, then new ones), rewrites the touched groups
-only and returns their write stats; the driver commits them (files of failed or duplicate
-task attempts deleted first) or rolls back. ``bulk_insert``, ``insert`` and the overwrites
-skip the shuffle: each task writes its rows as new file groups.
-
-A partition is the unit of parallelism of a lookup: a table with few, very large
-partitions gets few tasks (a shuffle by file group is the next step for those).
 """
 
 from __future__ import annotations
@@ -32,25 +26,30 @@ from collections.abc import Iterator, Mapping
 from typing import Literal
 
 import pyarrow as pa
-from pyspark import TaskContext
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import StringType, StructField, StructType
 
 from fed_spark.options import WriteOptions
 from fed_spark.session import registered
 from fed_spark.source import spark_schema
-from fed_spark.write import DISTRIBUTED, arrow_schema, open_for_write, operation_of
+from fed_spark.upsert import rewrite_by_file_group
+from fed_spark.write import (
+    DISTRIBUTED,
+    STATS_SCHEMA,
+    arrow_schema,
+    open_for_write,
+    operation_of,
+    stat_batch,
+    stats_from,
+    task_ids,
+)
 from fedcore import properties as P
-from fedcore.commit_metadata import WriteStat
 from fedcore.exceptions import InvalidFilterError, UnsupportedTableError
 from fedcore.filters import Filter, parse_where
-from fedcore.records import META_COLUMNS, partition_rows
+from fedcore.records import META_COLUMNS
 from fedcore.scan import DataScan
 from fedcore.table import Table, load_table
-from fedcore.write_client import WriteClient
 from fedcore.write_job import WriteJob, WriteResult
 
-_PARTITION = "_fed_partition_path"
 ScanWay = Literal["auto", "native", "python"]
 #: Storage schemes and the scheme the JVM reads them with (hadoop-aws's S3A for S3).
 _JVM_SCHEMES = {"file": "file", "s3": "s3a"}
@@ -136,9 +135,6 @@ def _jvm_reads(spark: SparkSession, scheme: str) -> bool:
     return True
 
 
-_STATS_SCHEMA = "stat string"
-
-
 def write(
     df: DataFrame,
     path: str,
@@ -173,47 +169,11 @@ def write(
         if operation in DISTRIBUTED:
 
             def new_groups(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-                task, attempt = _task_ids()
+                task, attempt = task_ids()
                 found = [b for b in batches if b.num_rows]
-                yield _stat_batch(job.write_new(pa.Table.from_batches(found), task, attempt) if found else [])
+                yield stat_batch(job.write_new(pa.Table.from_batches(found), task, attempt) if found else [])
 
-            written = data.mapInArrow(new_groups, _STATS_SCHEMA)
+            stats = stats_from(data.mapInArrow(new_groups, STATS_SCHEMA).collect())
         else:
-            scheme = table.partition_scheme
-            keyed_schema = StructType([*data.schema.fields, StructField(_PARTITION, StringType())])
-
-            def with_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-                for batch in batches:
-                    found = partition_rows(pa.Table.from_batches([batch]), scheme)
-                    paths = pa.array(found.paths, pa.string()).take(pa.array(found.codes))
-                    yield pa.RecordBatch.from_arrays(
-                        [*batch.columns, paths], [*batch.schema.names, _PARTITION]
-                    )
-
-            client = WriteClient(table)
-
-            def rewrite(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-                task, attempt = _task_ids()
-                found = [b for b in batches if b.num_rows]
-                if not found:
-                    yield _stat_batch([])
-                    return
-                chunk = pa.Table.from_batches(found).drop_columns([_PARTITION])
-                yield _stat_batch(client.write_task(job, chunk, task, attempt))
-
-            parallelism = max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or 1))
-            keyed = data.mapInArrow(with_partition, keyed_schema).repartition(parallelism, _PARTITION)
-            written = keyed.mapInArrow(rewrite, _STATS_SCHEMA)
-        stats = [WriteStat.from_json(json.loads(row[0])) for row in written.collect()]
+            stats = rewrite_by_file_group(spark, data, table, job)
         return job.commit(stats, distributed=True)
-
-
-def _task_ids() -> tuple[int, int]:
-    context = TaskContext.get()
-    return (context.partitionId(), context.attemptNumber()) if context is not None else (0, 0)
-
-
-def _stat_batch(stats: list[WriteStat]) -> pa.RecordBatch:
-    return pa.RecordBatch.from_arrays(
-        [pa.array([json.dumps(s.to_json()) for s in stats], pa.string())], ["stat"]
-    )

@@ -52,6 +52,25 @@ from fedcore.write_job import (
     WriteJob,
 )
 
+#: A task's result row: one JSON write stat per file written.
+STATS_SCHEMA = "stat string"
+
+
+def task_ids() -> tuple[int, int]:
+    """(task, attempt) of the Spark task running this: they name its files."""
+    context = TaskContext.get()
+    return (context.partitionId(), context.attemptNumber()) if context is not None else (0, 0)
+
+
+def stat_batch(stats: Sequence[WriteStat]) -> pa.RecordBatch:
+    described = pa.array([json.dumps(s.to_json()) for s in stats], pa.string())
+    return pa.RecordBatch.from_arrays([described], ["stat"])
+
+
+def stats_from(rows: Sequence[Any]) -> list[WriteStat]:
+    return [WriteStat.from_json(json.loads(row[0])) for row in rows]
+
+
 #: Operations whose tasks write new file groups (distributed); the others are staged.
 DISTRIBUTED = (BULK_INSERT, INSERT, INSERT_OVERWRITE, INSERT_OVERWRITE_TABLE)
 STAGING_FOLDER = ".fed/staging"
@@ -174,9 +193,7 @@ class FedWriter(DataSourceArrowWriter):
     # --- tasks ---------------------------------------------------------------------------------
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> FedCommitMessage:
-        context = TaskContext.get()
-        task = context.partitionId() if context is not None else 0
-        attempt = context.attemptNumber() if context is not None else 0
+        task, attempt = task_ids()
         batches = [b for b in iterator if b.num_rows]
         if not batches:
             return FedCommitMessage()

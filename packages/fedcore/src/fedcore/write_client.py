@@ -293,21 +293,6 @@ class WriteClient:
 
         return plan, replaced, supersedes, current
 
-    def write_task(self, job: WriteJob, data: pa.Table, task: int, attempt: int = 0) -> list[WriteStat]:
-        """An engine task's share of a job that looks keys up (upsert, delete): every record
-        of ``data``'s partitions that the job writes must be here, so that each partition's
-        keys are looked up and its file groups rewritten in this one task. Writes the file
-        groups (marker first) and returns their stats for the job's commit."""
-        prepared = self._prepare(data, job.operation, job.schema)
-        if not prepared.by_partition:
-            return []
-        plan, _, _, current = self._plan(job, prepared, self.table.timeline())
-        write_partition_metadata(self.table, sorted(prepared.by_partition.keys() - set(current)), job.instant)
-        source = Encoding(job.instant, prepared.data, prepared.keys, job.schema, job.parquet)
-        names = [FileName(f"{task}-{n}-{attempt}", f"{job.instant}_{task}-{n}_") for n in range(len(plan))]
-        with job.beating():
-            return job.write_groups(plan, source, names, job.put())
-
     def _plan_partition(
         self,
         operation: str,

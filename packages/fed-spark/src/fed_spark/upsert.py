@@ -1,0 +1,311 @@
+"""Upserts and deletes in Spark, shuffled by file group (Hudi's way, in Spark's own stages).
+
+1. Tag: each row gets its partition path and record key (fedcore's vectorised functions).
+2. Index: the driver lists the latest slices of the partitions the rows touch (metadata
+   table, no listing); Spark tasks read the record-key column of those base files; a key
+   in several files (inserted twice) belongs to the newest.
+3. Route: the rows join the index on (partition, key): a match is an update (or a delete)
+   of that file group. Unmatched rows of an upsert are inserts: they go to the partition's
+   small file groups first, then to new ones, by a hash of their key over each target's
+   room (as Hudi's upsert partitioner does), so a key's duplicates meet in one place.
+4. Rewrite: Spark shuffles the rows by (partition, target file group); each task combines
+   duplicates (greatest precombine value), rewrites each of its file groups once (the base
+   file's records that stay, then the new ones) and returns the write stats.
+
+Only the file groups that hold a changed key, or receive inserts, are rewritten.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
+
+from fed_spark.write import STATS_SCHEMA, stat_batch, stats_from, task_ids
+from fedcore import properties as P
+from fedcore.commit_metadata import WriteStat
+from fedcore.file_writer import Encoding, FileGroupWrite, FileName
+from fedcore.filenames import new_file_id
+from fedcore.io.filesystems import open_sized
+from fedcore.io.parquet import read_parquet
+from fedcore.records import RECORD_KEY, conform, latest_per_key, partition_rows, record_keys
+from fedcore.table import Table
+from fedcore.write_job import DELETE, WriteJob
+
+PARTITION = "_fed_partition_path"
+KEY = "_fed_record_key"
+FILE = "_fed_file_id"
+INSTANT = "_fed_base_instant"
+TARGET = "_fed_target"
+SLOT = "_fed_slot"
+
+
+def rewrite_by_file_group(
+    spark: SparkSession, data: DataFrame, table: Table, job: WriteJob
+) -> list[WriteStat]:
+    """Run an upsert or delete of ``data`` in Spark; the write stats of every file written."""
+    config = table.config
+    scheme, key_fields = table.partition_scheme, config.record_key_fields
+    generator = config.get(P.KEY_GENERATOR_CLASS, "")
+    tagged_schema = StructType(
+        [*data.schema.fields, StructField(PARTITION, StringType()), StructField(KEY, StringType())]
+    )
+
+    def tag(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            rows = pa.Table.from_batches([batch])
+            found = partition_rows(rows, scheme)
+            paths = pa.array(found.paths, pa.string()).take(pa.array(found.codes))
+            keys = record_keys(rows, key_fields, generator)
+            yield pa.RecordBatch.from_arrays(
+                [*batch.columns, paths, keys], [*batch.schema.names, PARTITION, KEY]
+            )
+
+    tagged = data.mapInArrow(tag, tagged_schema).cache()
+    # The input's distinct keys, by partition: what the key index keeps (the base files'
+    # other keys never leave their tasks).
+    wanted = tagged.select(PARTITION, KEY).distinct().toArrow()
+    by_partition = _keys_by_partition(wanted)
+    touched = sorted(by_partition)
+    assert job.timeline is not None
+    current = table.file_index_at(job.timeline).files(touched) if touched else {}
+    slices = {
+        (partition, file_id): (instant, name, files.files[name])
+        for partition, files in current.items()
+        for file_id, (instant, name) in files.latest_slices().items()
+    }
+    parallelism = max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or 1))
+    # The key index holds the input's keys only, so it is as small as the input's keys: it
+    # comes to the driver, which keeps the newest file of a key found twice and sends the
+    # index back to the tasks with the routes of the inserts.
+    found = _key_index(spark, table, slices, spark.sparkContext.broadcast(by_partition), parallelism)
+    index = _newest(found)
+    routes: dict[str, tuple[np.ndarray, list[str]]] = {}
+    if job.operation != DELETE:
+        inserts = {
+            partition: len(keys) - int(pc.sum(pc.is_in(keys, value_set=index[partition][0])).as_py() or 0)
+            if partition in index
+            else len(keys)
+            for partition, keys in by_partition.items()
+        }
+        routes = _insert_routes(table, job, {p: n for p, n in inserts.items() if n}, slices)
+    shared_index = spark.sparkContext.broadcast(index)
+    deleting = job.operation == DELETE
+
+    def route(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            partitions = batch.column(PARTITION).to_numpy(zero_copy_only=False)
+            keys = batch.column(KEY)
+            slots = batch.column(SLOT).to_numpy(zero_copy_only=False)
+            files = np.full(batch.num_rows, None, dtype=object)
+            targets = np.full(batch.num_rows, None, dtype=object)
+            matched = np.zeros(batch.num_rows, dtype=bool)
+            for partition in np.unique(partitions):
+                mine = np.flatnonzero(partitions == partition)
+                known = shared_index.value.get(partition)
+                if known is not None:
+                    at = pc.index_in(keys.take(pa.array(mine)), value_set=known[0])
+                    hit = pc.is_valid(at).to_numpy(zero_copy_only=False)
+                    positions = at.fill_null(0).to_numpy(zero_copy_only=False)
+                    files[mine[hit]] = np.asarray(known[1], dtype=object)[positions[hit]]
+                    matched[mine[hit]] = True
+                targets[mine] = files[mine]
+                new = mine[~matched[mine]]
+                if len(new) and not deleting:
+                    ends, ids = routes[partition]
+                    picked = np.searchsorted(ends, slots[new] % ends[-1], side="right")
+                    targets[new] = np.asarray(ids, dtype=object)[picked]
+            columns = [*batch.columns, pa.array(files, pa.string()), pa.array(targets, pa.string())]
+            out = pa.RecordBatch.from_arrays(columns, [*batch.schema.names, FILE, TARGET])
+            # A delete of a key the table does not hold has nothing to do.
+            yield out.filter(pa.array(matched)) if deleting else out
+
+    slotted = tagged.withColumn(SLOT, F.pmod(F.xxhash64(KEY), F.lit(2**62)))
+    routed_schema = StructType(
+        [*slotted.schema.fields, StructField(FILE, StringType()), StructField(TARGET, StringType())]
+    )
+    routed = slotted.mapInArrow(route, routed_schema).repartition(parallelism, PARTITION, TARGET)
+
+    precombine = config.precombine_field
+    data_columns = [c for c in data.columns]
+
+    def rewrite(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        found = [b for b in batches if b.num_rows]
+        if not found:
+            yield stat_batch([])
+            return
+        chunk = pa.Table.from_batches(found)
+        partition_codes = pc.dictionary_encode(chunk.column(PARTITION)).combine_chunks()
+        codes = partition_codes.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        keys = chunk.column(KEY).combine_chunks()
+        ordering = chunk.column(precombine) if precombine and precombine in chunk.column_names else None
+        kept = latest_per_key(codes, keys, ordering)
+        if len(kept) != chunk.num_rows:
+            chunk, keys = chunk.take(kept), keys.take(kept)
+        groups = _groups(job, chunk, keys, slices)
+        rows = chunk.select(data_columns)
+        rows = rows if job.operation == DELETE else conform(rows, job.schema)
+        source = Encoding(job.instant, rows, keys, job.schema, job.parquet)
+        task, attempt = task_ids()
+        names = [FileName(f"{task}-{n}-{attempt}", f"{job.instant}_{task}-{n}_") for n in range(len(groups))]
+        with job.beating():
+            stats: list[WriteStat] = job.write_groups(groups, source, names, job.put())
+        yield stat_batch(stats)
+
+    try:
+        return stats_from(routed.mapInArrow(rewrite, STATS_SCHEMA).collect())
+    finally:
+        tagged.unpersist()
+
+
+def _key_index(
+    spark: SparkSession,
+    table: Table,
+    slices: dict[tuple[str, str], tuple[str, str, int]],
+    wanted: Any,
+    parallelism: int,
+) -> pa.Table:
+    """(partition, key, file id) of the input's keys found in the latest slices, read by Spark
+    tasks from the base files' record-key columns (``wanted``: a broadcast of the input's
+    keys by partition); a key in several files belongs to the newest."""
+    schema = StructType(
+        [
+            StructField(PARTITION, StringType()),
+            StructField(KEY, StringType()),
+            StructField(FILE, StringType()),
+            StructField(INSTANT, StringType()),
+        ]
+    )
+    described = [(p, f, i, n, s) for (p, f), (i, n, s) in sorted(slices.items())]
+    files_schema = "partition string, file string, instant string, name string, size long"
+    files = spark.createDataFrame(described, files_schema).repartition(
+        max(1, min(parallelism, len(described)))
+    )
+
+    def keys_of(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        fs = table.fs
+        for batch in batches:
+            for partition, file_id, instant, name, size in zip(
+                *(c.to_pylist() for c in batch.columns), strict=True
+            ):
+                path = f"{partition}/{name}" if partition else name
+                with fs.errors(path), open_sized(fs, path, size) as handle:
+                    keys = read_parquet(handle, [RECORD_KEY]).column(0).combine_chunks().cast(pa.string())
+                keys = keys.filter(pc.is_in(keys, value_set=wanted.value[partition]))
+                n = len(keys)
+                if not n:
+                    continue
+                yield pa.RecordBatch.from_arrays(
+                    [
+                        pa.repeat(pa.scalar(partition), n),
+                        keys,
+                        pa.repeat(pa.scalar(file_id), n),
+                        pa.repeat(pa.scalar(instant), n),
+                    ],
+                    schema.names,
+                )
+
+    return files.mapInArrow(keys_of, schema).toArrow()
+
+
+def _newest(found: pa.Table) -> dict[str, tuple[pa.Array, list[str]]]:
+    """Per partition, its keys and the file group of each (the newest of a key found twice)."""
+    if not found.num_rows:
+        return {}
+    ordered = found.sort_by([(PARTITION, "ascending"), (KEY, "ascending"), (INSTANT, "descending")])
+    partitions = ordered.column(PARTITION).to_numpy(zero_copy_only=False)
+    keys = ordered.column(KEY).to_numpy(zero_copy_only=False)
+    first = np.r_[True, (partitions[1:] != partitions[:-1]) | (keys[1:] != keys[:-1])]
+    kept = ordered.filter(pa.array(first))
+    out: dict[str, tuple[pa.Array, list[str]]] = {}
+    names = kept.column(PARTITION).to_numpy(zero_copy_only=False)
+    starts = np.flatnonzero(np.r_[True, names[1:] != names[:-1]])
+    ends = np.r_[starts[1:], len(names)]
+    for a, b in zip(starts, ends, strict=True):
+        part = kept.slice(a, b - a)
+        out[str(names[a])] = (part.column(KEY).combine_chunks(), part.column(FILE).to_pylist())
+    return out
+
+
+def _keys_by_partition(wanted: pa.Table) -> dict[str, pa.Array]:
+    """The input's distinct keys, grouped by partition path."""
+    if not wanted.num_rows:
+        return {}
+    ordered = wanted.sort_by(PARTITION)
+    partitions = ordered.column(PARTITION).to_numpy(zero_copy_only=False)
+    starts = np.flatnonzero(np.r_[True, partitions[1:] != partitions[:-1]])
+    ends = np.r_[starts[1:], len(partitions)]
+    keys = ordered.column(KEY).combine_chunks()
+    return {str(partitions[a]): keys.slice(a, b - a) for a, b in zip(starts, ends, strict=True)}
+
+
+def _insert_routes(
+    table: Table,
+    job: WriteJob,
+    inserts: dict[str, int],
+    slices: dict[tuple[str, str], tuple[str, str, int]],
+) -> dict[str, tuple[np.ndarray, list[str]]]:
+    """Per partition, where its inserts go: small file groups up to their room, then new
+    groups of ``rows_per_file``; as cumulative slot ends and the target of each range."""
+    max_size = P.MAX_FILE_SIZE.of(table.options)
+    small_limit = P.SMALL_FILE_LIMIT.of(table.options)
+    per_file = job.rows_per_file()
+    routes: dict[str, tuple[np.ndarray, list[str]]] = {}
+    for partition, count in inserts.items():
+        room: list[tuple[str, int]] = []
+        left = count
+        small = sorted(
+            ((size, file_id) for (p, file_id), (_, _, size) in slices.items() if p == partition),
+        )
+        for size, file_id in small:
+            capacity = max(0, (max_size - size) // job.record_size)
+            if left <= 0 or size >= small_limit or capacity == 0:
+                continue
+            room.append((file_id, min(capacity, left)))
+            left -= capacity
+        for _ in range(max(0, math.ceil(left / per_file))):
+            room.append((new_file_id(), per_file))
+        ends = np.cumsum([n for _, n in room]).astype(np.int64)
+        routes[partition] = (ends, [file_id for file_id, _ in room])
+    return routes
+
+
+def _groups(
+    job: WriteJob,
+    chunk: pa.Table,
+    keys: pa.Array,
+    slices: dict[tuple[str, str], tuple[str, str, int]],
+) -> list[FileGroupWrite]:
+    """The file groups of a task's rows: each existing group's update (or delete) and inserts,
+    each new group's inserts."""
+    partitions = chunk.column(PARTITION).to_numpy(zero_copy_only=False)
+    targets = chunk.column(TARGET).to_numpy(zero_copy_only=False)
+    matched = pc.is_valid(chunk.column(FILE)).to_numpy(zero_copy_only=False)
+    order = np.lexsort((targets, partitions))
+    by_partition, by_target = partitions[order], targets[order]
+    bounds = np.flatnonzero((by_partition[1:] != by_partition[:-1]) | (by_target[1:] != by_target[:-1]))
+    groups = []
+    for rows in np.split(order, bounds + 1):
+        if not len(rows):
+            continue
+        partition, target = str(partitions[rows[0]]), str(targets[rows[0]])
+        base = slices.get((partition, target))
+        hits = rows[matched[rows]]
+        group = FileGroupWrite(partition, target)
+        if base is not None:
+            group.base, group.base_size = (base[0], base[1]), base[2]
+            group.removed_keys = keys.take(pa.array(hits)) if len(hits) else None
+        if job.operation == DELETE:
+            group.deletes = len(hits)
+        else:
+            group.rows = np.sort(rows)
+            group.updates = len(hits)
+        groups.append(group)
+    return groups
