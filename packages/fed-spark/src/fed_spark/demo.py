@@ -3,7 +3,7 @@
 A local SparkSession and an S3 endpoint in this process (moto on loopback, the one the
 tests use): a table whose metadata lives in one bucket and whose data spreads over hashed
 prefixes of another. Spark bulk-inserts generated trips (tasks writing file groups),
-upserts corrections and late arrivals and deletes cancelled trips (shuffled by partition,
+upserts corrections and late arrivals and deletes cancelled trips (shuffled by file group,
 tasks rewriting the touched file groups), then checks every row against what Spark
 computes from the inputs themselves, runs a partition-pruned SQL query and an incremental
 pull, and prints the physical layout.
@@ -113,7 +113,7 @@ def run_demo(
             touched = result.updated + result.inserted if operation != "delete" else result.deleted
             say(
                 f"  {result.instant} {operation:<11} {touched:>8,} records  {label} "
-                "(fed_spark.write, shuffled)"
+                "(fed_spark.write, shuffled by file group)"
             )
 
         say("\nChecking every row against what Spark computes from the inputs ...")
