@@ -134,7 +134,7 @@ def rewrite_by_file_group(
     routed = slotted.mapInArrow(route, routed_schema).repartition(parallelism, PARTITION, TARGET)
 
     precombine = config.precombine_field
-    data_columns = [c for c in data.columns]
+    data_columns = list(data.columns)
 
     def rewrite(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         found = [b for b in batches if b.num_rows]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -299,7 +299,7 @@ class WriteJob:
         source: Encoding,
         names: Sequence[FileName],
         put: PutFile,
-        done: Any = None,
+        done: Callable[[WriteStat], None] | None = None,
     ) -> list[WriteStat]:
         """Write file groups in parallel (files go to many prefixes, often many buckets);
         ``done(stat)`` is called as each is written."""
