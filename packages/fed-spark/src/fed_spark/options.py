@@ -78,16 +78,9 @@ class ReadOptions:
 
     @classmethod
     def of(cls, options: Mapping[str, str]) -> ReadOptions:
-        given = {str(k).lower(): str(v) for k, v in options.items()}
-        for reserved in CATALOG_PROPERTIES:  # a SQL table's catalog entry, not read options
-            given.pop(reserved, None)
-        # A SQL table (CREATE TABLE ... USING fed OPTIONS (path ...)) passes its path as location.
-        located = given.pop(LOCATION, None)
+        given = _given(options)
         recorded = {k: v for k, v in given.items() if k != LOCATION}
-        path = given.pop(PATH, None) or located
-        if located is not None and located != path:
-            raise ConfigError(LOCATION, f"{located!r} differs from path {path!r}: give one table path")
-        path = table_path(path)
+        path = _path_of(given)
         as_of = given.pop(AS_OF_INSTANT, None)
         query_type = given.pop(QUERY_TYPE, "snapshot").strip().lower()
         begin, end = given.pop(BEGIN_INSTANT, None), given.pop(END_INSTANT, None)
@@ -124,6 +117,25 @@ class ReadOptions:
             return cls(path, stop, "snapshot", storage, recorded, changed_after=start)
         instant = None if as_of is None else instant_of(as_of)
         return cls(path, instant, query_type, storage, recorded)  # type: ignore[arg-type]
+
+
+def _given(options: Mapping[str, str]) -> dict[str, str]:
+    """Spark's options, keys lower-cased, without the properties Spark's catalog keeps for
+    every SQL table (a catalog entry's, not the operation's)."""
+    given = {str(k).lower(): str(v) for k, v in options.items()}
+    for reserved in CATALOG_PROPERTIES:
+        given.pop(reserved, None)
+    return given
+
+
+def _path_of(given: dict[str, str]) -> str:
+    """The table path, taken out of ``given``: ``path``, or ``location`` as a SQL table
+    (``CREATE TABLE ... USING fed OPTIONS (path ...)``) passes it."""
+    located = given.pop(LOCATION, None)
+    path = given.pop(PATH, None) or located
+    if located is not None and located != path:
+        raise ConfigError(LOCATION, f"{located!r} differs from path {path!r}: give one table path")
+    return table_path(path)
 
 
 def table_path(path: str | None) -> str:
@@ -186,11 +198,8 @@ class WriteOptions:
 
     @classmethod
     def of(cls, options: Mapping[str, str]) -> WriteOptions:
-        given = {str(k).lower(): str(v) for k, v in options.items()}
-        for reserved in CATALOG_PROPERTIES:
-            given.pop(reserved, None)
-        located = given.pop(LOCATION, None)
-        path = table_path(given.pop(PATH, None) or located)
+        given = _given(options)
+        path = _path_of(given)
         table_type = given.pop(TABLE_TYPE, "COPY_ON_WRITE").strip().upper()
         if table_type != "COPY_ON_WRITE":
             raise ConfigError(TABLE_TYPE, f"fed writes copy-on-write tables only, not {table_type}")

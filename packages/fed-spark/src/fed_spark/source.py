@@ -48,7 +48,7 @@ class FedDataSource(DataSource):
         if schema is not None and PATH not in {k.lower() for k in options}:
             # A SQL table's reads get no options (Spark passes only the query's): its options
             # were recorded in the schema Spark stored in its catalog when it was created.
-            options = json.loads(schema.fields[0].metadata.get(_OPTIONS_KEY, "{}")) if schema.fields else {}
+            options = _recorded(schema)
         read = ReadOptions.of(options)
         return load_table(read.path, storage_options=self.settings.storage(read.storage)), read
 
@@ -64,8 +64,7 @@ class FedDataSource(DataSource):
         scan = _scan(table, read)
         table_schema = scan.schema()
         own = spark_schema(table_schema)
-        from_catalog = bool(schema.fields) and _OPTIONS_KEY in schema.fields[0].metadata
-        if not from_catalog and _shape(schema) != _shape(own):
+        if not _recorded(schema) and _shape(schema) != _shape(own):
             raise SchemaMismatchError(
                 f"table {table.name} has schema {own.simpleString()}, not {schema.simpleString()}: "
                 "a fed read returns the table's own schema, so do not pass one"
@@ -80,7 +79,7 @@ class FedDataSource(DataSource):
         if from_sql:
             # A SQL INSERT into a catalog table: no options, but the table's schema, with the
             # options recorded when the table was created (its path and storage options).
-            recorded = json.loads(schema.fields[0].metadata.get(_OPTIONS_KEY, "{}")) if schema.fields else {}
+            recorded = _recorded(schema)
             options = {k: v for k, v in recorded.items() if k == PATH or k.startswith(STORAGE_PREFIX)}
         write = WriteOptions.of(options)
         rows = arrow_schema(schema)
@@ -91,6 +90,14 @@ class FedDataSource(DataSource):
 def _scan(table: Table, read: ReadOptions) -> DataScan:
     scan = table.scan(as_of=read.as_of, query_type=read.query_type)
     return scan if read.changed_after is None else scan.update(changed_after=read.changed_after)
+
+
+def _recorded(schema: StructType) -> dict[str, str]:
+    """The options a SQL table was created with, as ``schema()`` recorded them in the schema
+    Spark keeps in its catalog (empty for a schema from anywhere else)."""
+    if not schema.fields or _OPTIONS_KEY not in schema.fields[0].metadata:
+        return {}
+    return dict(json.loads(schema.fields[0].metadata[_OPTIONS_KEY]))
 
 
 def _shape(schema: StructType) -> list[tuple[str, Any]]:

@@ -223,27 +223,26 @@ def _newest(found: pa.Table) -> dict[str, tuple[pa.Array, list[str]]]:
     partitions = ordered.column(PARTITION).to_numpy(zero_copy_only=False)
     keys = ordered.column(KEY).to_numpy(zero_copy_only=False)
     first = np.r_[True, (partitions[1:] != partitions[:-1]) | (keys[1:] != keys[:-1])]
-    kept = ordered.filter(pa.array(first))
-    out: dict[str, tuple[pa.Array, list[str]]] = {}
-    names = kept.column(PARTITION).to_numpy(zero_copy_only=False)
-    starts = np.flatnonzero(np.r_[True, names[1:] != names[:-1]])
-    ends = np.r_[starts[1:], len(names)]
-    for a, b in zip(starts, ends, strict=True):
-        part = kept.slice(a, b - a)
-        out[str(names[a])] = (part.column(KEY).combine_chunks(), part.column(FILE).to_pylist())
-    return out
+    return {
+        partition: (part.column(KEY).combine_chunks(), part.column(FILE).to_pylist())
+        for partition, part in _by_partition(ordered.filter(pa.array(first))).items()
+    }
 
 
 def _keys_by_partition(wanted: pa.Table) -> dict[str, pa.Array]:
     """The input's distinct keys, grouped by partition path."""
-    if not wanted.num_rows:
+    return {partition: part.column(KEY).combine_chunks() for partition, part in _by_partition(wanted).items()}
+
+
+def _by_partition(rows: pa.Table) -> dict[str, pa.Table]:
+    """``rows`` split by partition path (slices of one sort, no copy per partition)."""
+    if not rows.num_rows:
         return {}
-    ordered = wanted.sort_by(PARTITION)
+    ordered = rows.sort_by(PARTITION)
     partitions = ordered.column(PARTITION).to_numpy(zero_copy_only=False)
     starts = np.flatnonzero(np.r_[True, partitions[1:] != partitions[:-1]])
     ends = np.r_[starts[1:], len(partitions)]
-    keys = ordered.column(KEY).combine_chunks()
-    return {str(partitions[a]): keys.slice(a, b - a) for a, b in zip(starts, ends, strict=True)}
+    return {str(partitions[a]): ordered.slice(a, b - a) for a, b in zip(starts, ends, strict=True)}
 
 
 def _insert_routes(

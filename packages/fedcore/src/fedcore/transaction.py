@@ -189,20 +189,7 @@ class Transaction:
         """Delete the data files this instant's markers name that ``written`` (logical paths)
         does not: those of task attempts that failed or lost to a retry. Returns them."""
         keep = set(written)
-        folder = self.table.marker_folder(self.time)
-        prefix = self._fs._strip_protocol(folder).rstrip("/") + "/"
-        try:
-            markers = self._fs.find(folder, detail=False)
-        except FileNotFoundError:
-            return []
-        stray = []
-        for marker in markers:
-            relative = str(marker)[len(prefix) :]
-            if relative.startswith(".claims/"):
-                continue
-            logical = relative.rsplit(".marker.", 1)[0]
-            if logical not in keep:
-                stray.append(logical)
+        stray = [logical for logical in marked(self.table, self.time)[0] if logical not in keep]
         for logical in stray:
             with contextlib.suppress(FileNotFoundError):  # its task died before writing it
                 self.table.fs.rm_file(logical)
@@ -360,24 +347,34 @@ def rollback_body(
     )
 
 
-def _delete_written_files(table: TableHandle, instant: str) -> dict[str, list[str]]:
-    """Delete the data files and claims the markers of ``instant`` name."""
+def marked(table: TableHandle, instant: str) -> tuple[list[str], list[str]]:
+    """What the markers of ``instant`` name: the data files written (logical paths) and the
+    claims taken (names); nothing when its marker folder is gone."""
     fs = table.fs.table_fs
     folder = table.marker_folder(instant)
-    deleted: dict[str, list[str]] = {}
-    if not fs.exists(folder):
-        return deleted
     prefix = fs._strip_protocol(folder).rstrip("/") + "/"
     try:
         markers = fs.find(folder, detail=False)
     except FileNotFoundError:
-        return deleted  # another process finished rolling this instant back
+        return [], []  # never written, or another process finished rolling it back
+    files: list[str] = []
+    claims: list[str] = []
     for marker in markers:
         relative = str(marker)[len(prefix) :]
         if relative.startswith(".claims/"):
-            release_claim(table, relative[len(".claims/") :], instant)
-            continue
-        logical = relative.rsplit(".marker.", 1)[0]
+            claims.append(relative[len(".claims/") :])
+        else:
+            files.append(relative.rsplit(".marker.", 1)[0])
+    return files, claims
+
+
+def _delete_written_files(table: TableHandle, instant: str) -> dict[str, list[str]]:
+    """Delete the data files and claims the markers of ``instant`` name."""
+    files, claims = marked(table, instant)
+    for claim in claims:
+        release_claim(table, claim, instant)
+    deleted: dict[str, list[str]] = {}
+    for logical in files:
         with contextlib.suppress(FileNotFoundError):  # never written, or another roller got it
             table.fs.rm_file(logical)
         partition, _, name = logical.rpartition("/")
