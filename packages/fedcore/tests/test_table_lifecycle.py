@@ -16,6 +16,7 @@ from fedcore.exceptions import (
     TableAlreadyExistsError,
 )
 from fedcore.metadata.table import MetadataTable
+from fedcore.repair import repair_metadata
 from fedcore.rollback import rollback
 from fedcore.table import load_table
 from fedcore.table_config import properties_path
@@ -146,7 +147,7 @@ def test_writer_options_reach_the_heartbeat_and_are_checked_before_writing(backe
     assert rows(table) == {1: ("us", 11.0), 2: ("us", 12.0)}
 
 
-def test_a_missing_delta_names_no_command_that_does_not_exist(backend: Backend) -> None:
+def test_a_missing_delta_points_to_the_repair_that_mends_it(backend: Backend) -> None:
     table = make_table(backend)
     instant = WriteClient(table, {P.METADATA_COMPACT_DELTAS: "100"}).upsert(trips([1])).instant
     index = table.file_index
@@ -154,5 +155,6 @@ def test_a_missing_delta_names_no_command_that_does_not_exist(backend: Backend) 
     table.fs.table_fs.rm_file(index.delta_path(instant))
     with pytest.raises(MetadataTableError) as caught:
         load_table(backend.table_path, storage_options=backend.storage_options).read()
-    assert "repair" not in str(caught.value)
-    assert "restore" in str(caught.value)
+    assert "run `fed repair TABLE`" in str(caught.value)
+    repair_metadata(load_table(backend.table_path, storage_options=backend.storage_options))
+    assert rows(load_table(backend.table_path, storage_options=backend.storage_options)) == {1: ("us", 11.0)}

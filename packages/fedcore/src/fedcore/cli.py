@@ -13,6 +13,7 @@ from datetime import date, timedelta
 from typing import NoReturn
 
 from fedcore import properties as P
+from fedcore.cli_maintenance import maintenance_commands
 from fedcore.cli_table import non_negative_int, open_table, parse_pairs, positive_int, table_commands
 from fedcore.exceptions import FedError
 from fedcore.layout import preview_layout, table_layout
@@ -91,6 +92,7 @@ def _parser() -> argparse.ArgumentParser:
     layout.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE")
     layout.set_defaults(run=_run_layout)
     table_commands(commands)
+    maintenance_commands(commands)
     return parser
 
 

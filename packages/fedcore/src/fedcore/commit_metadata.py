@@ -179,3 +179,14 @@ def rollback_metadata(
         "version": 1,
     }
     return json.dumps(body, indent=2).encode()
+
+
+def rolled_back_instants(data: bytes) -> list[str]:
+    """The instants a rollback undid, from its metadata."""
+    try:
+        body = json.loads(data)
+        named = [str(t) for t in body.get("commitsRollback") or []]
+        named += [str(i.get("commitTime")) for i in body.get("instantsRollback") or [] if i.get("commitTime")]
+    except (ValueError, AttributeError) as exc:
+        raise MetadataTableError(f"rollback metadata is unreadable: {exc}") from exc
+    return sorted(set(named))

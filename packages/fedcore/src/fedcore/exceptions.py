@@ -182,6 +182,11 @@ class MetadataTableError(FedError):
     """The metadata table cannot be read; there is no fallback to listing storage."""
 
 
+class RepairError(FedError):
+    """The metadata table cannot be rebuilt from storage as asked: files the timeline records
+    are missing, the table has no metadata table, or a compaction raced the repair."""
+
+
 class MetadataTableRequiredError(ConfigError):
     """A layout that spreads data over prefixes cannot work without the metadata table."""
 

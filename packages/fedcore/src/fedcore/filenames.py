@@ -44,6 +44,15 @@ def data_file_id(name: str) -> str | None:
     return None if match is None else match[1]
 
 
+def file_instant(name: str) -> str | None:
+    """The instant a data file name carries (a base file's commit, a log file's base
+    instant); None for any other name."""
+    match = (LOG_FILE_RE if name.startswith(".") else BASE_FILE_RE).fullmatch(name)
+    if match is None:
+        return None
+    return match[2] if name.startswith(".") else match[3]
+
+
 def is_partition_metadata(name: str) -> bool:
     """Partition metadata (plain or with a format suffix) always lives under the table path."""
     return name == PARTITION_METADATA_FILE or name.startswith(PARTITION_METADATA_FILE + ".")

@@ -6,6 +6,9 @@ file. S3 gives both with a conditional PUT (``If-None-Match: *``); a local disk
 with a fully written temporary file hard-linked into place (``link`` fails if
 the name exists and never exposes a partial file). Any other filesystem is
 refused rather than written to unsafely.
+
+``replace_atomic`` is the one overwrite: the repair tool switches a metadata-table
+manifest to a rebuilt one, and a reader must see the old or the new one whole.
 """
 
 from __future__ import annotations
@@ -33,6 +36,31 @@ def create_exclusive(fs: AbstractFileSystem, path: str, data: bytes) -> None:
         raise AtomicWriteUnsupportedError(
             f"{type(fs).__name__} offers no atomic exclusive create; "
             "fedcore commits to local files and S3-compatible stores"
+        )
+
+
+def replace_atomic(fs: AbstractFileSystem, path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` whether or not something is there; a reader sees the old
+    content or the new, never a part (an S3 PUT; a local temporary file renamed into place)."""
+    if isinstance(fs, LocalFileSystem):
+        with storage_errors(path):
+            local = fs._strip_protocol(path)
+            directory = os.path.dirname(local)
+            os.makedirs(directory, exist_ok=True)
+            temporary = os.path.join(directory, f".{os.path.basename(local)}.{uuid.uuid4().hex}.tmp")
+            with open(temporary, "xb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temporary, local)
+            _fsync_directory(directory)
+    elif "s3" in _protocols(fs):
+        with storage_errors(path):
+            fs.pipe_file(path, data)
+    else:
+        raise AtomicWriteUnsupportedError(
+            f"{type(fs).__name__} offers no atomic overwrite; fedcore writes to local files and "
+            "S3-compatible stores"
         )
 
 

@@ -42,7 +42,7 @@ import io
 import json
 import struct
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
@@ -53,12 +53,12 @@ from fsspec import AbstractFileSystem
 
 from fedcore import properties as P
 from fedcore.exceptions import MetadataTableError
-from fedcore.io.atomic import create_exclusive
+from fedcore.io.atomic import create_exclusive, replace_atomic
 from fedcore.io.filesystems import read_found, read_object, read_objects, remove_files
 from fedcore.io.parquet import open_parquet, read_parquet, read_row_groups
 from fedcore.metadata.file_index import FileIndex, PartitionFiles
 from fedcore.metadata.ranged import RangedFile, ReadStats
-from fedcore.retention import check_not_cleaned
+from fedcore.retention import archived_through, check_not_cleaned
 from fedcore.timeline import MANIFEST_POINTER_PREFIX, Timeline
 
 FOLDER: Final = f"{P.HOODIE_FOLDER}/metadata/fed-files"
@@ -66,6 +66,8 @@ _MAGIC: Final = b"PAR1"
 _SCHEMA_KEY: Final = "fed.schema"
 #: The pointer of a table no compaction has run on yet (older than any instant).
 NO_MANIFEST: Final = "0" * 17
+#: What every error about a damaged metadata table ends with.
+REPAIR_HINT: Final = "; run `fed repair TABLE` to rebuild the metadata table from storage"
 
 ADD: Final = 0
 DELETE: Final = 1
@@ -168,7 +170,10 @@ class IndexCache:
     partition_lists: dict[str, list[str]] = field(default_factory=dict)
 
     def forget_manifest(self) -> None:
+        """Start the next lookup from a listing, with manifests fetched again (the repair
+        tool may have replaced the one this cache holds)."""
         self.manifest = None
+        self.manifests.clear()
 
 
 #: Deltas a cached manifest may need before the next lookup lists manifests/ again.
@@ -330,6 +335,16 @@ class MetadataTable(FileIndex):
         else:
             eligible = [t for t in self.manifest_times() if as_of is None or t <= as_of]
             manifest = self._fetch_manifest(eligible[-1], completed) if eligible else None
+            if manifest is None and NO_MANIFEST not in timeline.manifests:
+                # Without a manifest every delta applies, but only the active timeline's: if
+                # archival moved instants out (it drops their deltas and the start pointer),
+                # their files would silently go missing from the view.
+                archived = archived_through(self.fs, self.table_path)
+                if archived is not None:
+                    raise MetadataTableError(
+                        f"no metadata-table manifest covers the instants archived through {archived}"
+                        f"{REPAIR_HINT}"
+                    )
         if as_of is None:
             self.cache.manifest = manifest
         if manifest is None:
@@ -373,13 +388,17 @@ class MetadataTable(FileIndex):
         cached = self.cache.manifests.get(instant)
         if cached is not None:
             return cached
-        return self._parse_manifest(instant, self._cat(self.manifest_path(instant)))
+        try:
+            data = self._cat(self.manifest_path(instant))
+        except FileNotFoundError:
+            raise MetadataTableError(f"manifest {instant} is missing{REPAIR_HINT}") from None
+        return self._parse_manifest(instant, data)
 
     def _parse_manifest(self, instant: str, data: bytes) -> Manifest:
         try:
             manifest = Manifest.from_bytes(data)
         except (ValueError, KeyError, TypeError, IndexError) as exc:
-            raise MetadataTableError(f"manifest {instant} is unreadable: {exc}") from exc
+            raise MetadataTableError(f"manifest {instant} is unreadable: {exc}{REPAIR_HINT}") from exc
         self.cache.manifests[instant] = manifest
         return manifest
 
@@ -403,11 +422,12 @@ class MetadataTable(FileIndex):
             for name in self._names("deltas")
             if name[:17] <= boundary.instant and name[:17] not in boundary.excluded
         ]
-        # A compaction in progress writes shards named after a later instant: never touched.
+        # A compaction in progress writes shards named after a later instant, and a repair
+        # after the newest completed one, which may be the boundary: neither is touched.
         doomed += [
             f"{self.folder}/base/{name}"
             for name in self._names("base")
-            if name[:17] <= boundary.instant and name not in used
+            if name[:17] < boundary.instant and name not in used
         ]
         doomed += [
             self.pointer_path(time) for time in self._load_timeline().manifests if time < boundary.instant
@@ -427,8 +447,7 @@ class MetadataTable(FileIndex):
                 raise _StaleView from None  # folded into a newer manifest, then dropped
             raise MetadataTableError(
                 f"a completed instant has no metadata-table delta ({exc}); the metadata table is "
-                "damaged and fedcore cannot yet rebuild it from storage: restore .hoodie/metadata "
-                "from a copy"
+                f"damaged{REPAIR_HINT}"
             ) from None
         self.stats.add(len(found), sum(map(len, found)))
         for instant, path, data in zip(missing, paths, found, strict=True):
@@ -488,9 +507,11 @@ class MetadataTable(FileIndex):
             source.prefetch(_row_group_span(reader.metadata.row_group(index)) for index in groups)
             table = read_row_groups(reader, groups) if groups else _SCHEMA.empty_table()
         except FileNotFoundError:
-            raise MetadataTableError(f"metadata-table shard {path} is missing") from None
+            raise MetadataTableError(f"metadata-table shard {path} is missing{REPAIR_HINT}") from None
         except (OSError, pa.ArrowException) as exc:
-            raise MetadataTableError(f"metadata-table shard {path} is unreadable: {exc}") from exc
+            raise MetadataTableError(
+                f"metadata-table shard {path} is unreadable: {exc}{REPAIR_HINT}"
+            ) from exc
         return _ops(table, wanted)
 
     def _read_whole(self, path: str, size: int) -> pa.Table:
@@ -498,7 +519,7 @@ class MetadataTable(FileIndex):
         try:
             return _parquet_table(self._cat(path), path)
         except FileNotFoundError:
-            raise MetadataTableError(f"metadata-table file {path} is missing") from None
+            raise MetadataTableError(f"metadata-table file {path} is missing{REPAIR_HINT}") from None
 
     def _cat(self, path: str) -> bytes:
         data = read_object(self.fs, path)
@@ -556,11 +577,33 @@ class MetadataTable(FileIndex):
         # own files, and the exclusive manifest picks one; the loser's files are garbage that
         # ``drop_older_than`` removes once archival passes them.
         attempt = uuid.uuid4().hex[:8]
+        self._write_shards(upto, attempt, changes, rewrite, shards, footers)
+        partitions = self._write_partitions(upto, attempt, self._partition_list(old, changes, touched))
+        pending = frozenset(i.time for i in timeline.pending() if i.time < upto)
+        manifest = Manifest(upto, pending, tuple(shards), partitions, tuple(footers), schema, schema_instant)
+        try:
+            create_exclusive(self.fs, self.manifest_path(upto), manifest.to_bytes())
+        except FileExistsError:
+            return None  # another process compacted up to the same instant
+        self._point_to(upto)
+        return upto
+
+    def _write_shards(
+        self,
+        upto: str,
+        attempt: str,
+        state: Mapping[str, PartitionFiles],
+        rewrite: Iterable[int],
+        shards: list[tuple[str, int, int] | None],
+        footers: list[str | None],
+    ) -> None:
+        """Write the shards ``rewrite`` of ``state``, filling in their entries in place."""
+        count = len(shards)
         for shard in sorted(rewrite):
             rows = [
                 row
-                for partition in sorted(p for p in changes if shard_of(p, count) == shard)
-                for row in _state_rows(partition, changes[partition])
+                for partition in sorted(p for p in state if shard_of(p, count) == shard)
+                for row in _state_rows(partition, state[partition])
             ]
             if not rows:
                 shards[shard] = footers[shard] = None
@@ -570,20 +613,61 @@ class MetadataTable(FileIndex):
             create_exclusive(self.fs, f"{self.folder}/base/{name}", data)
             shards[shard] = (name, len(data), len(rows))
             footers[shard] = base64.b64encode(_footer_bytes(data)).decode()
-        partitions = self._partition_list(old, changes, touched)
+
+    def _write_partitions(self, upto: str, attempt: str, partitions: list[str]) -> tuple[str, int]:
         data = self._parquet_bytes(pa.table({"partition": partitions}, schema=_PARTITIONS_SCHEMA))
-        partitions_name = f"{upto}-partitions-{attempt}.parquet"
-        create_exclusive(self.fs, f"{self.folder}/base/{partitions_name}", data)
-        pending = frozenset(i.time for i in timeline.pending() if i.time < upto)
+        name = f"{upto}-partitions-{attempt}.parquet"
+        create_exclusive(self.fs, f"{self.folder}/base/{name}", data)
+        return name, len(data)
+
+    def rebuild(
+        self,
+        upto: str,
+        state: Mapping[str, PartitionFiles],
+        pending: Iterable[str],
+        schema: tuple[str, str] | None,
+        hook: Callable[[str], None] | None = None,
+    ) -> Manifest:
+        """Replace the lookup state as of ``upto`` (the newest completed instant) with
+        ``state``, rebuilt from storage by the repair tool.
+
+        Everything is written under new names first; then the manifest of ``upto`` is
+        created, or replaced in one atomic write, and the timeline's pointer names it. A
+        lookup sees the old manifest or the new one whole, each naming only its own shards,
+        so a crash before the switch leaves the old state and unreferenced files that
+        archival sweeps. Instants that were ``pending`` (before ``upto``) stay excluded, so
+        their deltas apply when they complete, as after a compaction; so do the deltas of
+        instants after ``upto``. ``schema``: (write instant, Avro schema) of the newest write."""
+        rows = sum(len(files.files) for files in state.values())
+        count = 1
+        while rows / count > self.shard_rows:
+            count *= 2
+        attempt = uuid.uuid4().hex[:8]
+        shards: list[tuple[str, int, int] | None] = [None] * count
+        footers: list[str | None] = [None] * count
+        self._write_shards(upto, attempt, state, range(count), shards, footers)
+        partitions = self._write_partitions(upto, attempt, sorted(p for p, f in state.items() if f.files))
         manifest = Manifest(
-            upto, pending, tuple(shards), (partitions_name, len(data)), tuple(footers), schema, schema_instant
+            upto,
+            frozenset(t for t in pending if t < upto),
+            tuple(shards),
+            partitions,
+            tuple(footers),
+            schema[1] if schema else None,
+            schema[0] if schema else None,
         )
+        if hook is not None:
+            hook("rebuilt")
         try:
             create_exclusive(self.fs, self.manifest_path(upto), manifest.to_bytes())
         except FileExistsError:
-            return None  # another process compacted up to the same instant
+            replace_atomic(self.fs, self.manifest_path(upto), manifest.to_bytes())
+        if hook is not None:
+            hook("switched")
         self._point_to(upto)
-        return upto
+        self.cache.manifests[upto] = manifest
+        self.cache.forget_manifest()
+        return manifest
 
     def point_to_no_manifest(self) -> None:
         """Mark a new table's start: no manifest yet, every delta applies (a lookup then
@@ -629,7 +713,7 @@ def _parquet_table(data: bytes, path: str) -> pa.Table:
     try:
         return read_parquet(data)
     except pa.ArrowException as exc:
-        raise MetadataTableError(f"metadata-table file {path} is unreadable: {exc}") from exc
+        raise MetadataTableError(f"metadata-table file {path} is unreadable: {exc}{REPAIR_HINT}") from exc
 
 
 def _ops(table: pa.Table, wanted: set[str] | None) -> list[Op]:

@@ -1,0 +1,96 @@
+"""``fed`` commands that look after a table's metadata: repair and verify.
+
+Both list every prefix under the table's storage roots, so they show a progress
+bar and report files per second. ``verify`` exits 1 when the table fails the check
+(a referenced file is missing, the metadata table is damaged), 0 when it passes,
+and 2, like every command, on an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+
+from tqdm import tqdm
+
+from fedcore.cli_table import open_table
+from fedcore.exceptions import FedError
+from fedcore.repair import repair_metadata
+from fedcore.verify import delete_orphans, verify_table
+
+#: ``fed verify``'s exit status when the table fails the check.
+EXIT_FAILED = 1
+
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def maintenance_commands(commands: Any) -> None:
+    def add(name: str, help_text: str) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = commands.add_parser(name, help=help_text, description=help_text)
+        parser.add_argument("table", help="table path (local path, file:// or s3:// URI)")
+        parser.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE")
+        return parser
+
+    repair = add("repair", "rebuild the metadata table from storage and the timeline")
+    repair.add_argument("--dry-run", action="store_true", help="report what would be written; write nothing")
+    repair.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="rebuild even when files holding the newest version of their file group are missing "
+        "(they stay recorded: reads that need them fail)",
+    )
+    repair.set_defaults(run=_repair)
+
+    verify = add("verify", "compare the metadata table with storage: missing files, orphans")
+    verify.add_argument("--json", action="store_true", help="print the report as JSON")
+    verify.add_argument(
+        "--delete-orphans", action="store_true", help="delete orphans older than --older-than"
+    )
+    verify.add_argument(
+        "--older-than",
+        type=duration,
+        metavar="DURATION",
+        help="grace period for --delete-orphans, e.g. 7d, 12h, 30m (required with it)",
+    )
+    verify.set_defaults(run=_verify)
+
+
+def duration(text: str) -> timedelta:
+    match = re.fullmatch(r"\s*(\d+)\s*([smhdw])\s*", text)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 7d, 12h, 30m, 90s or 2w")
+    return timedelta(**{_UNITS[match[2]]: int(match[1])})
+
+
+@contextmanager
+def _listing_bar() -> Iterator[Callable[[int], None]]:
+    with tqdm(unit=" files", desc="listing storage", disable=None, file=sys.stderr, leave=False) as bar:
+        yield bar.update
+
+
+def _repair(args: argparse.Namespace) -> int:
+    table = open_table(args)
+    with _listing_bar() as progress:
+        report = repair_metadata(
+            table, dry_run=args.dry_run, allow_missing=args.allow_missing, progress=progress
+        )
+    print(report.format())
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    if args.delete_orphans != (args.older_than is not None):
+        raise FedError("--delete-orphans and --older-than DURATION go together")
+    table = open_table(args)
+    with _listing_bar() as progress:
+        report = verify_table(table, progress)
+    if args.delete_orphans:
+        delete_orphans(table, report, args.older_than)
+    print(json.dumps(report.to_json(), indent=2) if args.json else report.format())
+    return 0 if report.ok else EXIT_FAILED

@@ -1,0 +1,115 @@
+"""What the timeline, active and archived, says a table's storage holds.
+
+The metadata table is derived from instants' metadata alone (each commit's write
+stats, each replace commit's retired file groups, each clean's and rollback's
+deletions). When it is lost or damaged, the same account can be read back from
+the timeline: every instant that ever completed is either still on the active
+timeline or in archival's files, content and all. The repair tool checks that
+account against what storage holds (``fedcore.inventory``), and ``fed verify``
+uses it to tell a file the metadata table lost from an orphan nothing references.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from fedcore.archival import read_archive
+from fedcore.commit_metadata import CommitMetadata, deleted_files, rolled_back_instants
+from fedcore.exceptions import UnsupportedTableError
+from fedcore.filenames import BASE_FILE_RE
+from fedcore.io.filesystems import read_objects
+from fedcore.timeline import CLEAN, COMPLETED, REPLACE_COMMIT, ROLLBACK, WRITE_ACTIONS, Timeline, instant_path
+
+if TYPE_CHECKING:
+    from fedcore.handle import TableHandle
+
+
+@dataclass
+class History:
+    """The files a table's completed instants account for, as of ``timeline``."""
+
+    timeline: Timeline
+    #: The newest completed instant (any action): the state below is the table's as of it.
+    upto: str | None
+    #: (partition, file name) -> size recorded by the write that made it, for every file a
+    #: completed, not rolled-back write made and no completed clean deleted.
+    files: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: partition -> file id -> the replace commit that retired the file group.
+    replaced: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: Completed write instants that were not rolled back.
+    written: set[str] = field(default_factory=set)
+    #: Instants completed rollbacks undid (failed writes, or completed ones rolled back).
+    rolled_back: set[str] = field(default_factory=set)
+    #: Instants on the timeline that have not completed (a write in flight, or a failed one).
+    pending: set[str] = field(default_factory=set)
+    #: (partition, file name) of every file a completed clean deleted.
+    cleaned: set[tuple[str, str]] = field(default_factory=set)
+    #: (write instant, Avro schema) of the newest write that recorded a schema.
+    schema: tuple[str, str] | None = None
+
+    def latest_slices(self) -> set[tuple[str, str]]:
+        """(partition, file name) of the newest base file of every file group not replaced:
+        what a snapshot read needs."""
+        newest: dict[tuple[str, str], tuple[str, str]] = {}
+        for partition, name in self.files:
+            match = BASE_FILE_RE.fullmatch(name)
+            if match is None or match[1] in self.replaced.get(partition, {}):
+                continue
+            key = (partition, match[1])
+            if key not in newest or match[3] > newest[key][0]:
+                newest[key] = (match[3], name)
+        return {(partition, name) for (partition, _), (_, name) in newest.items()}
+
+
+def load_history(table: TableHandle, timeline: Timeline | None = None) -> History:
+    """Read the account of every completed instant: the active ones' files (fetched
+    together), then archival's (listed after the active timeline, so an instant archival
+    moves meanwhile is found in one or the other)."""
+    timeline = table.timeline() if timeline is None else timeline
+    timeline.check_readable(table.name)
+    completed = timeline.completed()
+    fs = table.fs.table_fs
+    contents = read_objects(fs, [instant_path(table.path, i) for i in completed])
+    bodies: dict[str, tuple[str, bytes]] = {
+        i.time: (i.action, data) for i, data in zip(completed, contents, strict=True)
+    }
+    archived = read_archive(table)
+    for time, action, name, content in zip(
+        *(archived.column(c).to_pylist() for c in ("instant", "action", "file", "content")), strict=True
+    ):
+        if name == f"{time}.{action}" and time not in bodies:
+            bodies[time] = (action, content)
+    history = History(
+        timeline,
+        upto=completed[-1].time if completed else None,
+        pending={i.time for i in timeline.instants if i.state != COMPLETED},
+    )
+    rolled_back = history.rolled_back
+    for time, (action, data) in bodies.items():
+        if action == ROLLBACK:
+            rolled_back.update(rolled_back_instants(data))
+        elif action == CLEAN:
+            for partition, names in deleted_files(data).items():
+                history.cleaned.update((partition, name.rpartition("/")[2]) for name in names)
+        elif action not in WRITE_ACTIONS:
+            raise UnsupportedTableError(
+                f"table {table.name} has an archived {action} instant ({time}), which fedcore "
+                "cannot account files for"
+            )
+    for time in sorted(bodies):
+        action, data = bodies[time]
+        if action not in WRITE_ACTIONS or time in rolled_back:
+            continue
+        metadata = CommitMetadata.from_bytes(data, f"{time}.{action}")
+        history.written.add(time)
+        for stat in metadata.stats:
+            key = (stat.partition_path, stat.path.rpartition("/")[2])
+            if key not in history.cleaned:
+                history.files[key] = stat.file_size
+        if action == REPLACE_COMMIT:
+            for partition, file_ids in metadata.replaced.items():
+                history.replaced.setdefault(partition, {}).update(dict.fromkeys(file_ids, time))
+        if metadata.schema:
+            history.schema = (time, metadata.schema)
+    return history

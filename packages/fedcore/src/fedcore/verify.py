@@ -1,0 +1,207 @@
+"""``fed verify``: compare a table's metadata table with its storage.
+
+Three kinds of disagreement, told apart with the timeline's account of every
+completed instant (``fedcore.history``):
+
+- **missing**: the metadata table references a file storage lacks (deleted outside
+  fedcore): reads that need it fail. Also a size that differs from storage's.
+- **unrecorded**: a completed write recorded a file the metadata table lost: the
+  metadata table is damaged; ``fed repair`` restores it. Never deleted.
+- **orphans**: files under the table's locations that nothing references: a failed
+  task attempt's, a rolled-back write's whose deletion failed, a cleaned file whose
+  deletion failed. Safe to delete; ``delete_orphans`` does, past a grace period.
+
+Files of writes in flight (an instant still pending, or one begun after the
+timeline was listed) are none of these and never deleted: a writer puts its data
+files in storage before its instant completes.
+
+A table passes when nothing is missing and nothing is unrecorded; orphans only
+cost storage.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from fedcore.exceptions import FedError, RepairError
+from fedcore.filenames import file_instant
+from fedcore.history import load_history
+from fedcore.inventory import Inventory, StoredFile, take_inventory
+from fedcore.io.filesystems import remove_files
+from fedcore.metadata.table import IndexCache, MetadataTable
+
+if TYPE_CHECKING:
+    from fedcore.handle import TableHandle
+
+_SHOWN = 10
+
+
+@dataclass
+class VerifyReport:
+    table: str
+    #: The instant the metadata table was read as of (the newest completed one).
+    instant: str | None
+    inventory: Inventory
+    referenced: int = 0
+    #: (partition, name, recorded size) referenced and not in storage.
+    missing: list[tuple[str, str, int]] = field(default_factory=list)
+    #: (partition, name, recorded size, size in storage)
+    size_mismatches: list[tuple[str, str, int, int]] = field(default_factory=list)
+    unrecorded: list[StoredFile] = field(default_factory=list)
+    orphans: list[StoredFile] = field(default_factory=list)
+    in_flight: list[StoredFile] = field(default_factory=list)
+    #: Physical paths of the orphans deleted.
+    deleted: list[str] = field(default_factory=list)
+    #: Why the metadata table could not be read, if it could not.
+    metadata_error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """Nothing referenced is missing or mis-sized and the metadata table is whole."""
+        return not (self.missing or self.size_mismatches or self.unrecorded or self.metadata_error)
+
+    def to_json(self) -> dict[str, Any]:
+        def stored(files: list[StoredFile]) -> list[dict[str, Any]]:
+            return [
+                {
+                    "partition": f.partition,
+                    "name": f.name,
+                    "size": f.size,
+                    "modified": f.modified,
+                    "path": f.path,
+                }
+                for f in files
+            ]
+
+        return {
+            "table": self.table,
+            "instant": self.instant,
+            "ok": self.ok,
+            "metadata_error": self.metadata_error,
+            "referenced": self.referenced,
+            "stored": len(self.inventory.files),
+            "missing": [{"partition": p, "name": n, "size": s} for p, n, s in self.missing],
+            "size_mismatches": [
+                {"partition": p, "name": n, "recorded": a, "stored": b} for p, n, a, b in self.size_mismatches
+            ],
+            "unrecorded": stored(self.unrecorded),
+            "orphans": stored(self.orphans),
+            "in_flight": len(self.in_flight),
+            "deleted": self.deleted,
+            "listing": {
+                "files": len(self.inventory.files),
+                "folders": self.inventory.folders,
+                "foreign_objects": self.inventory.foreign,
+                "seconds": round(self.inventory.seconds, 3),
+                "files_per_second": round(self.inventory.files_per_second, 1),
+            },
+        }
+
+    def format(self) -> str:
+        inv = self.inventory
+        unjudged = self.metadata_error is not None  # nothing can be called an orphan
+        rows: list[tuple[str, int | None]] = [
+            ("referenced by the metadata table", None if unjudged else self.referenced),
+            ("data files in storage", len(inv.files)),
+            ("missing from storage", len(self.missing)),
+            ("size differs from storage", len(self.size_mismatches)),
+            ("unrecorded (metadata table lost them)", len(self.unrecorded)),
+            ("orphans (nothing references them)", None if unjudged else len(self.orphans)),
+            ("of writes in flight", len(self.in_flight)),
+        ]
+        if self.deleted:
+            rows.append(("orphans deleted", len(self.deleted)))
+        width = max(len(label) for label, _ in rows)
+        lines = [f"Table {self.table}, as of instant {self.instant}:"]
+        lines += [
+            f"  {label.ljust(width)}  {'?' if count is None else format(count, ','):>10}"
+            for label, count in rows
+        ]
+        lines.append(
+            f"Listed {len(inv.files):,} data files over {inv.folders:,} folders in {inv.seconds:.1f} s "
+            f"({inv.files_per_second:,.0f} files/s)."
+        )
+        if self.metadata_error:
+            lines.append(f"The metadata table cannot be read: {self.metadata_error}")
+        for label, items in (
+            ("missing", [f"{p}/{n}" for p, n, _ in self.missing]),
+            ("size", [f"{p}/{n}: {a:,} recorded, {b:,} stored" for p, n, a, b in self.size_mismatches]),
+            ("unrecorded", [f.path for f in self.unrecorded]),
+            ("orphan", [f.path for f in self.orphans]),
+        ):
+            lines += [f"  {label}: {item}" for item in items[:_SHOWN]]
+            if len(items) > _SHOWN:
+                lines.append(f"  ... and {len(items) - _SHOWN:,} more {label} (--json lists all)")
+        if self.unrecorded or self.metadata_error:
+            lines.append("The metadata table is damaged: run `fed repair TABLE`.")
+        if self.missing:
+            lines.append("Files the table references are gone: reads that need them fail.")
+        lines.append("OK" if self.ok else "FAILED")
+        return "\n".join(lines)
+
+
+def verify_table(table: TableHandle, progress: Callable[[int], None] | None = None) -> VerifyReport:
+    """Compare the metadata table's latest state with storage (see the module docstring)."""
+    start = time.monotonic()
+    if not table.metadata_enabled:
+        raise RepairError(
+            f"table {table.name} has no metadata table: its files are found by listing, there is "
+            "nothing to verify"
+        )
+    timeline = table.timeline()
+    history = load_history(table, timeline)
+    report = VerifyReport(table.name, history.upto, take_inventory(table, progress))
+    referenced: dict[tuple[str, str], int] = {}
+    try:
+        index = MetadataTable(table.fs.table_fs, table.path, lambda: timeline, cache=IndexCache())
+        for partition, files in index.files().items():
+            referenced.update(((partition, name), size) for name, size in files.files.items())
+    except FedError as exc:
+        report.metadata_error = str(exc)
+    report.referenced = len(referenced)
+    stored = report.inventory.files
+    for key, size in sorted(referenced.items()):
+        found = stored.get(key)
+        if found is None:
+            report.missing.append((*key, size))
+        elif size and found.size != size:
+            report.size_mismatches.append((*key, size, found.size))
+    last = timeline.last_time() or ""
+    for key, found in sorted(stored.items()):
+        if key in referenced:
+            continue
+        instant = file_instant(found.name)
+        if instant is not None and (instant in history.pending or instant > last):
+            report.in_flight.append(found)
+        elif key in history.files:
+            report.unrecorded.append(found)
+        elif report.metadata_error is None:
+            report.orphans.append(found)
+    report.seconds = time.monotonic() - start
+    return report
+
+
+def delete_orphans(table: TableHandle, report: VerifyReport, older_than: timedelta) -> list[str]:
+    """Delete the report's orphans last modified more than ``older_than`` ago; their paths.
+
+    Never a file of a write in flight or one the metadata table lost (neither is an
+    orphan), and nothing when the metadata table could not be read."""
+    if report.metadata_error is not None:
+        raise RepairError(
+            "the metadata table cannot be read, so no file can be called an orphan: repair it first"
+        )
+    cutoff = time.time() - older_than.total_seconds()
+    doomed = [f for f in report.orphans if 0 < f.modified < cutoff]  # no date: never deleted
+    by_root: dict[str, list[str]] = {}
+    for orphan in doomed:
+        root = next(r for r in table.strategy.roots() if orphan.path.startswith(r.rstrip("/") + "/"))
+        by_root.setdefault(root, []).append(orphan.path)
+    for root, paths in by_root.items():
+        remove_files(table.fs.filesystem_for_root(root), paths)
+    report.deleted = sorted(p for paths in by_root.values() for p in paths)
+    return report.deleted
