@@ -2,7 +2,9 @@
 
 from fedcore.handle import TableHandle
 from fedcore.io.federated import FederatedFileSystem
+from fedcore.migrate import MigrationReport
 from fedcore.reader import FileSlice
+from fedcore.repair import RepairReport, repair_metadata
 from fedcore.scan import DataScan, ScanPlan
 from fedcore.storage import (
     HiveStorageStrategy,
@@ -14,6 +16,7 @@ from fedcore.storage import (
 )
 from fedcore.table import Table, create_table, load_table
 from fedcore.table_config import TableConfig
+from fedcore.verify import VerifyReport, verify_table
 from fedcore.write_client import WriteClient, WriteResult
 
 __version__ = "0.1.0"
@@ -23,17 +26,22 @@ __all__ = [
     "FederatedFileSystem",
     "FileSlice",
     "HiveStorageStrategy",
+    "MigrationReport",
     "ObjectStoreStorageStrategy",
     "PartitionMapStorageStrategy",
+    "RepairReport",
     "ScanPlan",
     "StorageLocation",
     "StorageStrategy",
     "Table",
     "TableConfig",
     "TableHandle",
+    "VerifyReport",
     "WriteClient",
     "WriteResult",
     "create_table",
     "load_table",
     "load_storage_strategy",
+    "repair_metadata",
+    "verify_table",
 ]

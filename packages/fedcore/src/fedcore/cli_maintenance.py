@@ -1,7 +1,8 @@
-"""``fed`` commands that look after a table's metadata: repair and verify.
+"""``fed`` commands that look after a table's files: repair, verify and migrate.
 
-Both list every prefix under the table's storage roots, so they show a progress
-bar and report files per second. ``verify`` exits 1 when the table fails the check
+Each goes over every file of a table (repair and verify list every prefix under its
+storage roots; migrate copies or rewrites each file), so each shows a progress bar
+and reports files per second. ``verify`` exits 1 when the table fails the check
 (a referenced file is missing, the metadata table is damaged), 0 when it passes,
 and 2, like every command, on an error.
 """
@@ -19,8 +20,11 @@ from typing import Any
 
 from tqdm import tqdm
 
-from fedcore.cli_table import open_table
+from fedcore import properties as P
+from fedcore.cli_table import open_table, parse_pairs, storage_options
 from fedcore.exceptions import FedError
+from fedcore.io.filesystems import storage_options_of
+from fedcore.migrate import migrate
 from fedcore.repair import repair_metadata
 from fedcore.verify import delete_orphans, verify_table
 
@@ -60,6 +64,37 @@ def maintenance_commands(commands: Any) -> None:
     )
     verify.set_defaults(run=_verify)
 
+    move = commands.add_parser(
+        "migrate",
+        help="copy a table onto another storage layout (a new table; the source is only read)",
+        description="Re-bootstrap SOURCE (a fedcore or Hudi table, or a Hive-layout Parquet dataset) "
+        "into a new table at TARGET with the given storage strategy: files that need no change are "
+        "copied (server-side on S3), the rest rewritten; the target gets one instant and a new "
+        "metadata table. Run it again to finish an interrupted migration.",
+    )
+    move.add_argument("source", help="table path or Parquet dataset folder")
+    move.add_argument("target", help="the new table's path")
+    move.add_argument(
+        "--storage-strategy", required=True, help="hive, object_store, partition_map or a class"
+    )
+    move.add_argument("--storage-path", help="where data files go (object_store)")
+    move.add_argument("--name", help="the new table's name (default: the source's)")
+    move.add_argument("-p", "--property", action="append", default=[], metavar="KEY=VALUE")
+    move.add_argument("--record-key", help="a plain Parquet dataset's record key field(s), comma separated")
+    move.add_argument("--partition-by", help="a plain dataset's partition fields (default: its key= folders)")
+    move.add_argument("--precombine", help="a plain dataset's ordering field")
+    move.add_argument(
+        "--storage-option", action="append", default=[], metavar="KEY=VALUE", help="fsspec option for s3 URIs"
+    )
+    move.add_argument(
+        "--source-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="fsspec option for the source (default: --storage-option)",
+    )
+    move.set_defaults(run=_migrate)
+
 
 def duration(text: str) -> timedelta:
     match = re.fullmatch(r"\s*(\d+)\s*([smhdw])\s*", text)
@@ -94,3 +129,41 @@ def _verify(args: argparse.Namespace) -> int:
         delete_orphans(table, report, args.older_than)
     print(json.dumps(report.to_json(), indent=2) if args.json else report.format())
     return 0 if report.ok else EXIT_FAILED
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    storage = {P.STORAGE_STRATEGY_CLASS: args.storage_strategy}
+    if args.storage_path:
+        storage[P.STORAGE_PATH] = args.storage_path
+    target_options = storage_options(args)
+    source_options = (
+        storage_options_of(parse_pairs(args.source_option, "--source-option"))
+        if args.source_option
+        else target_options
+    )
+    with tqdm(total=0, unit=" files", desc="migrating", disable=None, file=sys.stderr, leave=False) as bar:
+
+        def progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.n = done
+            bar.refresh()
+
+        report = migrate(
+            args.source,
+            args.target,
+            storage=storage,
+            name=args.name,
+            properties=parse_pairs(args.property, "--property"),
+            record_key_fields=_fields(args.record_key),
+            partition_fields=_fields(args.partition_by),
+            precombine_field=args.precombine,
+            source_options=source_options,
+            target_options=target_options,
+            progress=progress,
+        )
+    print(report.format())
+    return 0
+
+
+def _fields(text: str | None) -> list[str] | None:
+    return [f.strip() for f in text.split(",") if f.strip()] if text else None

@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from fsspec import AbstractFileSystem
 
 from fedcore import properties as P
 from fedcore.commit_metadata import WriteStat
@@ -97,6 +98,22 @@ def put_data_file(
     if after_marker is not None:
         after_marker()
     table.fs.pipe_file(relative_path, data, mode="create")
+
+
+def copy_data_file(
+    table: TableHandle,
+    instant: str,
+    relative_path: str,
+    source_fs: AbstractFileSystem,
+    source_path: str,
+    after_marker: Callable[[], None] | None = None,
+) -> None:
+    """Marker first, then a copy of another table's data file (a migration's files that need
+    no change), server-side where the store allows."""
+    table.fs.table_fs.pipe_file(f"{table.marker_folder(instant)}/{relative_path}.marker.CREATE", b"")
+    if after_marker is not None:
+        after_marker()
+    table.fs.copy_in(source_fs, source_path, relative_path)
 
 
 def write_group(

@@ -280,6 +280,25 @@ class FederatedFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec s
         ):
             shutil.copyfileobj(reader, writer, _COPY_BUFFER)
 
+    def copy_in(self, source_fs: AbstractFileSystem, source_path: str, path: str) -> None:
+        """Copy an object of another filesystem to the logical ``path``: server-side where both
+        are one endpoint with the same options (S3 CopyObject; fsspec shares the instance),
+        else streamed through this process."""
+        destination = self._resolve(path, writing=True)
+        with self.errors(path, destination):
+            if source_fs is destination.fs:
+                destination.fs.cp_file(source_path, destination.path)
+                return
+            with (
+                source_fs.open(source_path, "rb") as reader,
+                destination.fs.open(destination.path, "wb") as writer,
+            ):
+                shutil.copyfileobj(reader, writer, _COPY_BUFFER)
+
+    def resolve(self, path: str) -> Target:
+        """The filesystem serving a logical path, and the physical path to pass it."""
+        return self._resolve(path)
+
     def rm_file(self, path: str) -> None:
         target = self._resolve(path)
         with self.errors(path, target):
