@@ -6,7 +6,6 @@ import json
 import subprocess
 import sys
 import time
-import zipfile
 from pathlib import Path
 
 import hudi
@@ -23,21 +22,12 @@ from fedcore.testing import Backend, LoopbackS3
 from fedcore.verify import verify_table
 from fedcore.write_client import WriteClient
 
+# HUDI_WRITTEN_ZIPS: merge-on-read tables Hudi 0.15 wrote, whose reads by fedcore match Hudi's
+# Spark reader (hudi-rs 0.5 misses a pending compaction's log files).
+from .test_hudi_conformance import HUDI_WRITTEN_ZIPS, SHARED, unpack
 from .test_writes import FAST_HEARTBEAT, make_table, rows, trips
 
-SHARED = Path(__file__).resolve().parents[3].parent / "shared" / "hudi-tables"
 SHARED_ZIPS = sorted(SHARED.rglob("*.zip"))
-#: Merge-on-read tables Hudi 0.15 wrote (``test_hudi_conformance``): fedcore's reads of them
-#: match Hudi's Spark reader, where hudi-rs 0.5 misses a pending compaction's log files.
-HUDI_WRITTEN_ZIPS = sorted((Path(__file__).resolve().parent / "data" / "hudi-tables").glob("*.zip"))
-
-
-def unpack(archive: Path, into: Path) -> str:
-    with zipfile.ZipFile(archive) as zipped:
-        zipped.extractall(into)
-        top = {name.split("/", 1)[0] for name in zipped.namelist() if not name.startswith("__MACOSX")}
-    (folder,) = top
-    return f"file://{into / folder}"
 
 
 def object_store(storage_path: str) -> dict[str, str]:

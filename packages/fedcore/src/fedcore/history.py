@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from fedcore.archival import read_archive
 from fedcore.commit_metadata import CommitMetadata, deleted_files, rolled_back_instants
-from fedcore.exceptions import UnsupportedTableError
+from fedcore.exceptions import RepairError, UnsupportedTableError
 from fedcore.filenames import BASE_FILE_RE
 from fedcore.io.filesystems import read_objects
 from fedcore.timeline import CLEAN, COMPLETED, REPLACE_COMMIT, ROLLBACK, WRITE_ACTIONS, Timeline, instant_path
@@ -60,6 +60,15 @@ class History:
             if key not in newest or match[3] > newest[key][0]:
                 newest[key] = (match[3], name)
         return {(partition, name) for (partition, _), (_, name) in newest.items()}
+
+
+def require_metadata_table(table: TableHandle, doing: str) -> None:
+    """Refuse to ``doing`` (repair, verify) a table without fedcore's metadata table."""
+    if not table.metadata_enabled:
+        raise RepairError(
+            f"table {table.name} has no metadata table: its files are found by listing its folders, "
+            f"so there is nothing to {doing}"
+        )
 
 
 def load_history(table: TableHandle, timeline: Timeline | None = None) -> History:

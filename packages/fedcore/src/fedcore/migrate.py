@@ -334,7 +334,7 @@ def _open_source(
             if given:
                 raise ConfigError(flag, f"come from the source table's config; {source} is a Hudi table")
         config = TableConfig.load(fs, source)
-        if config.get(P.TABLE_VERSION) == "8":
+        if config.version == 8:
             return _hudi_rs_source(source, config, options)
         return _fedcore_source(load_table(source, storage_options=options))
     if not fs.isdir(source):
@@ -352,10 +352,6 @@ def _config_of(config: Mapping[str, str]) -> dict[str, str]:
             raise UnsupportedTableError(f"key generator type {generator_type} has no Hudi 0.x class")
         carried[P.KEY_GENERATOR_CLASS] = _KEY_GENERATOR_TYPES[generator_type]
     return carried
-
-
-def _fields(config: Mapping[str, str], key: str) -> list[str]:
-    return [f.strip() for f in config.get(key, "").split(",") if f.strip()]
 
 
 def _fedcore_source(table: Table) -> _Source:
@@ -387,18 +383,36 @@ def _fedcore_source(table: Table) -> _Source:
     def read(unit: _Unit) -> pa.Table:
         return reader.read_slice(unit.what, columns, [])
 
-    config = table.config
+    return _of_config(
+        "merge-on-read table" if reader.merge_on_read else "table",
+        table.config,
+        schema,
+        reader.instant,
+        units,
+        read,
+    )
+
+
+def _of_config(
+    kind: str,
+    config: TableConfig,
+    schema: pa.Schema,
+    instant: str | None,
+    units: list[_Unit],
+    read: Callable[[_Unit], pa.Table],
+) -> _Source:
+    """A Hudi table's source: keys, partitioning and what carries over from its config."""
     return _Source(
-        kind="merge-on-read table" if reader.merge_on_read else "table",
-        name=table.name,
+        kind=kind,
+        name=config.name,
         record_key_fields=list(config.record_key_fields),
-        partition_fields=_fields(config, P.PARTITION_FIELDS),
-        precombine_field=config.get(P.PRECOMBINE_FIELD) or None,
-        hive_style=config.get(P.HIVE_STYLE_PARTITIONING, "false").lower() == "true",
-        database=config.get(P.DATABASE_NAME) or None,
+        partition_fields=list(config.partition_fields),
+        precombine_field=config.precombine_field,
+        hive_style=config.hive_style_partitioning,
+        database=config.database or None,
         carried=_config_of(config),
         schema=schema,
-        instant=reader.instant,
+        instant=instant,
         units=units,
         read=read,
     )
@@ -430,7 +444,7 @@ def _hudi_rs_source(source: str, config: TableConfig, options: StorageOptions | 
             f"{source}: table-version 8 sources are read from local files (copy the table first)"
         )
     table = hudi.HudiTableBuilder.from_base_uri(source.removeprefix("file://")).build()
-    if config.get(P.TABLE_TYPE) != P.TABLE_TYPE_COW:
+    if config.table_type != P.TABLE_TYPE_COW:
         raise UnsupportedTableError(f"{source}: table-version 8 merge-on-read tables are not migrated yet")
     fs = filesystem_for(source, options)
     units = []
@@ -450,19 +464,13 @@ def _hudi_rs_source(source: str, config: TableConfig, options: StorageOptions | 
     timeline = table.get_timeline()
     commits = timeline.get_completed_commits()
     instant = commits[-1].timestamp if commits else None
-    return _Source(
-        kind="Hudi table-version 8 table",
-        name=config.name,
-        record_key_fields=list(config.record_key_fields),
-        partition_fields=_fields(config, P.PARTITION_FIELDS),
-        precombine_field=config.get(P.PRECOMBINE_FIELD) or None,
-        hive_style=config.get(P.HIVE_STYLE_PARTITIONING, "false").lower() == "true",
-        database=config.get(P.DATABASE_NAME) or None,
-        carried=_config_of(config),
-        schema=pa.schema(table.get_schema()),
-        instant=str(instant) if instant is not None else None,
-        units=units,
-        read=lambda unit: pa.table({}),  # every unit is a copy
+    return _of_config(
+        "Hudi table-version 8 table",
+        config,
+        pa.schema(table.get_schema()),
+        str(instant) if instant is not None else None,
+        units,
+        lambda unit: pa.table({}),  # every unit is a copy
     )
 
 

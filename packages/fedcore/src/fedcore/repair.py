@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Final
 
 from fedcore.exceptions import FedError, RepairError
 from fedcore.filenames import file_instant
-from fedcore.history import History, load_history
+from fedcore.history import History, load_history, require_metadata_table
 from fedcore.inventory import Inventory, StoredFile, take_inventory
 from fedcore.metadata.file_index import PartitionFiles
 from fedcore.metadata.table import IndexCache, MetadataTable
@@ -169,11 +169,7 @@ def repair_metadata(
     storage. ``progress`` gets the count of objects each listed folder added; ``hook``
     is called with "listed", "rebuilt" and "switched" (for crash tests)."""
     start = time.monotonic()
-    if not table.metadata_enabled:
-        raise RepairError(
-            f"table {table.name} has no metadata table: its files are found by listing its folders, "
-            "so there is nothing to repair"
-        )
+    require_metadata_table(table, "repair")
     timeline = table.timeline()
     history = load_history(table, timeline)
     inventory = take_inventory(table, progress)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from fedcore.exceptions import FedError, RepairError
 from fedcore.filenames import file_instant
-from fedcore.history import load_history
+from fedcore.history import load_history, require_metadata_table
 from fedcore.inventory import Inventory, StoredFile, take_inventory
 from fedcore.io.filesystems import remove_files
 from fedcore.metadata.table import IndexCache, MetadataTable
@@ -148,11 +148,7 @@ class VerifyReport:
 def verify_table(table: TableHandle, progress: Callable[[int], None] | None = None) -> VerifyReport:
     """Compare the metadata table's latest state with storage (see the module docstring)."""
     start = time.monotonic()
-    if not table.metadata_enabled:
-        raise RepairError(
-            f"table {table.name} has no metadata table: its files are found by listing, there is "
-            "nothing to verify"
-        )
+    require_metadata_table(table, "verify")
     timeline = table.timeline()
     history = load_history(table, timeline)
     report = VerifyReport(table.name, history.upto, take_inventory(table, progress))
