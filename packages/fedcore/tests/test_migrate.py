@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from fedcore import properties as P
-from fedcore.exceptions import ConfigError, TableAlreadyExistsError, TableNotFoundError
+from fedcore.exceptions import ConfigError, FedError, TableAlreadyExistsError, TableNotFoundError
 from fedcore.migrate import MIGRATION_SOURCE, migrate
 from fedcore.records import META_COLUMNS
 from fedcore.table import load_table
@@ -203,6 +203,20 @@ def test_an_existing_target_is_refused_unless_it_is_this_migration(tmp_path: Pat
         migrate(source, f"{source}/migrated", storage=storage)
     with pytest.raises(TableNotFoundError):
         migrate(f"file://{tmp_path}/nothing", f"file://{tmp_path}/t3", storage=storage)
+
+
+def test_a_migration_that_fails_leaves_nothing_behind(tmp_path: Path) -> None:
+    source = make_table(
+        Backend("local", f"file://{tmp_path}/hive", f"file://{tmp_path}/unused", None), "hive"
+    )
+    WriteClient(source).upsert(trips(range(6), ["us", "de", "fr"] * 2))
+    source.fs.rm_file(source.file_slices([("country", "=", "fr")])[0].path)  # deleted outside fedcore
+    storage = f"file://{tmp_path}/storage"
+    with pytest.raises(FedError, match="country=fr"):
+        migrate(source.path, f"file://{tmp_path}/target", storage=object_store(storage))
+    target = load_table(f"file://{tmp_path}/target")
+    assert target.timeline().pending() == []  # rolled back at once
+    assert not list((tmp_path / "storage").rglob("*.parquet"))
 
 
 _KILL = """

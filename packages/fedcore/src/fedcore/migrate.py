@@ -206,40 +206,41 @@ def migrate(
     if report.already_done:
         return report
     job = WriteJob.open(table, BULK_INSERT, found.schema)
-    job.begin(hook)
-    report.instant = job.instant
-    plan = {"migration": {"source": source_uri, "kind": found.kind, "source_instant": found.instant}}
-    job.inflight(json.dumps(plan).encode())
-    total = len(found.units)
-    done = 0
+    with job:  # an error rolls the instant back; a crash leaves it to the next run
+        job.begin(hook)
+        report.instant = job.instant
+        plan = {"migration": {"source": source_uri, "kind": found.kind, "source_instant": found.instant}}
+        job.inflight(json.dumps(plan).encode())
+        total = len(found.units)
+        done = 0
 
-    def tick(count: int = 1) -> None:
-        nonlocal done
-        done += count
-        if progress is not None:
-            progress(done, total)
+        def tick(count: int = 1) -> None:
+            nonlocal done
+            done += count
+            if progress is not None:
+                progress(done, total)
 
-    copies = [u for u in found.units if u.name is not None]
-    rewrites = [u for u in found.units if u.name is None]
-    write_partition_metadata(table, sorted({u.partition for u in copies}), job.instant)
-    stats: list[WriteStat] = []
-    with job.beating(), ThreadPoolExecutor(IO_THREADS) as pool:
-        marked = None if hook is None else (lambda: hook("data"))
-        for stat in pool.map(lambda unit: _copy(table, job.instant, unit, marked), copies):
-            stats.append(stat)
+        copies = [u for u in found.units if u.name is not None]
+        rewrites = [u for u in found.units if u.name is None]
+        write_partition_metadata(table, sorted({u.partition for u in copies}), job.instant)
+        stats: list[WriteStat] = []
+        with ThreadPoolExecutor(IO_THREADS) as pool:
+            marked = None if hook is None else (lambda: hook("data"))
+            for stat in pool.map(lambda unit: _copy(table, job.instant, unit, marked), copies):
+                stats.append(stat)
+                tick()
+        report.copied = len(copies)
+        report.bytes_copied = sum(u.size for u in copies)
+        for task, unit in enumerate(rewrites):
+            data = found.read(unit)
+            report.rows_rewritten += data.num_rows
+            if data.num_rows:
+                stats.extend(job.write_new(data, task))
             tick()
-    report.copied = len(copies)
-    report.bytes_copied = sum(u.size for u in copies)
-    for task, unit in enumerate(rewrites):
-        data = found.read(unit)
-        report.rows_rewritten += data.num_rows
-        if data.num_rows:
-            stats.extend(job.write_new(data, task))
-        tick()
-    report.rewritten = len(rewrites)
-    if hook is not None:
-        hook("copied")
-    job.commit(stats)
+        report.rewritten = len(rewrites)
+        if hook is not None:
+            hook("copied")
+        job.commit(stats)
     report.files_written = len(stats)
     report.seconds = time.monotonic() - start
     return report
