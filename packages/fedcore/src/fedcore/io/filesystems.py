@@ -7,6 +7,13 @@ prefix (``"s3://lake-eu"``: that bucket only); for a root, the protocol's option
 apply first and then each matching URI's, shortest first, so the most specific
 wins. Dict values (``client_kwargs``, ``s3_additional_kwargs``) merge one level
 deep, so a bucket can add its own KMS key without repeating the endpoint.
+
+S3 throttles requests per key-range partition and answers the excess with ``503 Slow
+Down``. fedcore's S3 clients retry it, and every 5xx, with botocore's **adaptive** retry
+mode (exponential backoff with jitter, plus a client-side rate limiter that slows the
+client down while it is being throttled), ``S3_RETRIES`` times after the first attempt,
+inside s3fs's own five tries with backoff: a throttled write is slowed, not failed. Give
+``config_kwargs={"retries": {...}}`` to choose otherwise.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import errno
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
 import fsspec
 import fsspec.asyn
@@ -26,6 +33,8 @@ from fedcore.io.errors import storage_errors
 from fedcore.io.uris import has_scheme, is_within, normalize_uri, protocol_of
 
 StorageOptions: TypeAlias = Mapping[str, Mapping[str, Any]]
+#: Retries botocore makes of an S3 request (adaptive mode) before s3fs's own tries take over.
+S3_RETRIES: Final = 10
 
 
 def storage_options_of(pairs: Mapping[str, str]) -> StorageOptions | None:
@@ -72,6 +81,10 @@ def filesystem_for(uri: str, storage_options: StorageOptions | None = None) -> A
     if protocol == "file":
         # Object stores have no folders; on local disk a file's folders must exist first.
         options.setdefault("auto_mkdir", True)
+    elif protocol == "s3":
+        config = dict(options.get("config_kwargs") or {})
+        config.setdefault("retries", {"mode": "adaptive", "max_attempts": S3_RETRIES})
+        options["config_kwargs"] = config
     try:
         return fsspec.filesystem(protocol, **options)
     except (ImportError, ValueError) as exc:

@@ -1,0 +1,192 @@
+"""A throttling S3 proxy on loopback: S3's per-partition limits in front of a real S3 server.
+
+No S3-protocol server a test can run throttles (moto and SeaweedFS serve whatever they
+are sent), so the lab puts this proxy between fedcore and one of them. Each request is
+classified (PUT/POST/DELETE write, GET/HEAD read; a LIST reads its prefix) and put to
+the partition model (``fedcore.lab.partitions``): admitted, it is forwarded unchanged
+(signature headers included, so the server sees what the client signed) and the
+server's answer is passed back; rejected, the client gets what S3 sends, ``503 Slow
+Down`` with S3's XML error body, and the server never sees it.
+
+Path-style addressing only (``http://127.0.0.1:PORT/bucket/key``), which is what fedcore's
+clients use with an ``endpoint_url``. The proxy counts, per second, what it admitted
+and rejected of each class, for the lab's plots.
+"""
+
+from __future__ import annotations
+
+import http.client
+import threading
+import time
+import uuid
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Final
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from fedcore.lab.partitions import PartitionModel
+
+#: Headers of one connection, not of the request: never passed on. ``Expect: 100-continue``
+#: was answered here already (the body is in hand).
+_HOP_BY_HOP: Final = frozenset(
+    {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"}
+    | {"expect"}
+)
+WRITE_METHODS: Final = frozenset({"PUT", "POST", "DELETE"})
+
+
+def slow_down_body(resource: str) -> bytes:
+    """S3's error body for a throttled request."""
+    request_id = uuid.uuid4().hex[:16].upper()
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        "<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message>"
+        f"<Resource>{resource}</Resource><RequestId>{request_id}</RequestId>"
+        f"<HostId>{request_id}</HostId></Error>"
+    ).encode()
+
+
+class ProxyStats:
+    """Requests by second (since the proxy started), class and outcome."""
+
+    def __init__(self, start: float) -> None:
+        self.start = start
+        self._lock = threading.Lock()
+        #: (second, "write"|"read", admitted) -> requests
+        self.by_second: Counter[tuple[int, str, bool]] = Counter()
+        self.bytes_in = 0
+        self.bytes_out = 0
+
+    def add(self, now: float, write: bool, admitted: bool, bytes_in: int = 0, bytes_out: int = 0) -> None:
+        with self._lock:
+            self.by_second[(int(now - self.start), "write" if write else "read", admitted)] += 1
+            self.bytes_in += bytes_in
+            self.bytes_out += bytes_out
+
+    def total(self, kind: str | None = None, admitted: bool | None = None) -> int:
+        with self._lock:
+            return sum(
+                n
+                for (_, k, a), n in self.by_second.items()
+                if (kind is None or k == kind) and (admitted is None or a == admitted)
+            )
+
+
+class ThrottlingProxy:
+    """Start with ``start()`` (or as a context manager); point S3 clients at ``endpoint_url``."""
+
+    def __init__(self, backend_url: str, model: PartitionModel) -> None:
+        parts = urlsplit(backend_url)
+        if parts.scheme != "http" or parts.hostname is None:
+            raise ValueError(f"backend must be an http:// URL, got {backend_url!r}")
+        self.backend = (parts.hostname, parts.port or 80)
+        self.model = model
+        self.stats = ProxyStats(time.monotonic())
+        self.endpoint_url = ""
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> ThrottlingProxy:
+        proxy = self
+        local = threading.local()
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body go as separate writes
+
+            def log_message(self, format: str, *args: object) -> None:
+                return
+
+            def _relay(self) -> None:
+                body = self._body()
+                url = urlsplit(self.path)
+                bucket, _, key = unquote(url.path).lstrip("/").partition("/")
+                if not key:  # a bucket-level request: LIST names its prefix
+                    key = parse_qs(url.query).get("prefix", [""])[0]
+                write = self.command in WRITE_METHODS
+                if bucket and not proxy.model.admit(bucket, key, write):
+                    proxy.stats.add(time.monotonic(), write, False)
+                    reply = slow_down_body(url.path)
+                    self.send_response(503, "Slow Down")
+                    self.send_header("Content-Type", "application/xml")
+                    self.send_header("Content-Length", str(len(reply)))
+                    self.end_headers()
+                    self.wfile.write(reply)
+                    return
+                status, reason, headers, data = self._forward(body)
+                proxy.stats.add(time.monotonic(), write, True, len(body), len(data))
+                self.send_response(status, reason)
+                for name, value in headers:
+                    if name.lower() not in _HOP_BY_HOP and name.lower() != "content-length":
+                        self.send_header(name, value)
+                length = dict((n.lower(), v) for n, v in headers).get("content-length")
+                self.send_header(
+                    "Content-Length", length if self.command == "HEAD" and length else str(len(data))
+                )
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            def _body(self) -> bytes:
+                if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+                    chunks: list[bytes] = []
+                    while True:
+                        size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                        if size == 0:
+                            while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                                pass
+                            return b"".join(chunks)
+                        chunks.append(self.rfile.read(size))
+                        self.rfile.readline()
+                length = int(self.headers.get("Content-Length") or 0)
+                return self.rfile.read(length) if length else b""
+
+            def _forward(self, body: bytes) -> tuple[int, str, list[tuple[str, str]], bytes]:
+                headers = {n: v for n, v in self.headers.items() if n.lower() not in _HOP_BY_HOP}
+                if body or self.command in WRITE_METHODS:
+                    headers["Content-Length"] = str(len(body))
+                for attempt in range(2):  # a kept-alive connection the server closed: reconnect once
+                    connection = getattr(local, "connection", None)
+                    if connection is None:
+                        connection = local.connection = http.client.HTTPConnection(*proxy.backend, timeout=60)
+                    try:
+                        connection.request(self.command, self.path, body=body, headers=headers)
+                        response = connection.getresponse()
+                        data = response.read()
+                        return response.status, response.reason, response.getheaders(), data
+                    except (http.client.HTTPException, ConnectionError):
+                        connection.close()
+                        local.connection = None
+                        if attempt:
+                            raise
+                raise AssertionError("unreachable")
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _relay
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, daemon=True, name="throttling-proxy"
+        )
+        self._thread.start()
+        host, port = self._server.server_address[:2]
+        self.endpoint_url = f"http://{host!s}:{port}"
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def __enter__(self) -> ThrottlingProxy:
+        return self.start()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.stop()

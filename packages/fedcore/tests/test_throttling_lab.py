@@ -1,0 +1,194 @@
+"""The throttling lab's model and proxy enforce S3's limits as documented, and fedcore
+loses nothing while throttled."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from fedcore import properties as P
+from fedcore.lab.partitions import SAMPLE_KEYS, Limits, PartitionModel
+from fedcore.lab.proxy import ThrottlingProxy
+from fedcore.table import create_table, load_table
+from fedcore.testing import ACCESS_KEY, REGION, SECRET_KEY, LoopbackS3
+from fedcore.write_client import WriteClient
+
+from .test_writes import rows, trips
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def offer(
+    model: PartitionModel, clock: Clock, seconds: float, per_second: int, keys: list[str], write: bool = True
+) -> int:
+    """Offer requests evenly for ``seconds``, cycling over ``keys``; how many were admitted."""
+    admitted = 0
+    step = 1.0 / per_second
+    for n in range(int(seconds * per_second)):
+        admitted += model.admit("b", keys[n % len(keys)], write)
+        clock.now += step
+    return admitted
+
+
+LIMITS = Limits(writes_per_second=100, reads_per_second=150, split_after=10, hot_fraction=0.5)
+
+
+@pytest.mark.parametrize("write", [True, False])
+def test_a_partition_admits_its_rate_within_a_few_percent(write: bool) -> None:
+    clock = Clock()
+    model = PartitionModel(LIMITS, clock)
+    rate = LIMITS.writes_per_second if write else LIMITS.reads_per_second
+    admitted = offer(model, clock, 8, int(3 * rate), [f"k{i}" for i in range(7)], write)
+    assert abs(admitted - 8 * rate) <= 0.03 * 8 * rate
+    # Below the limit, everything is admitted.
+    clock.now += 1
+    assert offer(model, clock, 3, int(0.9 * rate), ["x"], write) == int(3 * int(0.9 * rate))
+
+
+def test_writes_and_reads_have_separate_limits() -> None:
+    clock = Clock()
+    model = PartitionModel(LIMITS, clock)
+    writes = reads = 0
+    for n in range(2_000):  # 500 writes and 500 reads per second, for 2 s
+        writes += model.admit("b", f"k{n % 5}", True)
+        reads += model.admit("b", f"k{n % 5}", False)
+        clock.now += 0.002
+    assert abs(writes - 400) <= 12  # 2 s x 100/s (the burst is 5 requests)
+    assert abs(reads - 600) <= 18
+
+
+def test_a_hot_partition_splits_at_its_median_key_after_the_delay() -> None:
+    clock = Clock()
+    model = PartitionModel(LIMITS, clock)
+    keys = [f"data/{h:02x}/file" for h in range(64)]
+    offer(model, clock, 9.5, 256, keys)  # each second: every key four times
+    assert model.splits == []  # hot for 9 s: not yet
+    offer(model, clock, 2, 256, keys)
+    assert [s.key for s in model.splits] == ["data/20/file"]  # the median of 00..3f
+    assert 10.0 <= model.splits[0].time <= 11.0
+    assert [p.start for p in model.partitions("b")] == ["", "data/20/file"]
+    assert model.limit("b", write=True) == 200
+    # Each half now admits its own 100/s: 180 offered per second (alternating halves), all admitted.
+    alternating = [key for pair in zip(keys[:32], keys[32:], strict=True) for key in pair]
+    admitted = offer(model, clock, 5, 180, alternating)
+    assert admitted >= 0.97 * 5 * 180
+
+
+def test_load_below_the_hot_fraction_never_splits() -> None:
+    clock = Clock()
+    model = PartitionModel(LIMITS, clock)
+    offer(model, clock, 40, 40, [f"k{i}" for i in range(50)])  # 40/s < 0.5 x 100/s
+    assert model.splits == []
+
+
+def test_one_hot_key_cannot_be_split() -> None:
+    clock = Clock()
+    model = PartitionModel(LIMITS, clock)
+    offer(model, clock, 40, 300, [".hoodie/hoodie.properties"], write=False)
+    assert model.splits == []
+    assert len(model.partitions("b")) == 1
+
+
+def test_a_new_date_lands_in_the_upper_partition_until_it_splits_again() -> None:
+    """The Hive pattern: load moves to a key range past every boundary made so far."""
+    clock = Clock()
+    model = PartitionModel(LIMITS, clock)
+    day1 = [f"t/date=2026-01-01/f{i:03d}" for i in range(100)]
+    offer(model, clock, 12, 300, day1)
+    assert len(model.splits) == 1
+    day2 = [f"t/date=2026-01-02/f{i:03d}" for i in range(100)]
+    admitted = offer(model, clock, 5, 300, day2)
+    assert abs(admitted - 5 * 100) <= 0.05 * 500  # one partition's rate: the new date is in one
+    offer(model, clock, 10, 300, day2)
+    assert len(model.splits) == 2
+    assert model.splits[1].key.startswith("t/date=2026-01-02/")
+
+
+def test_the_model_is_deterministic_given_a_seed() -> None:
+    def run(seed: int) -> tuple[list[str], int]:
+        clock = Clock()
+        model = PartitionModel(LIMITS, clock, seed=seed)
+        keys = [f"p/{i:05d}" for i in range(SAMPLE_KEYS * 3)]  # more than a second's sample keeps
+        admitted = offer(model, clock, 12, SAMPLE_KEYS * 3, keys)
+        return [s.key for s in model.splits], admitted
+
+    assert run(7) == run(7)
+    assert run(7)[0]  # it split
+
+
+@pytest.fixture
+def throttled(s3_server: LoopbackS3) -> Iterator[ThrottlingProxy]:
+    model = PartitionModel(Limits(writes_per_second=25, reads_per_second=40, split_after=1e9), time.monotonic)
+    with ThrottlingProxy(s3_server.endpoint_url, model) as proxy:
+        yield proxy
+
+
+def test_the_proxy_answers_the_excess_with_s3s_slow_down(
+    throttled: ThrottlingProxy, s3_server: LoopbackS3
+) -> None:
+    bucket = s3_server.create_bucket("throttled").removeprefix("s3://")
+    client = boto3.client(
+        "s3",
+        endpoint_url=throttled.endpoint_url,
+        aws_access_key_id=ACCESS_KEY,
+        aws_secret_access_key=SECRET_KEY,
+        region_name=REGION,
+        config=Config(retries={"mode": "standard", "total_max_attempts": 1}),  # no retries
+    )
+    stored, refused, answers = [], [], set()
+    for n in range(120):
+        try:
+            client.put_object(Bucket=bucket, Key=f"k/{n}", Body=b"x")
+            stored.append(f"k/{n}")
+        except ClientError as error:
+            answers.add(
+                (error.response["ResponseMetadata"]["HTTPStatusCode"], error.response["Error"]["Code"])
+            )
+            refused.append(f"k/{n}")
+    assert answers == {(503, "SlowDown")}
+    assert refused
+    assert stored
+    direct = s3_server.client()
+    listed = {o["Key"] for o in direct.list_objects_v2(Bucket=bucket).get("Contents", [])}
+    assert listed == set(stored)  # what was refused never reached the server
+    assert throttled.stats.total("write", admitted=False) == len(refused)
+
+
+def test_fedcore_loses_nothing_while_throttled_hard(
+    throttled: ThrottlingProxy, s3_server: LoopbackS3
+) -> None:
+    tables, storage = s3_server.create_bucket("tables"), s3_server.create_bucket("storage")
+    options = {
+        "s3": {
+            **s3_server.storage_options()["s3"],
+            "client_kwargs": {"endpoint_url": throttled.endpoint_url, "region_name": REGION},
+        }
+    }
+    table = create_table(
+        f"{tables}/trips",
+        name="trips",
+        record_key_fields=["trip_id"],
+        partition_fields=["country"],
+        properties={P.STORAGE_STRATEGY_CLASS: "object_store", P.STORAGE_PATH: storage},
+        storage_options=options,
+    )
+    expected: dict[int, tuple[str, float]] = {}
+    countries = ["us", "de", "fr", "nl", "it", "es"]
+    for n in range(4):
+        ids = list(range(n * 30, n * 30 + 30))
+        result = WriteClient(table).upsert(trips(ids, [countries[i % 6] for i in ids], fare=float(n)))
+        assert result.warnings == ()
+        expected.update({i: (countries[i % 6], float(n) + i) for i in ids})
+    assert throttled.stats.total(admitted=False) > 0, "the run was throttled"
+    assert rows(load_table(table.path, storage_options=options)) == expected
