@@ -28,6 +28,7 @@ from fedcore import properties as P
 from fedcore.commit_metadata import WriteStat
 from fedcore.filenames import base_file_name, new_file_id
 from fedcore.handle import TableHandle
+from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import open_sized
 from fedcore.io.parquet import open_parquet
 from fedcore.records import COMMIT_SEQNO, FILE_NAME, META_COLUMNS, RECORD_KEY, record_keys
@@ -94,10 +95,16 @@ def put_data_file(
     after_marker: Callable[[], None] | None = None,
 ) -> None:
     """Marker first, then the data file: a rollback can always find what was written."""
-    table.fs.table_fs.pipe_file(f"{table.marker_folder(instant)}/{relative_path}.marker.{kind}", b"")
+    _mark(table, instant, relative_path, kind)
     if after_marker is not None:
         after_marker()
     table.fs.pipe_file(relative_path, data, mode="create")
+
+
+def _mark(table: TableHandle, instant: str, relative_path: str, kind: str) -> None:
+    marker = f"{table.marker_folder(instant)}/{relative_path}.marker.{kind}"
+    with storage_errors(marker):
+        table.fs.table_fs.pipe_file(marker, b"")
 
 
 def copy_data_file(
@@ -110,7 +117,7 @@ def copy_data_file(
 ) -> None:
     """Marker first, then a copy of another table's data file (a migration's files that need
     no change), server-side where the store allows."""
-    table.fs.table_fs.pipe_file(f"{table.marker_folder(instant)}/{relative_path}.marker.CREATE", b"")
+    _mark(table, instant, relative_path, "CREATE")
     if after_marker is not None:
         after_marker()
     table.fs.copy_in(source_fs, source_path, relative_path)

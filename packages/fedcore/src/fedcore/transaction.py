@@ -39,6 +39,7 @@ from fedcore.commit_metadata import rollback_metadata
 from fedcore.exceptions import CommitConflictError, InstantConflictError
 from fedcore.file_writer import put_data_file
 from fedcore.io.atomic import create_exclusive
+from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import read_object, remove_files
 from fedcore.metadata.table import Op
 from fedcore.timeline import (
@@ -88,7 +89,8 @@ class Heartbeat:
         self._thread.start()
 
     def beat(self) -> None:
-        self._fs.pipe_file(self.path, str(_now_ms()).encode())
+        with storage_errors(self.path):
+            self._fs.pipe_file(self.path, str(_now_ms()).encode())
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
@@ -101,7 +103,7 @@ class Heartbeat:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
         if remove:
-            with contextlib.suppress(FileNotFoundError):  # one request, not a check and then one
+            with contextlib.suppress(FileNotFoundError), storage_errors(self.path):  # one request
                 self._fs.rm_file(self.path)
 
 
@@ -231,7 +233,9 @@ class Transaction:
 
     def _claim(self, name: str) -> None:
         # Recorded among the markers first, so a rollback knows which claims to release.
-        self._fs.pipe_file(f"{self.table.marker_folder(self.time)}/.claims/{name}", b"")
+        marker = f"{self.table.marker_folder(self.time)}/.claims/{name}"
+        with storage_errors(marker):
+            self._fs.pipe_file(marker, b"")
         path = self.table.claim_path(name)
         for attempt in (1, 2):
             try:
@@ -281,7 +285,8 @@ def is_failed(table: TableHandle, instant: Instant) -> bool:
     expires after the same interval as any other."""
     path = heartbeat_path(table.path, instant.time)
     try:
-        last = int(table.fs.table_fs.cat_file(path).decode() or 0)
+        with storage_errors(path):
+            last = int(table.fs.table_fs.cat_file(path).decode() or 0)
     except (FileNotFoundError, ValueError):
         last = 0
     requested_ms = int(parse_instant_time(instant.time).timestamp() * 1000)
@@ -354,7 +359,8 @@ def marked(table: TableHandle, instant: str) -> tuple[list[str], list[str]]:
     folder = table.marker_folder(instant)
     prefix = fs._strip_protocol(folder).rstrip("/") + "/"
     try:
-        markers = fs.find(folder, detail=False)
+        with storage_errors(folder):
+            markers = fs.find(folder, detail=False)
     except FileNotFoundError:
         return [], []  # never written, or another process finished rolling it back
     files: list[str] = []
@@ -383,8 +389,9 @@ def _delete_written_files(table: TableHandle, instant: str) -> dict[str, list[st
 
 
 def _remove_markers(table: TableHandle, instant: str) -> None:
-    with contextlib.suppress(FileNotFoundError):  # none: nothing was written
-        table.fs.table_fs.rm(table.marker_folder(instant), recursive=True)
+    folder = table.marker_folder(instant)
+    with contextlib.suppress(FileNotFoundError), storage_errors(folder):  # none: nothing was written
+        table.fs.table_fs.rm(folder, recursive=True)
 
 
 def roll_back_failed_writes(table: TableHandle, timeline: Timeline | None = None) -> list[str]:
@@ -411,7 +418,7 @@ def release_claim(table: TableHandle, name: str, holder: str) -> None:
     """Delete a claim, but only if ``holder`` holds it."""
     fs = table.fs.table_fs
     path = table.claim_path(name)
-    with contextlib.suppress(FileNotFoundError):  # released already (a racing roller)
+    with contextlib.suppress(FileNotFoundError), storage_errors(path):  # released already (a racing roller)
         if read_object(fs, path).decode() == holder:
             fs.rm_file(path)
 

@@ -13,6 +13,7 @@ manifest to a rebuilt one, and a reader must see the old or the new one whole.
 
 from __future__ import annotations
 
+import errno
 import os
 import uuid
 
@@ -31,7 +32,15 @@ def create_exclusive(fs: AbstractFileSystem, path: str, data: bytes) -> None:
             _local_create_exclusive(fs._strip_protocol(path), data)
     elif "s3" in _protocols(fs):
         with storage_errors(path):
-            fs.pipe_file(path, data, mode="create")
+            try:
+                fs.pipe_file(path, data, mode="create")
+            except OSError as exc:
+                # The request carried one condition (If-None-Match: *), so a failed
+                # precondition means the object exists. s3fs says so only when the error
+                # body names the condition, which AWS's and moto's do and SeaweedFS's not.
+                if isinstance(exc, FileExistsError) or not _precondition_failed(exc):
+                    raise
+                raise FileExistsError(errno.EEXIST, f"{path} exists", path) from exc
     else:
         raise AtomicWriteUnsupportedError(
             f"{type(fs).__name__} offers no atomic exclusive create; "
@@ -62,6 +71,10 @@ def replace_atomic(fs: AbstractFileSystem, path: str, data: bytes) -> None:
             f"{type(fs).__name__} offers no atomic overwrite; fedcore writes to local files and "
             "S3-compatible stores"
         )
+
+
+def _precondition_failed(error: OSError) -> bool:
+    return error.errno == errno.EINVAL and "pre-condition" in str(error).lower()
 
 
 def _protocols(fs: AbstractFileSystem) -> tuple[str, ...]:

@@ -142,6 +142,10 @@ class PartitionModel:
         with self._lock:
             return list(self._buckets.get(bucket, []))
 
+    def buckets(self) -> list[str]:
+        with self._lock:
+            return list(self._buckets)
+
     def partition_count(self) -> int:
         with self._lock:
             return sum(len(parts) for parts in self._buckets.values())

@@ -16,16 +16,19 @@ and rejected of each class, for the lab's plots.
 from __future__ import annotations
 
 import http.client
+import multiprocessing
 import threading
 import time
 import uuid
 from collections import Counter
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from multiprocessing.connection import Connection
 from types import TracebackType
 from typing import Final
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from fedcore.lab.partitions import PartitionModel
+from fedcore.lab.partitions import Limits, PartitionModel, Split
 
 #: Headers of one connection, not of the request: never passed on. ``Expect: 100-continue``
 #: was answered here already (the body is in hand).
@@ -48,28 +51,30 @@ def slow_down_body(resource: str) -> bytes:
 
 
 class ProxyStats:
-    """Requests by second (since the proxy started), class and outcome."""
+    """Requests by second (since the proxy started), bucket, class and outcome."""
 
     def __init__(self, start: float) -> None:
         self.start = start
         self._lock = threading.Lock()
-        #: (second, "write"|"read", admitted) -> requests
-        self.by_second: Counter[tuple[int, str, bool]] = Counter()
+        #: (second, bucket, "write"|"read", admitted) -> requests
+        self.by_second: Counter[tuple[int, str, str, bool]] = Counter()
         self.bytes_in = 0
         self.bytes_out = 0
 
-    def add(self, now: float, write: bool, admitted: bool, bytes_in: int = 0, bytes_out: int = 0) -> None:
+    def add(
+        self, now: float, bucket: str, write: bool, admitted: bool, bytes_in: int = 0, bytes_out: int = 0
+    ) -> None:
         with self._lock:
-            self.by_second[(int(now - self.start), "write" if write else "read", admitted)] += 1
+            self.by_second[(int(now - self.start), bucket, "write" if write else "read", admitted)] += 1
             self.bytes_in += bytes_in
             self.bytes_out += bytes_out
 
-    def total(self, kind: str | None = None, admitted: bool | None = None) -> int:
+    def total(self, kind: str | None = None, admitted: bool | None = None, bucket: str | None = None) -> int:
         with self._lock:
             return sum(
                 n
-                for (_, k, a), n in self.by_second.items()
-                if (kind is None or k == kind) and (admitted is None or a == admitted)
+                for (_, b, k, a), n in self.by_second.items()
+                if (kind is None or k == kind) and (admitted is None or a == admitted) and bucket in (None, b)
             )
 
 
@@ -106,7 +111,7 @@ class ThrottlingProxy:
                     key = parse_qs(url.query).get("prefix", [""])[0]
                 write = self.command in WRITE_METHODS
                 if bucket and not proxy.model.admit(bucket, key, write):
-                    proxy.stats.add(time.monotonic(), write, False)
+                    proxy.stats.add(time.monotonic(), bucket, write, False)
                     reply = slow_down_body(url.path)
                     self.send_response(503, "Slow Down")
                     self.send_header("Content-Type", "application/xml")
@@ -115,7 +120,7 @@ class ThrottlingProxy:
                     self.wfile.write(reply)
                     return
                 status, reason, headers, data = self._forward(body)
-                proxy.stats.add(time.monotonic(), write, True, len(body), len(data))
+                proxy.stats.add(time.monotonic(), bucket, write, True, len(body), len(data))
                 self.send_response(status, reason)
                 for name, value in headers:
                     if name.lower() not in _HOP_BY_HOP and name.lower() != "content-length":
@@ -190,3 +195,93 @@ class ThrottlingProxy:
         self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
     ) -> None:
         self.stop()
+
+
+@dataclass
+class Snapshot:
+    """What a proxy process saw: its stats, and each bucket's partition count by second."""
+
+    #: When the proxy started (``time.monotonic()``, one clock for every process here).
+    start: float
+    by_second: Counter[tuple[int, str, str, bool]]
+    partitions: dict[str, dict[int, int]]
+    splits: list[Split]
+    bytes_in: int
+    bytes_out: int
+
+
+class ProxyProcess:
+    """A ``ThrottlingProxy`` in a process of its own, so the clients it throttles do not
+    share its interpreter (one GIL would make the proxy the bottleneck it is measuring).
+    ``snapshot()`` fetches its stats; it samples each bucket's partitions every 0.1 s."""
+
+    def __init__(self, backend_url: str, limits: Limits, seed: int = 0) -> None:
+        self._args = (backend_url, limits, seed)
+        self._process: multiprocessing.process.BaseProcess | None = None
+        self._pipe: Connection | None = None
+        self.endpoint_url = ""
+
+    def start(self) -> ProxyProcess:
+        context = multiprocessing.get_context("spawn")
+        ours, theirs = context.Pipe()
+        self._process = context.Process(target=_serve, args=(*self._args, theirs), daemon=True)
+        self._process.start()
+        self._pipe = ours
+        self.endpoint_url = ours.recv()
+        return self
+
+    def snapshot(self) -> Snapshot:
+        assert self._pipe is not None
+        self._pipe.send("snapshot")
+        snapshot: Snapshot = self._pipe.recv()
+        return snapshot
+
+    def stop(self) -> None:
+        if self._pipe is not None:
+            self._pipe.send("stop")
+            self._pipe = None
+        if self._process is not None:
+            self._process.join(10)
+            if self._process.is_alive():
+                self._process.kill()
+            self._process = None
+
+    def __enter__(self) -> ProxyProcess:
+        return self.start()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def _serve(backend_url: str, limits: Limits, seed: int, pipe: Connection) -> None:
+    model = PartitionModel(limits, time.monotonic, seed)
+    partitions: dict[str, dict[int, int]] = {}
+    done = threading.Event()
+    with ThrottlingProxy(backend_url, model) as proxy:
+
+        def sample() -> None:
+            while not done.is_set():
+                second = int(time.monotonic() - proxy.stats.start)
+                for bucket in model.buckets():
+                    seen = partitions.setdefault(bucket, {})
+                    seen[second] = max(seen.get(second, 0), len(model.partitions(bucket)))
+                time.sleep(0.1)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        pipe.send(proxy.endpoint_url)
+        while pipe.recv() == "snapshot":
+            stats = proxy.stats
+            pipe.send(
+                Snapshot(
+                    stats.start,
+                    Counter(stats.by_second),
+                    {b: dict(s) for b, s in partitions.items()},
+                    list(model.splits),
+                    stats.bytes_in,
+                    stats.bytes_out,
+                )
+            )
+        done.set()
