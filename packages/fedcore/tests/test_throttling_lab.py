@@ -12,10 +12,12 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from fedcore import properties as P
+from fedcore.io.atomic import create_exclusive
+from fedcore.io.filesystems import filesystem_for
 from fedcore.lab.partitions import SAMPLE_KEYS, Limits, PartitionModel
 from fedcore.lab.proxy import ThrottlingProxy
 from fedcore.table import create_table, load_table
-from fedcore.testing import ACCESS_KEY, REGION, SECRET_KEY, LoopbackS3
+from fedcore.testing import ACCESS_KEY, REGION, SECRET_KEY, LoopbackS3, SeaweedS3
 from fedcore.write_client import WriteClient
 
 from .test_writes import rows, trips
@@ -192,3 +194,15 @@ def test_fedcore_loses_nothing_while_throttled_hard(
         expected.update({i: (countries[i % 6], float(n) + i) for i in ids})
     assert throttled.stats.total(admitted=False) > 0, "the run was throttled"
     assert rows(load_table(table.path, storage_options=options)) == expected
+
+
+def test_an_exclusive_create_on_seaweedfs_is_exclusive() -> None:
+    """SeaweedFS answers a failed If-None-Match with a 412 that names no condition (AWS's and
+    moto's name it); fedcore's exclusive create must still read it as "exists"."""
+    with SeaweedS3() as server:
+        bucket = server.create_bucket("exclusive")
+        fs = filesystem_for(bucket, server.storage_options())
+        create_exclusive(fs, f"{bucket}/a", b"first")
+        with pytest.raises(FileExistsError):
+            create_exclusive(fs, f"{bucket}/a", b"second")
+        assert fs.cat_file(f"{bucket}/a") == b"first"
