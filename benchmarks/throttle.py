@@ -92,7 +92,6 @@ class Run:
     splits: dict[str, int] = field(default_factory=dict)
     bytes_in: int = 0
     bytes_out: int = 0
-    commits_in_window: int = 0
     #: 503s over the whole run, operations in flight at the end included.
     rejected_total: int = 0
 
@@ -110,96 +109,100 @@ class Run:
 
 
 def run_layout(
-    backend: S3Endpoint, name: str, layout: dict[str, str], args: argparse.Namespace, limits: Limits
+    backend: S3Endpoint, proxy: ProxyProcess, name: str, layout: dict[str, str], args: argparse.Namespace
 ) -> Run:
+    """One layout's run on new buckets (each starts with one partition of its own)."""
     tables, storage = backend.create_bucket("tables"), backend.create_bucket("storage")
-    with ProxyProcess(backend.endpoint_url, limits, args.seed) as proxy:
-        client: dict[str, object] = {
-            **backend.storage_options()["s3"],
-            "client_kwargs": {"endpoint_url": proxy.endpoint_url, "region_name": REGION},
-        }
-        if args.retry_mode != "adaptive":  # fedcore's default
-            client["config_kwargs"] = {"retries": {"mode": args.retry_mode, "max_attempts": 10}}
-        options = {"s3": client}
-        properties = {**layout, P.MAX_FILE_SIZE: "1"}
-        if layout[P.STORAGE_STRATEGY_CLASS] != "hive":
-            properties[P.STORAGE_PATH] = storage
-        table = create_table(
-            f"{tables}/events",
-            name="events",
-            record_key_fields=["id"],
-            partition_fields=["date"],
-            properties=properties,
-            storage_options=options,
-        )
-        table_bucket = tables.removeprefix("s3://")
-        data_bucket = storage.removeprefix("s3://") if P.STORAGE_PATH in properties else table_bucket
-        run = Run(name, data_bucket, table_bucket)
-        start = time.monotonic()
-        stop = threading.Event()
-        lock = threading.Lock()
-        written: list[pa.Array] = []
+    client: dict[str, object] = {
+        **backend.storage_options()["s3"],
+        "client_kwargs": {"endpoint_url": proxy.endpoint_url, "region_name": REGION},
+    }
+    if args.retry_mode != "adaptive":  # fedcore's default
+        client["config_kwargs"] = {"retries": {"mode": args.retry_mode, "max_attempts": 10}}
+    options = {"s3": client}
+    properties = {**layout, P.MAX_FILE_SIZE: "1"}
+    if layout[P.STORAGE_STRATEGY_CLASS] != "hive":
+        properties[P.STORAGE_PATH] = storage
+    table = create_table(
+        f"{tables}/events",
+        name="events",
+        record_key_fields=["id"],
+        partition_fields=["date"],
+        properties=properties,
+        storage_options=options,
+    )
+    table_bucket = tables.removeprefix("s3://")
+    data_bucket = storage.removeprefix("s3://") if P.STORAGE_PATH in properties else table_bucket
+    run = Run(name, data_bucket, table_bucket)
+    start = time.monotonic()
+    stop = threading.Event()
+    lock = threading.Lock()
+    written: list[pa.Array] = []
 
-        def day(offset: int = 0) -> str:
-            return f"2026-01-{1 + max(0, int((time.monotonic() - start) / args.day) - offset):02d}"
+    def day(offset: int = 0) -> str:
+        return f"2026-01-{1 + max(0, int((time.monotonic() - start) / args.day) - offset):02d}"
 
-        def writer(index: int) -> None:
-            handle = load_table(table.path, storage_options=options)
-            batch = 0
-            while not stop.is_set():
-                first = index * 10**8 + batch * args.files
-                ids = pa.array(range(first, first + args.files), pa.int64())
-                rows = pa.table({"id": ids, "date": [day()] * len(ids), "v": pa.array([1.0] * len(ids))})
-                batch += 1
-                try:
-                    WriteClient(handle).write(rows, "bulk_insert")
-                except Exception as exc:
-                    with lock:
-                        run.failed.append(f"write: {type(exc).__name__}: {exc}")
-                    continue
+    def writer(index: int) -> None:
+        handle = load_table(table.path, storage_options=options)
+        batch = 0
+        while not stop.is_set():
+            first = index * 10**8 + batch * args.files
+            ids = pa.array(range(first, first + args.files), pa.int64())
+            rows = pa.table({"id": ids, "date": [day()] * len(ids), "v": pa.array([1.0] * len(ids))})
+            batch += 1
+            try:
+                WriteClient(handle).write(rows, "bulk_insert")
+            except Exception as exc:
                 with lock:
-                    written.append(ids)
-                    run.commits += 1
+                    run.failed.append(f"write: {type(exc).__name__}: {exc}")
+                continue
+            with lock:
+                written.append(ids)
+                run.commits += 1
 
-        def reader() -> None:
-            handle = load_table(table.path, storage_options=options)
-            while not stop.is_set():
-                if not run.commits:  # nothing to read yet
-                    time.sleep(0.1)
-                    continue
-                try:
-                    handle.read(filters=[("date", "in", [day(1), day()])], columns=["id"])
-                except Exception as exc:
-                    with lock:
-                        run.failed.append(f"scan: {type(exc).__name__}: {exc}")
-                    continue
+    def reader() -> None:
+        handle = load_table(table.path, storage_options=options)
+        while not stop.is_set():
+            if not run.commits:  # nothing to read yet
+                time.sleep(0.1)
+                continue
+            try:
+                handle.read(filters=[("date", "in", [day(1), day()])], columns=["id"])
+            except Exception as exc:
                 with lock:
-                    run.scans += 1
+                    run.failed.append(f"scan: {type(exc).__name__}: {exc}")
+                continue
+            with lock:
+                run.scans += 1
 
-        threads = [threading.Thread(target=writer, args=(i,)) for i in range(args.writers)]
-        threads += [threading.Thread(target=reader) for _ in range(args.readers)]
-        for thread in threads:
-            thread.start()
-        time.sleep(args.seconds)
-        snapshot = proxy.snapshot()  # the ingestion window; the operations in flight finish after it
-        stop.set()
-        for thread in threads:
-            thread.join()
-        run.commits_in_window = run.commits
-        final = proxy.snapshot()
-    first, last = int(start - snapshot.start), int(start - snapshot.start + args.seconds)
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(args.writers)]
+    threads += [threading.Thread(target=reader) for _ in range(args.readers)]
+    for thread in threads:
+        thread.start()
+    time.sleep(args.seconds)
+    stop.set()  # the operations in flight finish, and count
+    for thread in threads:
+        thread.join()
+    snapshot = final = proxy.snapshot()
+    ended = time.monotonic()
+    first, last = int(start - snapshot.start), int(ended - snapshot.start) + 1
     for bucket in {data_bucket, table_bucket}:
         series = run.buckets[bucket] = Series()
-        for second in range(first, last):
-            series.at(second)[4] = max(1, snapshot.partitions.get(bucket, {}).get(second, 1))
+        known = 1
+        for second in range(first, last):  # partitions as sampled, carried over unsampled seconds
+            known = snapshot.partitions.get(bucket, {}).get(second, known)
+            series.at(second)[4] = known
     for (second, bucket, kind, admitted), count in snapshot.by_second.items():
         if bucket in run.buckets and second in run.buckets[bucket].seconds:
             run.buckets[bucket].seconds[second][(0 if admitted else 1) + (0 if kind == "write" else 2)] += (
                 count
             )
     run.splits = {b: sum(1 for s in snapshot.splits if s.bucket == b) for b in run.buckets}
-    run.rejected_total = sum(n for (_, _, _, admitted), n in final.by_second.items() if not admitted)
-    run.bytes_in, run.bytes_out = final.bytes_in, final.bytes_out
+    run.rejected_total = sum(
+        n for (_, bucket, _, admitted), n in final.by_second.items() if not admitted and bucket in run.buckets
+    )
+    run.bytes_in = sum(final.bytes_in[bucket] for bucket in run.buckets)
+    run.bytes_out = sum(final.bytes_out[bucket] for bucket in run.buckets)
     # Every committed row must read back, whatever the throttling did (read past the proxy).
     run.rows_written = sum(len(ids) for ids in written)
     committed = set(pa.chunked_array(written, pa.int64()).to_pylist()) if written else set()
@@ -226,12 +229,13 @@ def markdown(runs: list[Run], limits: Limits, args: argparse.Namespace) -> str:
         f"Per-partition limits {limits.writes_per_second:.0f} writes/s and {limits.reads_per_second:.0f} "
         f"reads/s (S3's times {args.scale}); a split after {limits.split_after:.0f} s of sustained load; "
         f"{args.writers} writers of {args.files} one-row files per commit, {args.readers} reader, "
-        f"{args.seconds:.0f} s per layout, a new date every {args.day:.0f} s; {args.backend}.",
+        f"writers stopped after {args.seconds:.0f} s per layout (their commits in flight finish and count), "
+        f"a new date every {args.day:.0f} s; {args.backend}.",
         "",
         "| layout | data bucket: achieved/limit | partitions (splits) | writes/s "
         "| table bucket (`.hoodie/`): achieved/limit | partitions (splits) "
-        "| 503s | commits | scans | failed | rows written | rows lost |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| 503s | commits | scans | MB written / read | failed | rows written | rows lost |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for run in runs:
         data = run.data
@@ -240,14 +244,15 @@ def markdown(runs: list[Run], limits: Limits, args: argparse.Namespace) -> str:
         lines.append(
             f"| {run.layout} | {_ratio(data.ratio(limits))} "
             f"| {data.partitions()} ({run.splits[run.data_bucket]}) | "
-            f"{data.total(0) / args.seconds:.0f} | "
+            f"{data.total(0) / max(1, len(data.seconds)):.0f} | "
             + (
                 "(the same bucket) | | "
                 if same
                 else f"{_ratio(meta.ratio(limits))} | {meta.partitions()} ({run.splits[run.table_bucket]}) | "
             )
-            + f"{run.throttled:,} | {run.commits} | {run.scans} | {len(run.failed)} | {run.rows_written:,} | "
-            f"{run.rows_lost} |"
+            + f"{run.throttled:,} | {run.commits} | {run.scans} | "
+            f"{run.bytes_in / 1e6:.1f} / {run.bytes_out / 1e6:.1f} | {len(run.failed)} | "
+            f"{run.rows_written:,} | {run.rows_lost} |"
         )
     return "\n".join(lines)
 
@@ -302,7 +307,7 @@ def main(argv: list[str] | None = None) -> list[Run]:
     parser.add_argument("--day", type=float, help="seconds per simulated day")
     parser.add_argument("--writers", type=int, default=4)
     parser.add_argument("--readers", type=int, default=1)
-    parser.add_argument("--files", type=int, help="files per commit, one row each (default 20)")
+    parser.add_argument("--files", type=int, help="files per commit, one row each (default 200; --quick 50)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--layouts", help="comma separated, of " + ", ".join(LAYOUTS))
     parser.add_argument("--moto", action="store_true", help="moto instead of SeaweedFS")
@@ -312,9 +317,9 @@ def main(argv: list[str] | None = None) -> list[Run]:
     parser.add_argument("--plot", help="requests/s over time per layout, into this PNG")
     parser.add_argument("--markdown", help="write the result table into this file")
     args = parser.parse_args(argv)
-    args.seconds = args.seconds or (10.0 if args.quick else 60.0)
+    args.seconds = args.seconds or (4.0 if args.quick else 60.0)
     args.day = args.day or (5.0 if args.quick else 20.0)
-    args.files = args.files or 20
+    args.files = args.files or (50 if args.quick else 200)
     scaled = Limits().scaled(args.scale)
     limits = Limits(
         scaled.writes_per_second, scaled.reads_per_second, args.split_after or (4.0 if args.quick else 10.0)
@@ -324,10 +329,10 @@ def main(argv: list[str] | None = None) -> list[Run]:
     args.backend = "SeaweedFS" if isinstance(backend, SeaweedS3) else "moto"
     print(f"backend: {args.backend}; {limits}")
     runs = []
-    with backend:
+    with backend, ProxyProcess(backend.endpoint_url, limits, args.seed) as proxy:
         for name in names:
             began = time.monotonic()
-            run = run_layout(backend, name, LAYOUTS[name], args, limits)
+            run = run_layout(backend, proxy, name, LAYOUTS[name], args)
             print(f"  {name}: {time.monotonic() - began:.0f} s, {run.commits} commits")
             runs.append(run)
     table = markdown(runs, limits, args)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from fedcore import properties as P
 from fedcore.exceptions import CommitConflictError
 from fedcore.metadata.table import ADD, MetadataTable, Op
 from fedcore.table import create_table
@@ -201,3 +202,26 @@ def test_metadata_lookups_and_commits_scale_with_what_they_touch(tmp_path: Path)
     assert index.stats.bytes <= 2 * largest_shard, (index.stats.bytes, largest_shard)  # + the manifest
     assert index.stats.requests <= 4
     assert sum(len(f.files) for f in index.files().values()) == 20_000
+
+
+def test_one_marker_object_names_every_file_a_write_makes(backend: Backend) -> None:
+    """Markers live on the table path's one hot prefix: a write marks its files with one
+    request, not one per file, and a rollback still finds every file it names."""
+    table = make_table(backend, **{P.MAX_FILE_SIZE: "1"})  # one row per file
+    with pytest.raises(Crash):
+        WriteClient(table, hook=crash_at("metadata")).write(
+            trips(range(30), ["us", "de", "fr"] * 10), "insert"
+        )
+    (pending,) = table.timeline().pending()
+    fs = table.fs.table_fs
+    markers = fs.find(table.marker_folder(pending.time))
+    assert len(markers) == 1
+    assert markers[0].rsplit("/", 1)[-1].startswith("MARKERS-")
+    lines = fs.cat_file(markers[0]).decode().splitlines()
+    assert len(lines) == 30
+    assert all(line.endswith(".parquet.marker.CREATE") for line in lines)
+    assert len(physical_files(backend, backend.storage_path)) == 30
+    wait_for_heartbeat_expiry()
+    WriteClient(table).write(trips([99], "it"), "insert")  # recovers first: the 30 files go
+    assert len(physical_files(backend, backend.storage_path)) == 1
+    assert sorted(rows(table)) == [99]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import io
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -36,8 +37,8 @@ from fedcore.records import COMMIT_SEQNO, FILE_NAME, META_COLUMNS, RECORD_KEY, r
 NO_ROWS: Final = np.empty(0, np.int64)
 _UNIQUE_META_COLUMNS: Final = frozenset({COMMIT_SEQNO, RECORD_KEY})
 
-#: Puts a data file: (logical path, bytes, "CREATE" or "MERGE"), marker first.
-PutFile = Callable[[str, bytes, str], None]
+#: Puts a data file (logical path, bytes) whose marker batch is written (``mark_files``).
+PutFile = Callable[[str, bytes], None]
 
 
 @dataclass
@@ -86,41 +87,49 @@ def new_groups(partition: str, rows: np.ndarray, per_file: int) -> list[FileGrou
     ]
 
 
-def put_data_file(
-    table: TableHandle,
-    instant: str,
-    relative_path: str,
-    data: bytes,
-    kind: str,
-    after_marker: Callable[[], None] | None = None,
-) -> None:
-    """Marker first, then the data file: a rollback can always find what was written."""
-    _mark(table, instant, relative_path, kind)
-    if after_marker is not None:
-        after_marker()
+#: A marker batch: ``<marker folder>/MARKERS-<token>``, one line per file a task is about to
+#: write (``<partition>/<file>.marker.<CREATE|MERGE>``, the lines of Hudi's own batched markers).
+MARKER_BATCH_PREFIX: Final = "MARKERS-"
+
+
+def mark_files(table: TableHandle, instant: str, entries: Sequence[tuple[str, str]], token: str) -> None:
+    """Markers first: one object naming every file (relative path, kind) a task is about to
+    write, before it writes any, so a rollback can always find what was written.
+
+    One request however many files the task writes: the marker folder sits under the table
+    path's ``.hoodie/``, one key range per instant, above every range a store has split off
+    so far (a new instant is like a new Hive date), so a marker per file made every data
+    file cost a request on that one hot prefix, whatever the layout (the throttling lab).
+    ``token`` names the batch; it must be unique per task attempt."""
+    if not entries:
+        return
+    batch = f"{table.marker_folder(instant)}/{MARKER_BATCH_PREFIX}{token}"
+    body = "".join(f"{path}.marker.{kind}\n" for path, kind in entries).encode()
+    with storage_errors(batch):
+        table.fs.table_fs.pipe_file(batch, body)
+
+
+def marker_token(first: str) -> str:
+    """A batch token: the task's first file token and a random suffix (retries never collide)."""
+    return f"{first}-{uuid.uuid4().hex[:12]}"
+
+
+def put_data_file(table: TableHandle, relative_path: str, data: bytes) -> None:
+    """A data file whose marker is written (``mark_files``), created exclusively."""
     table.fs.pipe_file(relative_path, data, mode="create")
 
 
-def _mark(table: TableHandle, instant: str, relative_path: str, kind: str) -> None:
-    marker = f"{table.marker_folder(instant)}/{relative_path}.marker.{kind}"
-    with storage_errors(marker):
-        table.fs.table_fs.pipe_file(marker, b"")
-
-
 def copy_data_file(
-    table: TableHandle,
-    instant: str,
-    relative_path: str,
-    source_fs: AbstractFileSystem,
-    source_path: str,
-    after_marker: Callable[[], None] | None = None,
+    table: TableHandle, relative_path: str, source_fs: AbstractFileSystem, source_path: str
 ) -> None:
-    """Marker first, then a copy of another table's data file (a migration's files that need
-    no change), server-side where the store allows."""
-    _mark(table, instant, relative_path, "CREATE")
-    if after_marker is not None:
-        after_marker()
+    """A copy of another table's data file (a migration's files that need no change), marked
+    like any other; server-side where the store allows."""
     table.fs.copy_in(source_fs, source_path, relative_path)
+
+
+def relative_path(group: FileGroupWrite, naming: FileName, instant: str) -> str:
+    name = base_file_name(group.file_id, naming.token, instant)
+    return f"{group.partition}/{name}" if group.partition else name
 
 
 def write_group(
@@ -132,8 +141,8 @@ def write_group(
     put: PutFile,
 ) -> WriteStat:
     """Write one file group's new base file (encoded on ``encoder``) and say what it holds."""
-    name = base_file_name(group.file_id, naming.token, source.instant)
-    relative = f"{group.partition}/{name}" if group.partition else name
+    relative = relative_path(group, naming, source.instant)
+    name = relative.rpartition("/")[2]
     base = group.base_bytes
     group.base_bytes = None  # held by this call only from here
     if group.base is not None and base is None:
@@ -142,7 +151,7 @@ def write_group(
         with fs.errors(base_path), open_sized(fs, base_path, group.base_size) as handle:
             base = handle.read()
     payload, rows_written = encoder.submit(encode_group, table, source, naming, name, group, base).result()
-    put(relative, payload, "MERGE" if group.base else "CREATE")
+    put(relative, payload)
     updates = group.updates
     return WriteStat(
         file_id=group.file_id,

@@ -56,7 +56,7 @@ from fedcore.exceptions import (
     TableNotFoundError,
     UnsupportedTableError,
 )
-from fedcore.file_writer import copy_data_file, write_partition_metadata
+from fedcore.file_writer import copy_data_file, mark_files, marker_token, write_partition_metadata
 from fedcore.filenames import data_file_id
 from fedcore.io.filesystems import StorageOptions, filesystem_for
 from fedcore.io.uris import is_within, normalize_uri
@@ -224,9 +224,11 @@ def migrate(
         rewrites = [u for u in found.units if u.name is None]
         write_partition_metadata(table, sorted({u.partition for u in copies}), job.instant)
         stats: list[WriteStat] = []
+        mark_files(table, job.instant, [(_relative(u), "CREATE") for u in copies], marker_token("copies"))
+        if hook is not None and copies:
+            hook("data")
         with ThreadPoolExecutor(IO_THREADS) as pool:
-            marked = None if hook is None else (lambda: hook("data"))
-            for stat in pool.map(lambda unit: _copy(table, job.instant, unit, marked), copies):
+            for stat in pool.map(lambda unit: _copy(table, unit), copies):
                 stats.append(stat)
                 tick()
         report.copied = len(copies)
@@ -246,10 +248,15 @@ def migrate(
     return report
 
 
-def _copy(table: Table, instant: str, unit: _Unit, marked: Callable[[], None] | None) -> WriteStat:
+def _relative(unit: _Unit) -> str:
     assert unit.name is not None
-    relative = f"{unit.partition}/{unit.name}" if unit.partition else unit.name
-    copy_data_file(table, instant, relative, unit.fs, unit.path, marked)
+    return f"{unit.partition}/{unit.name}" if unit.partition else unit.name
+
+
+def _copy(table: Table, unit: _Unit) -> WriteStat:
+    assert unit.name is not None
+    relative = _relative(unit)
+    copy_data_file(table, relative, unit.fs, unit.path)
     file_id = data_file_id(unit.name)
     assert file_id is not None
     return WriteStat(

@@ -37,10 +37,10 @@ from typing import TYPE_CHECKING, Final
 from fedcore import properties as P
 from fedcore.commit_metadata import rollback_metadata
 from fedcore.exceptions import CommitConflictError, InstantConflictError
-from fedcore.file_writer import put_data_file
+from fedcore.file_writer import MARKER_BATCH_PREFIX, put_data_file
 from fedcore.io.atomic import create_exclusive
 from fedcore.io.errors import storage_errors
-from fedcore.io.filesystems import read_object, remove_files
+from fedcore.io.filesystems import read_object, read_objects, remove_files
 from fedcore.metadata.table import Op
 from fedcore.timeline import (
     CLEAN,
@@ -181,11 +181,11 @@ class Transaction:
         transaction.heartbeat.beat()
         return transaction
 
-    def write_file(self, relative_path: str, data: bytes, kind: str = "CREATE") -> None:
-        """Marker first, then the data file: a rollback can always find what was written."""
-        put_data_file(
-            self.table, self.time, relative_path, data, kind, after_marker=lambda: self._hook("data")
-        )
+    def write_file(self, relative_path: str, data: bytes) -> None:
+        """A data file whose marker batch is written (``file_writer.mark_files``); the "data"
+        step comes between the two."""
+        self._hook("data")
+        put_data_file(self.table, relative_path, data)
 
     def remove_unreferenced(self, written: Iterable[str]) -> list[str]:
         """Delete the data files this instant's markers name that ``written`` (logical paths)
@@ -365,13 +365,18 @@ def marked(table: TableHandle, instant: str) -> tuple[list[str], list[str]]:
         return [], []  # never written, or another process finished rolling it back
     files: list[str] = []
     claims: list[str] = []
+    batches: list[str] = []
     for marker in markers:
         relative = str(marker)[len(prefix) :]
         if relative.startswith(".claims/"):
             claims.append(relative[len(".claims/") :])
-        else:
+        elif relative.startswith(MARKER_BATCH_PREFIX):
+            batches.append(str(marker))
+        else:  # a marker per file, as fedcore wrote them before batches (and Hudi's direct ones)
             files.append(relative.rsplit(".marker.", 1)[0])
-    return files, claims
+    for body in read_objects(fs, batches):
+        files.extend(line.rsplit(".marker.", 1)[0] for line in body.decode().splitlines() if line)
+    return sorted(set(files)), claims
 
 
 def _delete_written_files(table: TableHandle, instant: str) -> dict[str, list[str]]:

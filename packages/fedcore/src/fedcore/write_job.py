@@ -39,8 +39,11 @@ from fedcore.file_writer import (
     FileGroupWrite,
     FileName,
     PutFile,
+    mark_files,
+    marker_token,
     new_groups,
     put_data_file,
+    relative_path,
     write_group,
     write_partition_metadata,
 )
@@ -288,7 +291,7 @@ class WriteJob:
         source = Encoding(self.instant, data, None, self.schema, self.parquet)
         names = [FileName(f"{task}-{n}-{attempt}", f"{self.instant}_{task}-{n}_") for n in range(len(groups))]
         with self.beating():
-            return self.write_groups(groups, source, names, partial(put_data_file, self.table, self.instant))
+            return self.write_groups(groups, source, names, partial(put_data_file, self.table))
 
     def rows_per_file(self) -> int:
         return max(1, P.MAX_FILE_SIZE.of(self.table.options) // self.record_size)
@@ -301,8 +304,14 @@ class WriteJob:
         put: PutFile,
         done: Callable[[WriteStat], None] | None = None,
     ) -> list[WriteStat]:
-        """Write file groups in parallel (files go to many prefixes, often many buckets);
-        ``done(stat)`` is called as each is written."""
+        """Write file groups in parallel (files go to many prefixes, often many buckets),
+        after one marker batch naming them all; ``done(stat)`` is called as each is written."""
+        entries = [
+            (relative_path(group, name, source.instant), "MERGE" if group.base else "CREATE")
+            for group, name in zip(groups, names, strict=True)
+        ]
+        if entries:
+            mark_files(self.table, self.instant, entries, marker_token(names[0].token))
         with ThreadPoolExecutor(IO_THREADS) as pool, ThreadPoolExecutor(os.cpu_count() or 1) as encoder:
             futures = [
                 pool.submit(write_group, self.table, group, source, name, encoder, put)
@@ -320,7 +329,7 @@ class WriteJob:
         began the job, else marker and file directly."""
         if self._transaction is not None:
             return self._transaction.write_file
-        return partial(put_data_file, self.table, self.instant)
+        return partial(put_data_file, self.table)
 
 
 def _parquet_options(options: Mapping[str, str], record_size: int) -> dict[str, Any]:

@@ -58,16 +58,17 @@ class ProxyStats:
         self._lock = threading.Lock()
         #: (second, bucket, "write"|"read", admitted) -> requests
         self.by_second: Counter[tuple[int, str, str, bool]] = Counter()
-        self.bytes_in = 0
-        self.bytes_out = 0
+        #: bucket -> bytes sent to the server (request bodies), and bytes it sent back
+        self.bytes_in: Counter[str] = Counter()
+        self.bytes_out: Counter[str] = Counter()
 
     def add(
         self, now: float, bucket: str, write: bool, admitted: bool, bytes_in: int = 0, bytes_out: int = 0
     ) -> None:
         with self._lock:
             self.by_second[(int(now - self.start), bucket, "write" if write else "read", admitted)] += 1
-            self.bytes_in += bytes_in
-            self.bytes_out += bytes_out
+            self.bytes_in[bucket] += bytes_in
+            self.bytes_out[bucket] += bytes_out
 
     def total(self, kind: str | None = None, admitted: bool | None = None, bucket: str | None = None) -> int:
         with self._lock:
@@ -206,8 +207,8 @@ class Snapshot:
     by_second: Counter[tuple[int, str, str, bool]]
     partitions: dict[str, dict[int, int]]
     splits: list[Split]
-    bytes_in: int
-    bytes_out: int
+    bytes_in: Counter[str]
+    bytes_out: Counter[str]
 
 
 class ProxyProcess:
@@ -280,8 +281,8 @@ def _serve(backend_url: str, limits: Limits, seed: int, pipe: Connection) -> Non
                     Counter(stats.by_second),
                     {b: dict(s) for b, s in partitions.items()},
                     list(model.splits),
-                    stats.bytes_in,
-                    stats.bytes_out,
+                    Counter(stats.bytes_in),
+                    Counter(stats.bytes_out),
                 )
             )
         done.set()
