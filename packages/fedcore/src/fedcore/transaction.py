@@ -7,9 +7,10 @@ stop at):
    a heartbeat file starts being refreshed so others can tell a live writer
    from a dead one;
 2. ``inflight``: the plan;
-3. ``data``: for each data file, first a marker under ``.hoodie/.temp/<t>/``
-   naming it, then the file itself (through the storage strategy). Markers let
-   a rollback delete exactly what was written without listing storage;
+3. ``data``: for each write task, first one marker object under ``.hoodie/.temp/<t>/``
+   naming every file it is about to write (``file_writer.mark_files``), then the files
+   (through the storage strategy). Markers let a rollback delete exactly what was
+   written without listing storage;
 4. ``metadata``: the metadata-table delta of the instant;
 5. ``claims``: one exclusive file per file-group version the write supersedes;
    of two writers superseding the same version exactly one gets it, the other
