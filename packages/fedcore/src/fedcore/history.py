@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from fedcore.archival import read_archive
 from fedcore.commit_metadata import CommitMetadata, deleted_files, rolled_back_instants
 from fedcore.exceptions import RepairError, UnsupportedTableError
-from fedcore.filenames import BASE_FILE_RE
+from fedcore.filenames import BASE_FILE_RE, file_instant
 from fedcore.io.filesystems import read_objects
 from fedcore.timeline import CLEAN, COMPLETED, REPLACE_COMMIT, ROLLBACK, WRITE_ACTIONS, Timeline, instant_path
 
@@ -47,6 +47,14 @@ class History:
     cleaned: set[tuple[str, str]] = field(default_factory=set)
     #: (write instant, Avro schema) of the newest write that recorded a schema.
     schema: tuple[str, str] | None = None
+
+    def in_flight(self, name: str) -> bool:
+        """Whether a data file belongs to a write still in flight: its instant is pending, or
+        later than the timeline listed (begun since), so no one may call it an orphan."""
+        instant = file_instant(name)
+        return instant is not None and (
+            instant in self.pending or instant > (self.timeline.last_time() or "")
+        )
 
     def latest_slices(self) -> set[tuple[str, str]]:
         """(partition, file name) of the newest base file of every file group not replaced:

@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from fedcore.exceptions import FedError, RepairError
-from fedcore.filenames import file_instant
 from fedcore.history import History, load_history, require_metadata_table
 from fedcore.inventory import Inventory, StoredFile, take_inventory
 from fedcore.metadata.file_index import PartitionFiles
@@ -222,12 +221,10 @@ def _rebuilt_state(history: History, inventory: Inventory, report: RepairReport)
                 report.size_mismatches.append((partition, name, recorded, stored.size))
         state.setdefault(partition, PartitionFiles(replaced=dict(history.replaced.get(partition, {}))))
         state[partition].files[name] = size
-    last = history.timeline.last_time() or ""
     for key, stored in sorted(inventory.files.items()):
         if key in history.files:
             continue
-        instant = file_instant(stored.name)
-        if instant is not None and (instant in history.pending or instant > last):
+        if history.in_flight(stored.name):
             report.in_flight.append(stored)
         else:
             report.orphans.append(stored)

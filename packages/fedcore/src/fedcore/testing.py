@@ -144,20 +144,12 @@ class LoopbackS3(S3Endpoint):
             return app(environ, start_response)
 
         self._server = make_server("127.0.0.1", 0, counted, threaded=True)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="loopback-s3")
-        self._thread.start()
-        host, port = self._server.server_address[:2]
-        self.endpoint_url = f"http://{host}:{port}"
+        self._thread, self.endpoint_url = serve_in_thread(self._server, "loopback-s3")
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        shut_down(self._server, self._thread)
+        self._server = self._thread = None
 
 
 #: The servers ``weed server`` runs, S3 last.
@@ -234,6 +226,23 @@ class SeaweedS3(S3Endpoint):
         if self._folder is not None:
             self._folder.cleanup()
             self._folder = None
+
+
+def serve_in_thread(server: Any, name: str) -> tuple[threading.Thread, str]:
+    """Serve a loopback ``socketserver`` server on a daemon thread; the thread and its URL."""
+    thread = threading.Thread(target=server.serve_forever, daemon=True, name=name)
+    thread.start()
+    host, port = server.server_address[:2]
+    return thread, f"http://{host!s}:{port}"
+
+
+def shut_down(server: Any, thread: threading.Thread | None) -> None:
+    """Stop what ``serve_in_thread`` started (either may be None: never started)."""
+    if server is not None:
+        server.shutdown()
+        server.server_close()
+    if thread is not None:
+        thread.join()
 
 
 def _free_port() -> int:

@@ -28,7 +28,6 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from fedcore.exceptions import FedError, RepairError
-from fedcore.filenames import file_instant
 from fedcore.history import load_history, require_metadata_table
 from fedcore.inventory import Inventory, StoredFile, take_inventory
 from fedcore.io.filesystems import remove_files
@@ -167,12 +166,10 @@ def verify_table(table: TableHandle, progress: Callable[[int], None] | None = No
             report.missing.append((*key, size))
         elif size and found.size != size:
             report.size_mismatches.append((*key, size, found.size))
-    last = timeline.last_time() or ""
     for key, found in sorted(stored.items()):
         if key in referenced:
             continue
-        instant = file_instant(found.name)
-        if instant is not None and (instant in history.pending or instant > last):
+        if history.in_flight(found.name):
             report.in_flight.append(found)
         elif key in history.files:
             report.unrecorded.append(found)

@@ -58,6 +58,11 @@ class Limits:
     #: Seconds of tokens a partition may bank (the burst it admits above its rate).
     burst: float = 0.05
 
+    @property
+    def rates(self) -> tuple[float, float]:
+        """(writes, reads) per second: the order of every per-class pair below."""
+        return self.writes_per_second, self.reads_per_second
+
     def scaled(self, scale: float) -> Limits:
         """Rates and the split delay times ``scale`` (see the module docstring)."""
         return replace(
@@ -74,17 +79,14 @@ class Partition:
 
     start: str
     created: float
-    write_tokens: float
-    read_tokens: float
     refilled: float
-    admitted_writes: int = 0
-    admitted_reads: int = 0
-    rejected_writes: int = 0
-    rejected_reads: int = 0
+    #: Per class, writes then reads: tokens banked, requests admitted and rejected.
+    tokens: list[float]
+    admitted: list[int] = field(default_factory=lambda: [0, 0])
+    rejected: list[int] = field(default_factory=lambda: [0, 0])
     #: The second being counted, and the requests (writes, reads) offered in it.
     second: int = -1
-    offered_writes: int = 0
-    offered_reads: int = 0
+    offered: list[int] = field(default_factory=lambda: [0, 0])
     #: When its sustained load began (None: not under sustained load), and the end of the
     #: last second judged hot.
     hot_since: float | None = None
@@ -123,18 +125,12 @@ class PartitionModel:
             partition = self._partition(bucket, key, now)
             self._count(bucket, partition, key, write, now)
             self._refill(partition, now)
-            if write:
-                if partition.write_tokens >= 1.0:
-                    partition.write_tokens -= 1.0
-                    partition.admitted_writes += 1
-                    return True
-                partition.rejected_writes += 1
-                return False
-            if partition.read_tokens >= 1.0:
-                partition.read_tokens -= 1.0
-                partition.admitted_reads += 1
+            kind = 0 if write else 1
+            if partition.tokens[kind] >= 1.0:
+                partition.tokens[kind] -= 1.0
+                partition.admitted[kind] += 1
                 return True
-            partition.rejected_reads += 1
+            partition.rejected[kind] += 1
             return False
 
     def partitions(self, bucket: str) -> list[Partition]:
@@ -152,7 +148,7 @@ class PartitionModel:
 
     def limit(self, bucket: str, write: bool) -> float:
         """The bucket's physical limit now: partitions times the per-partition rate."""
-        rate = self.limits.writes_per_second if write else self.limits.reads_per_second
+        rate = self.limits.rates[0 if write else 1]
         with self._lock:
             return len(self._buckets.get(bucket, [])) * rate
 
@@ -166,27 +162,14 @@ class PartitionModel:
         return parts[bisect.bisect_right(self._starts[bucket], key) - 1]
 
     def _new(self, start: str, now: float) -> Partition:
-        limits = self.limits
-        return Partition(
-            start,
-            now,
-            write_tokens=limits.writes_per_second * limits.burst,
-            read_tokens=limits.reads_per_second * limits.burst,
-            refilled=now,
-        )
+        return Partition(start, now, now, [rate * self.limits.burst for rate in self.limits.rates])
 
     def _refill(self, partition: Partition, now: float) -> None:
-        limits = self.limits
         elapsed = max(0.0, now - partition.refilled)
         partition.refilled = now
-        partition.write_tokens = min(
-            max(1.0, limits.writes_per_second * limits.burst),
-            partition.write_tokens + elapsed * limits.writes_per_second,
-        )
-        partition.read_tokens = min(
-            max(1.0, limits.reads_per_second * limits.burst),
-            partition.read_tokens + elapsed * limits.reads_per_second,
-        )
+        for kind, rate in enumerate(self.limits.rates):
+            cap = max(1.0, rate * self.limits.burst)
+            partition.tokens[kind] = min(cap, partition.tokens[kind] + elapsed * rate)
 
     def _count(self, bucket: str, partition: Partition, key: str, write: bool, now: float) -> None:
         """Count the offered load per second; at each new second, judge the one before."""
@@ -194,13 +177,10 @@ class PartitionModel:
         if second != partition.second:
             self._judge(bucket, partition, now)
             partition.second = second
-            partition.offered_writes = partition.offered_reads = 0
+            partition.offered = [0, 0]
             partition.keys = []
             partition.seen = 0
-        if write:
-            partition.offered_writes += 1
-        else:
-            partition.offered_reads += 1
+        partition.offered[0 if write else 1] += 1
         partition.seen += 1
         if len(partition.keys) < SAMPLE_KEYS:
             partition.keys.append(key)
@@ -214,8 +194,9 @@ class PartitionModel:
         if partition.second < 0:
             return
         limits = self.limits
-        hot = partition.offered_writes >= limits.hot_fraction * limits.writes_per_second or (
-            partition.offered_reads >= limits.hot_fraction * limits.reads_per_second
+        hot = any(
+            offered >= limits.hot_fraction * rate
+            for offered, rate in zip(partition.offered, limits.rates, strict=True)
         )
         if not hot:
             partition.hot_since = None

@@ -29,6 +29,7 @@ from typing import Final
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from fedcore.lab.partitions import Limits, PartitionModel, Split
+from fedcore.testing import serve_in_thread, shut_down
 
 #: Headers of one connection, not of the request: never passed on. ``Expect: 100-continue``
 #: was answered here already (the body is in hand).
@@ -172,22 +173,12 @@ class ThrottlingProxy:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, daemon=True, name="throttling-proxy"
-        )
-        self._thread.start()
-        host, port = self._server.server_address[:2]
-        self.endpoint_url = f"http://{host!s}:{port}"
+        self._thread, self.endpoint_url = serve_in_thread(self._server, "throttling-proxy")
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        shut_down(self._server, self._thread)
+        self._server = self._thread = None
 
     def __enter__(self) -> ThrottlingProxy:
         return self.start()
