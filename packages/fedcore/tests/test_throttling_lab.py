@@ -3,6 +3,7 @@ loses nothing while throttled."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 
@@ -13,7 +14,7 @@ from botocore.exceptions import ClientError
 
 from fedcore import properties as P
 from fedcore.io.atomic import create_exclusive
-from fedcore.io.filesystems import filesystem_for
+from fedcore.io.filesystems import S3_RETRIES, S3_RETRY_MODE, S3_TRIES, filesystem_for
 from fedcore.lab.partitions import SAMPLE_KEYS, Limits, PartitionModel
 from fedcore.lab.proxy import ThrottlingProxy
 from fedcore.table import create_table, load_table
@@ -131,7 +132,8 @@ def test_the_model_is_deterministic_given_a_seed() -> None:
 
 @pytest.fixture
 def throttled(s3_server: LoopbackS3) -> Iterator[ThrottlingProxy]:
-    model = PartitionModel(Limits(writes_per_second=25, reads_per_second=40, split_after=1e9), time.monotonic)
+    limits = Limits(writes_per_second=25, reads_per_second=40, split_after=1e9, burst=0.2)  # 5 requests
+    model = PartitionModel(limits, time.monotonic)
     with ThrottlingProxy(s3_server.endpoint_url, model) as proxy:
         yield proxy
 
@@ -194,6 +196,60 @@ def test_fedcore_loses_nothing_while_throttled_hard(
         expected.update({i: (countries[i % 6], float(n) + i) for i in ids})
     assert throttled.stats.total(admitted=False) > 0, "the run was throttled"
     assert rows(load_table(table.path, storage_options=options)) == expected
+
+
+def test_s3_filesystems_retry_per_request_and_keep_trying(s3_server: LoopbackS3) -> None:
+    """botocore's standard mode (no client-wide rate limiter), inside s3fs's longer tries;
+    a caller's own retry settings win."""
+    fs = filesystem_for("s3://any-bucket", s3_server.storage_options())
+    assert fs.config_kwargs["retries"] == {"mode": S3_RETRY_MODE, "max_attempts": S3_RETRIES}
+    assert S3_RETRY_MODE == "standard"
+    assert fs.retries == S3_TRIES > 5  # s3fs's default: 5
+    own = {"s3": {**s3_server.storage_options()["s3"], "config_kwargs": {"retries": {"mode": "adaptive"}}}}
+    assert filesystem_for("s3://any-bucket", own).config_kwargs["retries"] == {"mode": "adaptive"}
+
+
+def test_concurrent_writers_on_one_hot_prefix_all_commit(
+    throttled: ThrottlingProxy, s3_server: LoopbackS3
+) -> None:
+    """Three writers put 120 one-row files on one 25-writes/s partition at once: hundreds
+    of 503s, every one retried (per request, not by slowing the whole client); nothing
+    fails and every row reads back."""
+    bucket = s3_server.create_bucket("hot")
+    options = {
+        "s3": {
+            **s3_server.storage_options()["s3"],
+            "client_kwargs": {"endpoint_url": throttled.endpoint_url, "region_name": REGION},
+        }
+    }
+    table = create_table(
+        f"{bucket}/events",
+        name="events",
+        record_key_fields=["trip_id"],
+        partition_fields=["country"],
+        properties={P.MAX_FILE_SIZE: "1"},  # a file per row; the Hive layout: one prefix
+        storage_options=options,
+    )
+    errors: list[BaseException] = []
+
+    def write(first: int) -> None:
+        ids = list(range(first, first + 40))
+        try:
+            WriteClient(load_table(table.path, storage_options=options)).write(
+                trips(ids, ["us"] * len(ids)), "bulk_insert"
+            )
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    writers = [threading.Thread(target=write, args=(n * 40,)) for n in range(3)]
+    for thread in writers:
+        thread.start()
+    for thread in writers:
+        thread.join()
+    assert errors == []
+    assert throttled.stats.total("write", admitted=False) > 100
+    back = load_table(table.path, storage_options=s3_server.storage_options()).read(columns=["trip_id"])
+    assert sorted(back.column("trip_id").to_pylist()) == list(range(120))
 
 
 def test_an_exclusive_create_on_seaweedfs_is_exclusive() -> None:

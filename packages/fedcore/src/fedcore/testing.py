@@ -9,6 +9,7 @@ object store instead, for benchmarks whose times should not carry moto's own cos
 
 from __future__ import annotations
 
+import functools
 import logging
 import shutil
 import socket
@@ -156,6 +157,20 @@ class LoopbackS3(S3Endpoint):
 SEAWEED_SERVERS = ("master", "volume", "filer", "s3")
 
 
+#: Side servers newer ``weed`` versions start on fixed ports (8181, 9101) unless told 0:
+#: with them on, a second SeaweedFS on the machine (or one a killed run left behind)
+#: fails to start.
+SEAWEED_SIDE_SERVERS = ("s3.port.iceberg", "s3.port.lance")
+
+
+@functools.cache
+def _fixed_port_servers_off(binary: str) -> list[str]:
+    """The flags that turn off this ``weed``'s fixed-port side servers (older ones lack them)."""
+    usage = subprocess.run([binary, "server", "-h"], capture_output=True, text=True, check=False)
+    text = usage.stdout + usage.stderr
+    return [f"-{flag}=0" for flag in SEAWEED_SIDE_SERVERS if f"-{flag} " in text]
+
+
 class SeaweedS3(S3Endpoint):
     """A SeaweedFS server (a real object store, in Go) serving S3 on a loopback port, for
     benchmarks whose times should not carry moto's cost per listed key (about 1 ms).
@@ -186,6 +201,7 @@ class SeaweedS3(S3Endpoint):
             f"-{server}.port{kind}={_free_port()}" for server in SEAWEED_SERVERS for kind in ("", ".grpc")
         ]
         s3_port = ports[-2].rsplit("=", 1)[1]
+        ports += _fixed_port_servers_off(binary)
         self._process = subprocess.Popen(
             [
                 binary,
