@@ -6,11 +6,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import boto3
 import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
+from fsspec import AbstractFileSystem
 
 from fedcore import properties as P
 from fedcore.io.atomic import create_exclusive
@@ -262,3 +264,23 @@ def test_an_exclusive_create_on_seaweedfs_is_exclusive() -> None:
         with pytest.raises(FileExistsError):
             create_exclusive(fs, f"{bucket}/a", b"second")
         assert fs.cat_file(f"{bucket}/a") == b"first"
+        check_owned_create(fs, bucket)
+
+
+def check_owned_create(fs: AbstractFileSystem, bucket: str) -> None:
+    """An owned path already holding exactly the bytes being written is the caller's own
+    earlier attempt (a request that landed but whose response was lost, then retried)."""
+    fs.pipe_file(f"{bucket}/owned", b"commit body")  # the attempt whose response was lost
+    create_exclusive(fs, f"{bucket}/owned", b"commit body", owned=True)
+    for other in (b"rollback", b"commit bod", b"commit body!"):  # someone else's: a conflict
+        with pytest.raises(FileExistsError):
+            create_exclusive(fs, f"{bucket}/owned", other, owned=True)
+    with pytest.raises(FileExistsError):  # unowned paths never count identical bytes as theirs
+        create_exclusive(fs, f"{bucket}/owned", b"commit body")
+    assert fs.cat_file(f"{bucket}/owned") == b"commit body"
+
+
+def test_an_owned_create_reads_its_own_landed_attempt_as_done(s3_server: LoopbackS3, tmp_path: Path) -> None:
+    bucket = s3_server.create_bucket("owned")
+    check_owned_create(filesystem_for(bucket, s3_server.storage_options()), bucket)
+    check_owned_create(filesystem_for(str(tmp_path)), str(tmp_path))

@@ -115,8 +115,9 @@ def marker_token(first: str) -> str:
 
 
 def put_data_file(table: TableHandle, relative_path: str, data: bytes) -> None:
-    """A data file whose marker is written (``mark_files``), created exclusively."""
-    table.fs.pipe_file(relative_path, data, mode="create")
+    """A data file whose marker is written (``mark_files``), created exclusively. Owned: its
+    name carries this write's file token and instant, so no other writer makes it."""
+    table.fs.pipe_file(relative_path, data, mode="create", owned=True)
 
 
 def copy_data_file(

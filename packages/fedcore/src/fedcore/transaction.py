@@ -217,7 +217,8 @@ class Transaction:
             self._claim(f"{file_id}_{base}")
         self._hook("claims")
         try:
-            create_exclusive(self._fs, self.table.outcome_path(self.time), _COMMIT_OUTCOME + body)
+            # Owned: a rollback writes other bytes, so identical bytes are this commit's own.
+            create_exclusive(self._fs, self.table.outcome_path(self.time), _COMMIT_OUTCOME + body, owned=True)
         except FileExistsError:
             raise CommitConflictError(
                 f"instant {self.time} was rolled back by another process while it was being written"

@@ -24,12 +24,23 @@ from fedcore.exceptions import AtomicWriteUnsupportedError, StorageError
 from fedcore.io.errors import storage_errors
 
 
-def create_exclusive(fs: AbstractFileSystem, path: str, data: bytes) -> None:
+def create_exclusive(fs: AbstractFileSystem, path: str, data: bytes, *, owned: bool = False) -> None:
     """Write ``data`` to ``path`` if nothing is there; raise FileExistsError if something is
-    (a ``StorageFileExistsError``); any other storage failure is a ``StorageError``."""
+    (a ``StorageFileExistsError``); any other storage failure is a ``StorageError``.
+
+    ``owned``: only this caller ever writes ``path`` (it is named by an instant the caller
+    owns), so an object already there holding exactly ``data`` is this call's own write.
+    On S3 that happens when a request lands but its response is lost (a timeout under
+    load): the client retries, and the retry's condition fails on the first attempt's
+    object. (A local create is never retried, but the rule is the same there.) Never for
+    paths whose creation decides who owns something."""
     if isinstance(fs, LocalFileSystem):
         with storage_errors(path):
-            _local_create_exclusive(fs._strip_protocol(path), data)
+            try:
+                _local_create_exclusive(fs._strip_protocol(path), data)
+            except FileExistsError:
+                if not (owned and _holds(fs, path, data)):
+                    raise
     elif "s3" in _protocols(fs):
         with storage_errors(path):
             try:
@@ -38,8 +49,10 @@ def create_exclusive(fs: AbstractFileSystem, path: str, data: bytes) -> None:
                 # The request carried one condition (If-None-Match: *), so a failed
                 # precondition means the object exists. s3fs says so only when the error
                 # body names the condition, which AWS's and moto's do and SeaweedFS's not.
-                if isinstance(exc, FileExistsError) or not _precondition_failed(exc):
+                if not isinstance(exc, FileExistsError) and not _precondition_failed(exc):
                     raise
+                if owned and _holds(fs, path, data):
+                    return
                 raise FileExistsError(errno.EEXIST, f"{path} exists", path) from exc
     else:
         raise AtomicWriteUnsupportedError(
@@ -71,6 +84,13 @@ def replace_atomic(fs: AbstractFileSystem, path: str, data: bytes) -> None:
             f"{type(fs).__name__} offers no atomic overwrite; fedcore writes to local files and "
             "S3-compatible stores"
         )
+
+
+def _holds(fs: AbstractFileSystem, path: str, data: bytes) -> bool:
+    """Whether the object at ``path`` holds exactly ``data`` (the size first, then the bytes)."""
+    if fs.size(path) != len(data):
+        return False
+    return bytes(fs.cat_file(path)) == data
 
 
 def _precondition_failed(error: OSError) -> bool:

@@ -250,12 +250,17 @@ class FederatedFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec s
         with self.errors(path, target):
             return bytes(target.fs.cat_file(target.path, start=start, end=end, **kwargs))
 
-    def pipe_file(self, path: str, value: bytes, mode: str = "overwrite", **kwargs: Any) -> None:
-        """Write a whole file; ``mode="create"`` is atomic and exclusive (see ``io.atomic``)."""
+    def pipe_file(
+        self, path: str, value: bytes, mode: str = "overwrite", *, owned: bool = False, **kwargs: Any
+    ) -> None:
+        """Write a whole file; ``mode="create"`` is atomic and exclusive, and ``owned`` says
+        only this caller writes ``path`` (see ``io.atomic.create_exclusive``)."""
+        if owned and mode != "create":
+            raise ValueError("owned applies to mode='create' only")
         target = self._resolve(path, writing=True)
         with self.errors(path, target):
             if mode == "create":
-                create_exclusive(target.fs, target.path, value)
+                create_exclusive(target.fs, target.path, value, owned=owned)
             else:
                 target.fs.pipe_file(target.path, value, **kwargs)
 

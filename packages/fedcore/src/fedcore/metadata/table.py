@@ -231,7 +231,7 @@ class MetadataTable(FileIndex):
         table = pa.Table.from_pylist([op._asdict() for op in rows], schema=_SCHEMA)
         if schema is not None:
             table = table.replace_schema_metadata({_SCHEMA_KEY: schema})
-        create_exclusive(self.fs, self.delta_path(instant), self._parquet_bytes(table))
+        create_exclusive(self.fs, self.delta_path(instant), self._parquet_bytes(table), owned=True)
 
     def discard_delta(self, instant: str) -> None:
         """Drop the delta of an instant that will never complete (rollback of a failed write)."""
