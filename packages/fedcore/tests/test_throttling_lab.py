@@ -171,16 +171,17 @@ def test_the_proxy_answers_the_excess_with_s3s_slow_down(
     assert throttled.stats.total("write", admitted=False) == len(refused)
 
 
+def through(proxy: ThrottlingProxy, server: LoopbackS3) -> dict[str, dict[str, object]]:
+    """Storage options that reach ``server`` through ``proxy``."""
+    client = {"endpoint_url": proxy.endpoint_url, "region_name": REGION}
+    return {"s3": {**server.storage_options()["s3"], "client_kwargs": client}}
+
+
 def test_fedcore_loses_nothing_while_throttled_hard(
     throttled: ThrottlingProxy, s3_server: LoopbackS3
 ) -> None:
     tables, storage = s3_server.create_bucket("tables"), s3_server.create_bucket("storage")
-    options = {
-        "s3": {
-            **s3_server.storage_options()["s3"],
-            "client_kwargs": {"endpoint_url": throttled.endpoint_url, "region_name": REGION},
-        }
-    }
+    options = through(throttled, s3_server)
     table = create_table(
         f"{tables}/trips",
         name="trips",
@@ -220,12 +221,7 @@ def test_concurrent_writers_on_one_hot_prefix_all_commit(
     hundreds of 503s, every one retried (per request, not by slowing the whole client); nothing
     fails and every row reads back."""
     bucket = s3_server.create_bucket("hot")
-    options = {
-        "s3": {
-            **s3_server.storage_options()["s3"],
-            "client_kwargs": {"endpoint_url": throttled.endpoint_url, "region_name": REGION},
-        }
-    }
+    options = through(throttled, s3_server)
     table = create_table(
         f"{bucket}/events",
         name="events",
