@@ -15,9 +15,9 @@ is slowed, not failed:
 - botocore's **standard** retry mode, ``S3_RETRIES`` times after the first attempt, with
   exponential backoff and full jitter per request. Not the adaptive mode: its client-side
   rate limiter is one per client, so a 503 on one prefix slows requests to every other
-  prefix, which is the wrong reaction to throttling that S3 applies per prefix (the
-  throttling lab measured it: a hashed layout reached half its physical limit in adaptive
-  mode, 0.8 and more in standard mode);
+  prefix, which is the wrong reaction to throttling that S3 applies per prefix (in the
+  throttling lab, a hashed layout's writers made about half the writes in adaptive mode
+  that they made in standard mode);
 - s3fs's own tries, ``S3_TRIES`` of them (s3fs's default is 5), waiting up to 15 s between
   tries. botocore's retry quota stops retrying once about 100 retries are outstanding
   in a burst, which a writer with many files in flight on one hot prefix reaches in a
@@ -43,7 +43,7 @@ from fedcore.io.errors import storage_errors
 from fedcore.io.uris import has_scheme, is_within, normalize_uri, protocol_of
 
 StorageOptions: TypeAlias = Mapping[str, Mapping[str, Any]]
-#: Retries botocore makes of an S3 request (adaptive mode) before s3fs's own tries take over.
+#: Retries botocore makes of an S3 request before s3fs's own tries take over.
 S3_RETRIES: Final = 10
 #: botocore's retry mode for S3 (see the module docstring for why not "adaptive").
 S3_RETRY_MODE: Final = "standard"
