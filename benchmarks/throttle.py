@@ -113,7 +113,7 @@ class Run:
     bytes_in: int = 0
     bytes_out: int = 0
     #: 503s over the whole run, operations in flight at the end included.
-    rejected_total: int = 0
+    throttled: int = 0
 
     @property
     def rows_lost(self) -> int:
@@ -122,10 +122,6 @@ class Run:
     @property
     def data(self) -> Series:
         return self.buckets[self.data_bucket]
-
-    @property
-    def throttled(self) -> int:
-        return self.rejected_total
 
 
 def run_layout(
@@ -204,7 +200,7 @@ def run_layout(
     stop.set()  # the operations in flight finish, and count
     for thread in threads:
         thread.join()
-    snapshot = final = proxy.snapshot()
+    snapshot = proxy.snapshot()
     ended = time.monotonic()
     first, last = int(start - snapshot.start), int(ended - snapshot.start) + 1
     run.began = first
@@ -220,11 +216,10 @@ def run_layout(
                 count
             )
     run.splits = {b: sum(1 for s in snapshot.splits if s.bucket == b) for b in run.buckets}
-    run.rejected_total = sum(
-        n for (_, bucket, _, admitted), n in final.by_second.items() if not admitted and bucket in run.buckets
-    )
-    run.bytes_in = sum(final.bytes_in[bucket] for bucket in run.buckets)
-    run.bytes_out = sum(final.bytes_out[bucket] for bucket in run.buckets)
+    counted = snapshot.by_second.items()
+    run.throttled = sum(n for (_, b, _, admitted), n in counted if not admitted and b in run.buckets)
+    run.bytes_in = sum(snapshot.bytes_in[bucket] for bucket in run.buckets)
+    run.bytes_out = sum(snapshot.bytes_out[bucket] for bucket in run.buckets)
     # Every committed row must read back, whatever the throttling did (read past the proxy).
     run.rows_written = sum(len(ids) for ids in written)
     committed = set(pa.chunked_array(written, pa.int64()).to_pylist()) if written else set()

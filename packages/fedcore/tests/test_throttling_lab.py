@@ -19,7 +19,7 @@ from fedcore.io.atomic import create_exclusive
 from fedcore.io.filesystems import S3_RETRIES, S3_RETRY_MODE, S3_TRIES, filesystem_for
 from fedcore.lab.partitions import SAMPLE_KEYS, Limits, PartitionModel
 from fedcore.lab.proxy import ThrottlingProxy
-from fedcore.table import create_table, load_table
+from fedcore.table import Table, create_table, load_table
 from fedcore.testing import ACCESS_KEY, REGION, SECRET_KEY, LoopbackS3, SeaweedS3
 from fedcore.write_client import WriteClient
 
@@ -177,19 +177,26 @@ def through(proxy: ThrottlingProxy, server: LoopbackS3) -> dict[str, dict[str, o
     return {"s3": {**server.storage_options()["s3"], "client_kwargs": client}}
 
 
+def trips_table(path: str, properties: dict[str, str], options: dict[str, dict[str, object]]) -> Table:
+    """A trips table (keyed by trip_id, partitioned by country) reached with ``options``."""
+    name = path.rsplit("/", 1)[-1]
+    return create_table(
+        path,
+        name=name,
+        record_key_fields=["trip_id"],
+        partition_fields=["country"],
+        properties=properties,
+        storage_options=options,
+    )
+
+
 def test_fedcore_loses_nothing_while_throttled_hard(
     throttled: ThrottlingProxy, s3_server: LoopbackS3
 ) -> None:
     tables, storage = s3_server.create_bucket("tables"), s3_server.create_bucket("storage")
     options = through(throttled, s3_server)
-    table = create_table(
-        f"{tables}/trips",
-        name="trips",
-        record_key_fields=["trip_id"],
-        partition_fields=["country"],
-        properties={P.STORAGE_STRATEGY_CLASS: "object_store", P.STORAGE_PATH: storage},
-        storage_options=options,
-    )
+    properties = {P.STORAGE_STRATEGY_CLASS: "object_store", P.STORAGE_PATH: storage}
+    table = trips_table(f"{tables}/trips", properties, options)
     expected: dict[int, tuple[str, float]] = {}
     countries = ["us", "de", "fr", "nl", "it", "es"]
     for n in range(4):
@@ -222,14 +229,8 @@ def test_concurrent_writers_on_one_hot_prefix_all_commit(
     fails and every row reads back."""
     bucket = s3_server.create_bucket("hot")
     options = through(throttled, s3_server)
-    table = create_table(
-        f"{bucket}/events",
-        name="events",
-        record_key_fields=["trip_id"],
-        partition_fields=["country"],
-        properties={P.MAX_FILE_SIZE: "1"},  # a file per row; the Hive layout: one prefix
-        storage_options=options,
-    )
+    # A file per row; the Hive layout: one prefix.
+    table = trips_table(f"{bucket}/events", {P.MAX_FILE_SIZE: "1"}, options)
     errors: list[BaseException] = []
 
     def write(first: int) -> None:
