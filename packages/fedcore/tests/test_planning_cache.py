@@ -6,6 +6,10 @@ Requests are counted at the loopback S3 server, so every request any layer sends
 
 from __future__ import annotations
 
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, wait
+
 import pytest
 
 from fedcore import properties as P
@@ -160,3 +164,71 @@ def test_an_upsert_fetches_each_base_file_it_rewrites_once(s3_server: LoopbackS3
     # One GET per file group, plus the footer of the newest base file: the table's schema.
     assert data_gets == groups + 1, s3_server.requests.gets
     assert {r["fare"] for r in table.read().to_pylist()} == {99.0 + i for i in range(40)}
+
+
+@pytest.mark.parametrize("backend", ["local", "s3"], indirect=True)
+def test_a_long_lived_handle_away_while_archival_moves_its_start_out_misses_nothing(backend: Backend) -> None:
+    """A handle that planned once, then sat idle while other writers compacted and archived
+    past the manifest it started from: the instants archived after that manifest are in
+    none of the deltas its next plan applies, so it must start from a newer manifest
+    (which holds them) rather than read a view without their files."""
+    writer = make_table(backend, **BUSY)
+    for start in range(0, 20, 5):
+        WriteClient(writer).write(trips(range(start, start + 5), "us"), "bulk_insert")
+    reader = load_table(backend.table_path, storage_options=backend.storage_options)
+    assert reader.read(US).num_rows == 20
+    started_from = reader.index_cache.manifest
+    assert started_from is not None, "the reader starts from a compaction's manifest"
+    for start in range(20, 80, 5):  # compactions every 2 writes, archival past 5 instants
+        WriteClient(writer).write(trips(range(start, start + 5), "us"), "bulk_insert")
+    after_start = [i.time for i in writer.timeline().completed() if i.time <= started_from.instant]
+    assert not after_start, "archival moved out every instant up to the reader's start and past it"
+    assert sorted(reader.read(US).column("trip_id").to_pylist()) == list(range(80))
+
+
+def test_a_long_lived_reader_sees_every_commit_while_writers_compact_and_archive(
+    s3_server: LoopbackS3,
+) -> None:
+    """Writer threads bulk-insert (each commit a new file group) with compaction every two
+    instants and archival past five, while one handle scans again and again: every scan
+    holds every row committed before it began."""
+    tables, storage = s3_server.create_bucket("tables"), s3_server.create_bucket("storage")
+    backend = Backend("s3", f"{tables}/trips", storage, s3_server.storage_options())
+    # Heartbeats that tolerate a busy interpreter: this test is about reads, not expiry.
+    make_table(backend, **BUSY, **{P.HEARTBEAT_INTERVAL_MS: "2000"})
+    committed: list[int] = []
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def write(writer: int) -> None:
+        handle = load_table(backend.table_path, storage_options=backend.storage_options)
+        for batch in range(8):
+            ids = [writer * 1000 + batch * 2, writer * 1000 + batch * 2 + 1]
+            WriteClient(handle).write(trips(ids, "us"), "bulk_insert")
+            with lock:
+                committed.extend(ids)
+
+    reader = load_table(backend.table_path, storage_options=backend.storage_options)
+    misses: list[int] = []
+    starts: set[str] = set()  # the manifests the reader's scans started from
+    with ThreadPoolExecutor(4) as pool:
+        writes = [pool.submit(write, w) for w in range(3)]
+        pool.submit(wait, writes).add_done_callback(lambda _: done.set())
+        while not done.is_set():
+            with lock:
+                before = set(committed)
+            if not before:  # a table no write has completed on has no columns yet
+                time.sleep(0.01)
+                continue
+            seen = set(reader.read(US, columns=["trip_id"]).column("trip_id").to_pylist())
+            misses.append(len(before - seen))
+            if reader.index_cache.manifest is not None:
+                starts.add(reader.index_cache.manifest.instant)
+        for f in writes:
+            f.result()  # a writer's error fails the test
+    assert len(misses) >= 5
+    assert not any(misses), misses
+    oldest = reader.timeline().completed()[0].time
+    assert starts
+    assert min(starts) < oldest, "archival moved out instants after a manifest a scan started from"
+    assert sorted(reader.read(US).column("trip_id").to_pylist()) == sorted(committed)

@@ -92,6 +92,8 @@ def archive(
         _write_archive(table, boundary.instant, files)
     except FileNotFoundError:
         return []  # another writer's archival is moving these instants out right now
+    # Pointers first: a handle caching an older manifest must notice before instants go.
+    index.start_lookups_at(boundary)
     step("written")
     completed_names = {i.file_name() for i in doomed}
     _remove(table, [path for path in files if path.rsplit("/", 1)[-1] not in completed_names])

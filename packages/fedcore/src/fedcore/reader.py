@@ -436,7 +436,12 @@ class Reader:
                 raise InvalidColumnsError(f"column {column!r} is asked for twice")
             seen.add(column)
             if not self._types and column not in META_COLUMNS:
-                raise InvalidColumnsError(f"unknown column {column!r}: nothing was written yet")
+                why = (
+                    "nothing was written yet"
+                    if self.instant is None
+                    else f"the newest write ({self.instant}) records no schema fedcore can read"
+                )
+                raise InvalidColumnsError(f"unknown column {column!r}: {why}")
             self._check_column(column, "read")
 
     def read_plan(self, plan: ReadPlan, columns: Sequence[str] | None) -> Iterator[pa.Table]:

@@ -24,11 +24,14 @@ after a compaction is still applied: compaction never waits for writers.
 A long-lived reader (a Spark driver, a service planning many queries) shares one
 ``IndexCache`` between lookups: manifests, shard footers, deltas and the files of
 the partitions it looked up are immutable once written, so a lookup fetches only
-what the cache lacks. The manifest in use is kept while its deltas exist: an older
-manifest plus more deltas is the same state as a newer manifest, so the cache never
-needs a listing to stay correct; a delta gone (archival dropped it once a newer
-manifest covered it) or a long run of deltas makes the next lookup list manifests
-again. A plan with nothing new on the timeline then costs one LIST of the tail of
+what the cache lacks. The manifest in use is kept while every instant after it is still
+on the active timeline: an older manifest plus more deltas is then the same state as a
+newer manifest, so the cache needs no listing to stay correct. Archival breaks that (the
+instants it moves out are in no delta a view applies), so before it moves any out it
+points the timeline at its boundary manifest and drops the older pointers, and a cached
+manifest older than every pointer is replaced by the newest one pointed to. A delta gone
+(archival dropped it once a newer manifest covered it) or a long run of deltas makes the
+next lookup list manifests again. A plan with nothing new on the timeline then costs one LIST of the tail of
 ``.hoodie/`` (``Timeline.load``'s ``since``). A new handle fetches the manifest and the
 deltas after it together, so it pays three round trips (timeline, manifest and deltas,
 shard row group) however many deltas there are.
@@ -325,7 +328,12 @@ class MetadataTable(FileIndex):
         completed = [i.time for i in timeline.completed(as_of=as_of)]
         cached = self.cache.manifest
         self._derived_view = not fresh
-        if as_of is None and cached is not None and not fresh:
+        # Archival moves instants out only up to a manifest it points to first, dropping the
+        # older pointers: a cached manifest older than every pointer may lack instants that
+        # are on the timeline no more, and no delta the view applies would add their files.
+        pointers = timeline.manifests
+        archived_past = cached is not None and bool(pointers) and cached.instant < pointers[0]
+        if as_of is None and cached is not None and not fresh and not archived_past:
             deltas = [t for t in completed if t > cached.instant or t in cached.excluded]
             if len(deltas) <= _MAX_CACHED_DELTAS:
                 return cached, deltas
@@ -406,7 +414,7 @@ class MetadataTable(FileIndex):
         """Delete what no view from ``boundary`` on needs (archival made older views
         impossible): older manifests, the deltas folded into it, shards only they used.
         Returns how many files went."""
-        self._point_to(boundary.instant)  # lookups that follow pointers start here or later
+        self.start_lookups_at(boundary)  # done by archival already; again after a crash
         used: set[str] = set()
         for manifest in (self.manifest(t) for t in self.manifest_times() if t >= boundary.instant):
             used.update(entry[0] for entry in manifest.shards if entry)
@@ -429,11 +437,16 @@ class MetadataTable(FileIndex):
             for name in self._names("base")
             if name[:17] < boundary.instant and name not in used
         ]
-        doomed += [
-            self.pointer_path(time) for time in self._load_timeline().manifests if time < boundary.instant
-        ]
         remove_files(self.fs, doomed)
         return len(doomed)
+
+    def start_lookups_at(self, boundary: Manifest) -> None:
+        """Point the timeline at ``boundary`` and drop the older pointers, before archival
+        moves out any instant up to it: a long-lived handle whose cached manifest is older
+        than every pointer then starts from a newer one (see ``_view``)."""
+        self._point_to(boundary.instant)
+        older = [time for time in self._load_timeline().manifests if time < boundary.instant]
+        remove_files(self.fs, [self.pointer_path(time) for time in older])
 
     def _read_deltas(self, instants: Sequence[str], wanted: set[str] | None) -> list[list[Op]]:
         """The deltas of completed instants, oldest first; those not cached fetched together."""
