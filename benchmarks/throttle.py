@@ -46,6 +46,8 @@ median achieved/limit, with the range over all N; failures and lost rows count e
 from __future__ import annotations
 
 import argparse
+import contextlib
+import statistics
 import threading
 import time
 from collections import Counter
@@ -53,6 +55,7 @@ from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from botocore.exceptions import ClientError
 
 from fedcore import properties as P
 from fedcore.io.filesystems import S3_RETRIES, S3_RETRY_MODE, S3_TRIES
@@ -127,6 +130,8 @@ class Run:
     bytes_out: int = 0
     #: 503s over the whole run, operations in flight at the end included.
     throttled: int = 0
+    #: How long each commit took, retries' waits included.
+    commit_seconds: list[float] = field(default_factory=list)
     #: The other runs of this layout and workload (``--repeat``): this one has the median ratio.
     others: list[Run] = field(default_factory=list)
 
@@ -168,6 +173,12 @@ class Run:
     def lost(self) -> int:
         """Rows lost over every run of this layout and workload."""
         return sum(run.rows_lost for run in [self, *self.others])
+
+    def commit_time(self) -> str:
+        """Median and slowest commit, in seconds: what the writers waited, backoff included."""
+        if not self.commit_seconds:
+            return "-"
+        return f"{statistics.median(self.commit_seconds):.1f} / {max(self.commit_seconds):.1f}"
 
     @property
     def label(self) -> str:
@@ -232,6 +243,7 @@ def run_layout(
             date = day()
             rows = pa.table({"id": ids, "date": [date] * len(ids), "v": pa.array([1.0] * len(ids))})
             batch += 1
+            began = time.monotonic()
             try:
                 WriteClient(handle).write(rows, "bulk_insert")
             except Exception as exc:
@@ -241,6 +253,7 @@ def run_layout(
             with lock:
                 written.append((date, ids))
                 run.commits += 1
+                run.commit_seconds.append(time.monotonic() - began)
 
     def reader() -> None:
         handle = load_table(table.path, storage_options=options)
@@ -300,6 +313,12 @@ def run_layout(
     if committed:
         back = load_table(table.path, storage_options=direct).read(columns=["id"]).column("id").to_pylist()
         run.rows_read_back = len(committed & set(back))
+    # SeaweedFS gives each bucket volumes of its own, from a fixed number: free them (a
+    # non-empty bucket goes whole there; moto keeps it, in memory).
+    s3 = backend.client()
+    for bucket in {table_bucket, data_bucket}:
+        with contextlib.suppress(ClientError):
+            s3.delete_bucket(Bucket=bucket)
     return run
 
 
@@ -348,8 +367,9 @@ def ingest_table(runs: list[Run], limits: Limits, args: argparse.Namespace) -> s
         f"| writes/s after the first date (one partition: {limits.writes_per_second:g}) "
         "| partitions (splits) "
         "| writes/s | `.hoodie/` bucket: achieved/limit (s) | partitions (splits) "
-        "| 503s | commits | scans | MB written / read | failed | rows written | rows lost |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| 503s | commits | s per commit: median / max | scans | MB written / read | failed | rows written "
+        "| rows lost |",
+        "| --- " + "| ---: " * 14 + "|",
     ]
     for run in runs:
         data = run.data
@@ -366,7 +386,7 @@ def ingest_table(runs: list[Run], limits: Limits, args: argparse.Namespace) -> s
                 else f"{_ratio(meta.ratio(limits))} ({meta.pushed_back()}) "
                 f"| {run.splits[run.table_bucket] + 1} ({run.splits[run.table_bucket]}) | "
             )
-            + f"{run.throttled:,} | {run.commits} | {run.scans} | "
+            + f"{run.throttled:,} | {run.commits} | {run.commit_time()} | {run.scans} | "
             f"{run.bytes_in / 1e6:.1f} / {run.bytes_out / 1e6:.1f} | {len(run.failures)} | "
             f"{run.rows_written:,} | {run.lost} |"
         )
@@ -380,16 +400,17 @@ def metadata_traffic_table(runs: list[Run], limits: Limits, args: argparse.Names
         f"Metadata traffic: {args.metadata_writers} writers of one one-row file per commit.",
         "",
         "| layout | `.hoodie/` bucket: achieved/limit (s pushed back) | partitions (splits) "
-        "| commits | commits/s | `.hoodie/` requests per commit: writes / reads (scans' included) "
+        "| commits | commits/s | s per commit: median / max "
+        "| `.hoodie/` requests per commit: writes / reads (scans' included) "
         "| data bucket: s pushed back | 503s | scans | failed | rows written | rows lost |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| --- " + "| ---: " * 12 + "|",
     ]
     for run in runs:
         meta, commits = run.hoodie, max(1, run.commits)
         lines.append(
             f"| {run.layout} | {run.ratio_cell(limits)} "
             f"| {run.splits[run.table_bucket] + 1} ({run.splits[run.table_bucket]}) "
-            f"| {run.commits} | {run.commits / args.seconds:.1f} "
+            f"| {run.commits} | {run.commits / args.seconds:.1f} | {run.commit_time()} "
             f"| {meta.total(0) / commits:.0f} / {meta.total(2) / commits:.0f} "
             f"| {run.data.pushed_back()} | {run.throttled:,} | {run.scans} | {len(run.failures)} "
             f"| {run.rows_written:,} | {run.lost} |"
@@ -487,8 +508,8 @@ def main(argv: list[str] | None = None) -> list[Run]:
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error(f"--repeat must be 1 or more, not {args.repeat}")
-    args.seconds = args.seconds or (8.0 if args.quick else 30.0)
-    args.day = args.day or (4.0 if args.quick else 10.0)
+    args.seconds = args.seconds or (6.0 if args.quick else 30.0)
+    args.day = args.day or (3.0 if args.quick else 10.0)
     args.files = args.files or (50 if args.quick else 100)
     args.retries_used = (
         f"botocore {args.retry_mode or S3_RETRY_MODE} mode, {args.retries or S3_RETRIES} retries, "
