@@ -31,10 +31,10 @@ instants it moves out are in no delta a view applies), so before it moves any ou
 points the timeline at its boundary manifest and drops the older pointers, and a cached
 manifest older than every pointer is replaced by the newest one pointed to. A delta gone
 (archival dropped it once a newer manifest covered it) or a long run of deltas makes the
-next lookup list manifests again. A plan with nothing new on the timeline then costs one LIST of the tail of
-``.hoodie/`` (``Timeline.load``'s ``since``). A new handle fetches the manifest and the
-deltas after it together, so it pays three round trips (timeline, manifest and deltas,
-shard row group) however many deltas there are.
+next lookup list manifests again. A plan with nothing new on the timeline then costs one
+LIST of the tail of ``.hoodie/`` (``Timeline.load``'s ``since``). A new handle fetches
+the manifest and the deltas after it together, so it pays three round trips (timeline,
+manifest and deltas, shard row group) however many deltas there are.
 """
 
 from __future__ import annotations
@@ -413,8 +413,8 @@ class MetadataTable(FileIndex):
     def drop_older_than(self, boundary: Manifest) -> int:
         """Delete what no view from ``boundary`` on needs (archival made older views
         impossible): older manifests, the deltas folded into it, shards only they used.
-        Returns how many files went."""
-        self.start_lookups_at(boundary)  # done by archival already; again after a crash
+        Returns how many files went. Lookups start at ``boundary`` already
+        (``start_lookups_at``, before archival moved instants out)."""
         used: set[str] = set()
         for manifest in (self.manifest(t) for t in self.manifest_times() if t >= boundary.instant):
             used.update(entry[0] for entry in manifest.shards if entry)
