@@ -18,6 +18,11 @@ Crash safety: the archive file is written (exclusively) before anything is
 deleted, and an instant's requested and inflight files go before its completed
 file, so a crash leaves every instant completed or archived, never looking like
 a failed write that a rollback would undo.
+
+Readers: before any instant goes, ``.hoodie/fed-archived-<boundary>`` says how far
+archival goes, in the listing every read makes anyway; a long-lived handle whose cached
+metadata-table manifest is older starts from a newer one (the archived instants are in
+no delta its view would apply).
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from fedcore.io.atomic import create_exclusive
 from fedcore.io.filesystems import read_object, read_objects, remove_files
 from fedcore.io.parquet import read_parquet
 from fedcore.retention import ARCHIVE_PREFIX, archive_folder, last_clean_retained
-from fedcore.timeline import WRITE_ACTIONS, Instant, Timeline, parse_instant_file
+from fedcore.timeline import ARCHIVED_MARKER_PREFIX, WRITE_ACTIONS, Instant, Timeline, parse_instant_file
 
 if TYPE_CHECKING:
     from fedcore.handle import TableHandle
@@ -92,8 +97,7 @@ def archive(
         _write_archive(table, boundary.instant, files)
     except FileNotFoundError:
         return []  # another writer's archival is moving these instants out right now
-    # Pointers first: a handle caching an older manifest must notice before instants go.
-    index.start_lookups_at(boundary)
+    _mark_archived(table, timeline, boundary.instant)
     step("written")
     completed_names = {i.file_name() for i in doomed}
     _remove(table, [path for path in files if path.rsplit("/", 1)[-1] not in completed_names])
@@ -116,6 +120,18 @@ def _bound(table: TableHandle, timeline: Timeline, keep_from: str) -> str:
     if retained:
         bounds.append(retained)
     return min(bounds)
+
+
+def _mark_archived(table: TableHandle, timeline: Timeline, boundary: str) -> None:
+    """Say in the timeline's listing, before any instant goes, that those up to ``boundary``
+    are leaving: a long-lived handle's cached metadata-table view from before it lacks
+    them (``Timeline.archived_through``). Older markers go: the newest one says it all."""
+    folder = f"{table.path}/{P.HOODIE_FOLDER}"
+    with contextlib.suppress(FileExistsError):  # a crashed archival's retry
+        create_exclusive(table.fs.table_fs, f"{folder}/{ARCHIVED_MARKER_PREFIX}{boundary}", b"")
+    older = timeline.archived_through
+    if older is not None and older < boundary:
+        _remove(table, [f"{folder}/{ARCHIVED_MARKER_PREFIX}{older}"])
 
 
 def _instant_files(table: TableHandle, times: set[str]) -> list[str]:

@@ -59,6 +59,11 @@ _APPENDED: Final = frozenset({COMMIT, REPLACE_COMMIT, DELTA_COMMIT, CLEAN})
 #: timeline ignores files without an instant's extension.
 MANIFEST_POINTER_PREFIX: Final = "fed-manifest-"
 _POINTER_RE = re.compile(re.escape(MANIFEST_POINTER_PREFIX) + r"(\d{17})")
+#: ``.hoodie/fed-archived-<instant>``: an empty file archival creates before it moves the
+#: instants up to ``<instant>`` out, so a listing says how far they went (a long-lived
+#: handle's cached metadata-table view from before that point lacks them).
+ARCHIVED_MARKER_PREFIX: Final = "fed-archived-"
+_ARCHIVED_RE = re.compile(re.escape(ARCHIVED_MARKER_PREFIX) + r"(\d{17})")
 
 
 def instant_time(moment: datetime) -> str:
@@ -111,11 +116,16 @@ def parse_instant_file(name: str) -> Instant | None:
 
 
 class Timeline:
-    """The instants of a table, each in its most advanced state, oldest first, and the
-    metadata-table manifests the listing named (``manifests``, oldest first)."""
+    """The instants of a table, each in its most advanced state, oldest first, the
+    metadata-table manifests the listing named (``manifests``, oldest first) and the
+    newest instant archival has moved out or is moving out (``archived_through``, from
+    its markers; None when none was seen)."""
 
-    def __init__(self, instants: Iterable[Instant], manifests: Iterable[str] = ()) -> None:
+    def __init__(
+        self, instants: Iterable[Instant], manifests: Iterable[str] = (), archived_through: str | None = None
+    ) -> None:
         self.manifests: tuple[str, ...] = tuple(sorted(manifests))
+        self.archived_through = archived_through
         latest: dict[tuple[str, str], Instant] = {}
         rank = {REQUESTED: 0, INFLIGHT: 1, COMPLETED: 2}
         for instant in instants:
@@ -135,9 +145,9 @@ class Timeline:
         however many instants the active timeline holds. That is exact because fedcore's
         writers never complete an instant requested after a later one was visible
         (``new_instant``), and the one thing it cannot see, instants that went from before
-        that point, is caught by what accompanies it: archival drops a manifest pointer
-        (compaction adds one) and a rollback adds a rollback instant; either makes it list
-        the whole timeline again. Timelines of tables without fedcore's metadata table
+        that point, is caught by what accompanies it: archival adds a marker (and drops a
+        manifest pointer; compaction adds one) and a rollback adds a rollback instant;
+        either makes it list the whole timeline again. Timelines of tables without fedcore's metadata table
         (their writers follow no such rule) are always listed whole."""
         folder = f"{table_path}/{P.HOODIE_FOLDER}"
         if since is not None and since.manifests and since.instants:
@@ -149,8 +159,12 @@ class Timeline:
                 kept = [i for i in since.instants if i.time < mark]
                 known = set(since.instants)
                 news = [i for i in listed.instants if i not in known]
-                if listed.manifests == since.manifests and all(i.action in _APPENDED for i in news):
-                    return cls(kept + list(listed.instants), listed.manifests)
+                unchanged = (listed.manifests, listed.archived_through) == (
+                    since.manifests,
+                    since.archived_through,
+                )
+                if unchanged and all(i.action in _APPENDED for i in news):
+                    return cls(kept + list(listed.instants), listed.manifests, listed.archived_through)
         # refresh: s3fs caches listings, and a stale timeline would hide commits.
         with storage_errors(folder):
             names = [entry.rsplit("/", 1)[-1] for entry in fs.ls(folder, detail=False, refresh=True)]
@@ -159,8 +173,10 @@ class Timeline:
     @classmethod
     def _from_names(cls, names: Iterable[str]) -> Timeline:
         names = list(names)
-        pointers = (match[1] for match in map(_POINTER_RE.fullmatch, names) if match is not None)
-        return cls((instant for instant in map(parse_instant_file, names) if instant is not None), pointers)
+        pointers = [match[1] for match in map(_POINTER_RE.fullmatch, names) if match is not None]
+        archived = [match[1] for match in map(_ARCHIVED_RE.fullmatch, names) if match is not None]
+        instants = (instant for instant in map(parse_instant_file, names) if instant is not None)
+        return cls(instants, pointers, max(archived, default=None))
 
     def __iter__(self) -> Iterator[Instant]:
         return iter(self.instants)

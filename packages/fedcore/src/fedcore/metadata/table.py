@@ -28,8 +28,8 @@ what the cache lacks. The manifest in use is kept while every instant after it i
 on the active timeline: an older manifest plus more deltas is then the same state as a
 newer manifest, so the cache needs no listing to stay correct. Archival breaks that (the
 instants it moves out are in no delta a view applies), so before it moves any out it
-points the timeline at its boundary manifest and drops the older pointers, and a cached
-manifest older than every pointer is replaced by the newest one pointed to. A delta gone
+marks how far it goes in the timeline's listing (``Timeline.archived_through``), and a
+cached manifest older than that is replaced by the newest one pointed to. A delta gone
 (archival dropped it once a newer manifest covered it) or a long run of deltas makes the
 next lookup list manifests again. A plan with nothing new on the timeline then costs one
 LIST of the tail of ``.hoodie/`` (``Timeline.load``'s ``since``). A new handle fetches
@@ -328,17 +328,16 @@ class MetadataTable(FileIndex):
         completed = [i.time for i in timeline.completed(as_of=as_of)]
         cached = self.cache.manifest
         self._derived_view = not fresh
-        # Archival moves instants out only up to a manifest it points to first, dropping the
-        # older pointers: a cached manifest older than every pointer may lack instants that
-        # are on the timeline no more, and no delta the view applies would add their files.
-        pointers = timeline.manifests
-        archived_past = cached is not None and bool(pointers) and cached.instant < pointers[0]
+        # A cached manifest older than what archival moved out may lack instants that are on
+        # the timeline no more, and no delta the view applies would add their files.
+        archived = timeline.archived_through
+        archived_past = cached is not None and archived is not None and cached.instant < archived
         if as_of is None and cached is not None and not fresh and not archived_past:
             deltas = [t for t in completed if t > cached.instant or t in cached.excluded]
             if len(deltas) <= _MAX_CACHED_DELTAS:
                 return cached, deltas
         pointed = [t for t in timeline.manifests if as_of is None or t <= as_of]
-        if pointed and not fresh:
+        if pointed and not fresh and (archived is None or pointed[-1] >= archived):
             manifest = None if pointed[-1] == NO_MANIFEST else self._fetch_manifest(pointed[-1], completed)
         else:
             eligible = [t for t in self.manifest_times() if as_of is None or t <= as_of]
@@ -347,10 +346,10 @@ class MetadataTable(FileIndex):
                 # Without a manifest every delta applies, but only the active timeline's: if
                 # archival moved instants out (it drops their deltas and the start pointer),
                 # their files would silently go missing from the view.
-                archived = archived_through(self.fs, self.table_path)
-                if archived is not None:
+                moved = archived_through(self.fs, self.table_path)
+                if moved is not None:
                     raise MetadataTableError(
-                        f"no metadata-table manifest covers the instants archived through {archived}"
+                        f"no metadata-table manifest covers the instants archived through {moved}"
                         f"{REPAIR_HINT}"
                     )
         if as_of is None:
@@ -413,8 +412,8 @@ class MetadataTable(FileIndex):
     def drop_older_than(self, boundary: Manifest) -> int:
         """Delete what no view from ``boundary`` on needs (archival made older views
         impossible): older manifests, the deltas folded into it, shards only they used.
-        Returns how many files went. Lookups start at ``boundary`` already
-        (``start_lookups_at``, before archival moved instants out)."""
+        Returns how many files went."""
+        self._point_to(boundary.instant)  # lookups that follow pointers start here or later
         used: set[str] = set()
         for manifest in (self.manifest(t) for t in self.manifest_times() if t >= boundary.instant):
             used.update(entry[0] for entry in manifest.shards if entry)
@@ -437,16 +436,11 @@ class MetadataTable(FileIndex):
             for name in self._names("base")
             if name[:17] < boundary.instant and name not in used
         ]
+        doomed += [
+            self.pointer_path(time) for time in self._load_timeline().manifests if time < boundary.instant
+        ]
         remove_files(self.fs, doomed)
         return len(doomed)
-
-    def start_lookups_at(self, boundary: Manifest) -> None:
-        """Point the timeline at ``boundary`` and drop the older pointers, before archival
-        moves out any instant up to it: a long-lived handle whose cached manifest is older
-        than every pointer then starts from a newer one (see ``_view``)."""
-        self._point_to(boundary.instant)
-        older = [time for time in self._load_timeline().manifests if time < boundary.instant]
-        remove_files(self.fs, [self.pointer_path(time) for time in older])
 
     def _read_deltas(self, instants: Sequence[str], wanted: set[str] | None) -> list[list[Op]]:
         """The deltas of completed instants, oldest first; those not cached fetched together."""
