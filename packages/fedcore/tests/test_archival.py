@@ -7,7 +7,7 @@ import pytest
 from fedcore import properties as P
 from fedcore.archival import archive, read_archive
 from fedcore.exceptions import InstantNotRetainedError
-from fedcore.table import Table
+from fedcore.table import Table, load_table
 from fedcore.testing import Backend
 from fedcore.write_client import WriteClient
 
@@ -85,3 +85,61 @@ def test_a_crash_during_archival_leaves_no_instant_looking_failed(backend: Backe
     assert len(table.timeline().completed()) < before
     write_rounds(table, 2, model)
     assert rows(table) == model
+
+
+def test_a_boundary_manifest_without_a_pointer_is_found_when_archival_dies_before_pointing(
+    backend: Backend,
+) -> None:
+    """A compaction that died between its manifest and its pointer leaves a manifest no
+    pointer names; archival may still take it as its boundary, and if archival dies too,
+    after moving the instants out but before pointing at its boundary, the newest pointer
+    is older than what was archived. A lookup that started there would lack the moved
+    instants (no delta it applies holds them): every handle must find the newer manifest."""
+    table = make_table(backend, **(KEEP | {P.ARCHIVE_AUTOMATIC: "false", P.METADATA_COMPACT_DELTAS: "100"}))
+    index = table.metadata_table_or_none()
+    assert index is not None
+    model: dict[int, tuple[str, float]] = {}
+    write_rounds(table, 3, model)
+    first = index.compact()
+    assert first is not None
+    cached = load_table(backend.table_path, storage_options=backend.storage_options)  # a long-lived handle
+    assert rows(cached) == model
+    start = cached.index_cache.manifest
+    assert start is not None
+    assert start.instant == first
+
+    for n in range(5):  # each a new file group, whose file only the deltas after `first` hold
+        ids = [100 + 2 * n, 101 + 2 * n]
+        WriteClient(table).write(trips(ids, ["us", "de"], fare=7.0), "bulk_insert")
+        model.update({i: (c, 7.0 + i) for i, c in zip(ids, ["us", "de"], strict=True)})
+    second = index.compact()
+    assert second is not None
+    table.fs.table_fs.rm(index.pointer_path(second))  # the compaction died before pointing
+    write_rounds(table, 4, model)
+
+    def crash(reached: str) -> None:
+        if reached == "moved":
+            raise Crash(reached)
+
+    with pytest.raises(Crash):
+        archive(table, hook=crash)
+    timeline = table.timeline()
+    assert timeline.archived_through == second
+    assert timeline.manifests
+    assert timeline.manifests[-1] < second, "no pointer names the boundary"
+    assert timeline.completed()[0].time > first, "instants after the cached manifest are gone"
+
+    assert rows(cached) == model
+    start = cached.index_cache.manifest
+    assert start is not None
+    assert start.instant == second
+    assert rows(load_table(backend.table_path, storage_options=backend.storage_options)) == model
+    write_rounds(table, 6, model)  # later compactions and archivals carry on
+    assert index.compact() is not None
+    write_rounds(table, 4, model)
+    assert archive(table)
+    timeline = table.timeline()
+    assert timeline.archived_through is not None
+    assert timeline.manifests[-1] >= timeline.archived_through
+    assert rows(cached) == model
+    assert rows(load_table(backend.table_path, storage_options=backend.storage_options)) == model

@@ -66,8 +66,9 @@ def archive(
     """Archive what the keep settings allow; the instant times archived, oldest first.
 
     ``timeline``: one the caller has just listed. ``hook`` is called with "written"
-    once the archive file exists and with "pending-states" once requested and
-    inflight files are gone (for crash tests)."""
+    once the archive file exists, with "pending-states" once requested and inflight
+    files are gone and with "moved" once completed ones are too, before the metadata
+    table's older files go (for crash tests)."""
     table.check_writable()
     index = table.metadata_table_or_none()
     if index is None:
@@ -103,6 +104,7 @@ def archive(
     _remove(table, [path for path in files if path.rsplit("/", 1)[-1] not in completed_names])
     step("pending-states")
     _remove(table, [path for path in files if path.rsplit("/", 1)[-1] in completed_names])
+    step("moved")
     index.drop_older_than(boundary)
     return [i.time for i in doomed]
 
