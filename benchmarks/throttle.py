@@ -270,8 +270,7 @@ def run_layout(
                 with lock:
                     run.failed.append(f"scan: {type(exc).__name__}: {exc}")
                 continue
-            found = scanned.column("id").combine_chunks()
-            missed = sum(len(ids) - pc.sum(pc.is_in(ids, value_set=found)).as_py() for ids in expected)
+            missed = sum(map(len, expected)) - _found(expected, scanned.column("id"))
             with lock:
                 run.scans += 1
                 if missed:
@@ -306,13 +305,11 @@ def run_layout(
     run.bytes_in = sum(snapshot.bytes_in[bucket] for bucket in run.buckets)
     run.bytes_out = sum(snapshot.bytes_out[bucket] for bucket in run.buckets)
     # Every committed row must read back, whatever the throttling did (read past the proxy).
-    run.rows_written = sum(len(ids) for _, ids in written)
     every = [ids for _, ids in written]
-    committed = set(pa.chunked_array(every, pa.int64()).to_pylist()) if every else set()
-    direct = backend.storage_options()
-    if committed:
-        back = load_table(table.path, storage_options=direct).read(columns=["id"]).column("id").to_pylist()
-        run.rows_read_back = len(committed & set(back))
+    run.rows_written = sum(map(len, every))
+    if every:
+        back = load_table(table.path, storage_options=backend.storage_options()).read(columns=["id"])
+        run.rows_read_back = _found(every, back.column("id"))
     # SeaweedFS gives each bucket volumes of its own, from a fixed number: free them (a
     # non-empty bucket goes whole there; moto keeps it, in memory).
     s3 = backend.client()
@@ -320,6 +317,14 @@ def run_layout(
         with contextlib.suppress(ClientError):
             s3.delete_bucket(Bucket=bucket)
     return run
+
+
+def _found(ids: list[pa.Array], read: pa.ChunkedArray) -> int:
+    """How many of ``ids`` (each written once) are among the ids ``read``."""
+    if not ids:
+        return 0
+    hits = pc.sum(pc.is_in(pa.chunked_array(ids, pa.int64()), value_set=read.combine_chunks()))
+    return int(hits.as_py() or 0)
 
 
 def _order(ratio: float | None) -> float:

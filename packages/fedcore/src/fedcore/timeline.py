@@ -147,8 +147,9 @@ class Timeline:
         (``new_instant``), and the one thing it cannot see, instants that went from before
         that point, is caught by what accompanies it: archival adds a marker (and drops a
         manifest pointer; compaction adds one) and a rollback adds a rollback instant;
-        either makes it list the whole timeline again. Timelines of tables without fedcore's metadata table
-        (their writers follow no such rule) are always listed whole."""
+        either makes it list the whole timeline again. Timelines of tables without
+        fedcore's metadata table (their writers follow no such rule) are always listed
+        whole."""
         folder = f"{table_path}/{P.HOODIE_FOLDER}"
         if since is not None and since.manifests and since.instants:
             pending = since.pending()
