@@ -210,7 +210,9 @@ def test_writes_that_complete_while_a_repair_runs_are_included(backend: Backend)
 
     def write_meanwhile(step: str) -> None:
         if step == "listed":  # another write starts and completes after the listing
-            WriteClient(fresh(backend)).write(trips([4], "nl"), "insert")
+            # Judging heartbeats by the held write's interval, not the table's 100 ms: else a
+            # slow moment between the two writes makes it roll the held write back.
+            WriteClient(fresh(backend), {P.HEARTBEAT_INTERVAL_MS: "60000"}).write(trips([4], "nl"), "insert")
 
     report = repair_metadata(fresh(backend), hook=write_meanwhile)
     assert report.in_flight
