@@ -153,6 +153,26 @@ def test_bad_writes_say_why_and_change_nothing(
     assert len(table.timeline().completed()) == 1
 
 
+@pytest.mark.parametrize(
+    ("key", "meant"),
+    [
+        ("hoodie.storage.prefixcount", P.STORAGE_PREFIX_COUNT),
+        ("hoodie.parquet.max.file.sizes", P.MAX_FILE_SIZE),
+    ],
+)
+def test_a_misspelt_key_creates_no_table(
+    local_fed: SparkSession, tmp_path: Path, key: str, meant: str
+) -> None:
+    """Refused before the table exists: a misspelt storage key would otherwise leave a table in
+    the default layout for its whole life."""
+    backend = Backend("local", f"file://{tmp_path}/tables/t", f"file://{tmp_path}/storage", None)
+    with pytest.raises(AnalysisException, match=re.escape(f"{key}: ") + f".*did you mean {re.escape(meant)}"):
+        frame(local_fed, 0, 10).write.format("fed").options(**hudi_options(backend), **{key: "16"}).mode(
+            "append"
+        ).save(backend.table_path)
+    assert not (tmp_path / "tables" / "t").exists()
+
+
 def test_spark_refuses_save_modes_hudi_does_not_take(local_fed: SparkSession, tmp_path: Path) -> None:
     with pytest.raises(AnalysisException, match=r"Append.*Overwrite"):
         frame(local_fed, 0, 10).write.format("fed").save(f"{tmp_path}/t")  # ErrorIfExists, Spark's default

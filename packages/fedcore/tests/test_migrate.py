@@ -15,7 +15,7 @@ import pytest
 
 from fedcore import properties as P
 from fedcore.exceptions import ConfigError, FedError, TableAlreadyExistsError, TableNotFoundError
-from fedcore.migrate import MIGRATION_SOURCE, migrate
+from fedcore.migrate import migrate
 from fedcore.records import META_COLUMNS
 from fedcore.table import load_table
 from fedcore.testing import Backend, LoopbackS3
@@ -82,7 +82,7 @@ def test_every_hudi_table_migrates_to_the_rows_it_held(archive: Path, tmp_path: 
     assert len(written) == 1
     assert not [p for p in (tmp_path / "target").rglob("*.parquet") if ".hoodie" not in p.parts]
     assert sorted(p.stat().st_mtime_ns for p in (tmp_path / "source").rglob("*") if p.is_file()) == before
-    assert target.config[MIGRATION_SOURCE] == source
+    assert target.config[P.MIGRATION_SOURCE] == source
     assert verify_table(target).ok
     # Slices that were plain copy-on-write base files with meta fields are copied, names kept.
     if report.rewritten == 0 and got.num_rows:
@@ -111,7 +111,9 @@ def test_what_is_copied_and_what_is_rewritten(tmp_path: Path) -> None:
     )
     assert merged.rewritten == 1  # the slice with a log file: base and log merged
     assert merged.copied == 2
-    assert load_table(f"file://{tmp_path}/mor-target").config[P.TABLE_TYPE] == P.TABLE_TYPE_COW
+    target = load_table(f"file://{tmp_path}/mor-target").config
+    assert target[P.TABLE_TYPE] == P.FEDERATED_TABLE_TYPE_PREFIX + P.TABLE_TYPE_COW  # object-store layout
+    assert target.table_type == P.TABLE_TYPE_COW
 
 
 def test_a_plain_parquet_dataset_migrates(tmp_path: Path) -> None:

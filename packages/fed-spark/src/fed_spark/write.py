@@ -89,8 +89,6 @@ def open_for_write(options: WriteOptions, settings: SessionSettings, schema: pa.
     that contradict the table's config are refused, storage keys included
     (``StorageStrategyMismatchError``)."""
     storage = settings.storage(options.storage)
-    storage_keys = {k: v for k, v in options.hoodie.items() if k in P.STORAGE_KEYS}
-    runtime = {k: v for k, v in options.hoodie.items() if k not in P.STORAGE_KEYS}
     try:
         table = load_table(options.path, storage_options=storage)
     except TableNotFoundError:
@@ -108,6 +106,10 @@ def open_for_write(options: WriteOptions, settings: SessionSettings, schema: pa.
                 "hoodie.datasource.write.recordkey.field",
                 f"names {missing[0]!r}, which is not a column of the data ({', '.join(schema.names)})",
             ) from None
+        # The write's settings are checked before the table exists; its other keys become the
+        # new table's config, where create_table refuses any key fed would not read.
+        runtime = {k: v for k, v in options.hoodie.items() if k in P.RUNTIME_KEYS}
+        P.check_options(runtime)
         table = create_table(
             options.path,
             name=options.table_name or options.path.rstrip("/").rpartition("/")[2],
@@ -115,7 +117,7 @@ def open_for_write(options: WriteOptions, settings: SessionSettings, schema: pa.
             partition_fields=options.partition_fields or (),
             precombine_field=options.precombine_field,
             hive_style_partitioning=True if options.hive_style is None else options.hive_style,
-            properties=storage_keys,
+            properties={k: v for k, v in options.hoodie.items() if k not in P.RUNTIME_KEYS},
             storage_options=storage,
         )
         return table.with_options(runtime)
@@ -137,7 +139,7 @@ def open_for_write(options: WriteOptions, settings: SessionSettings, schema: pa.
     for key, given, actual in checks:
         if given is not None and given != actual:
             raise ConfigError(key, f"is {given!r}, but table {config.name} has {actual!r}")
-    return table.with_options({**storage_keys, **runtime})
+    return table.with_options(options.hoodie)
 
 
 def operation_of(options: WriteOptions, overwrite: bool, from_sql: bool) -> Operation:

@@ -1,4 +1,5 @@
-"""``fed`` commands that look after a table's files: repair, verify and migrate.
+"""``fed`` commands that look after a table's files: repair, verify and migrate; and its
+config: upgrade.
 
 Each goes over every file of a table (repair and verify list every prefix under its
 storage roots; migrate copies or rewrites each file), so each shows a progress bar
@@ -26,6 +27,7 @@ from fedcore.exceptions import FedError
 from fedcore.io.filesystems import storage_options_of
 from fedcore.migrate import migrate
 from fedcore.repair import repair_metadata
+from fedcore.upgrade import upgrade_config
 from fedcore.verify import delete_orphans, verify_table
 
 #: ``fed verify``'s exit status when the table fails the check.
@@ -63,6 +65,13 @@ def maintenance_commands(commands: Any) -> None:
         help="grace period for --delete-orphans, e.g. 7d, 12h, 30m (required with it)",
     )
     verify.set_defaults(run=_verify)
+
+    upgrade = add(
+        "upgrade",
+        "bring the table's config up to what this fed writes (every write does it too); no data "
+        "file is touched",
+    )
+    upgrade.set_defaults(run=_upgrade)
 
     move = commands.add_parser(
         "migrate",
@@ -129,6 +138,16 @@ def _verify(args: argparse.Namespace) -> int:
         delete_orphans(table, report, args.older_than)
     print(json.dumps(report.to_json(), indent=2) if args.json else report.format())
     return 0 if report.ok else EXIT_FAILED
+
+
+def _upgrade(args: argparse.Namespace) -> int:
+    table = open_table(args)
+    changed = upgrade_config(table)
+    if not changed:
+        print(f"table {table.name} is up to date")
+    for key, (old, new) in changed.items():
+        print(f"table {table.name}: {key} {old} -> {new}")
+    return 0
 
 
 def _migrate(args: argparse.Namespace) -> int:

@@ -109,10 +109,8 @@ class TableHandle:
         known = P.RUNTIME_KEYS | set(P.STORAGE_KEYS) | self.strategy.accepted_keys
         for key in sorted(given):
             if key not in known:
-                raise ConfigError(
-                    key,
-                    "is not an option fedcore reads when opening or writing a table, so it would be "
-                    f"ignored; the options are {', '.join(sorted(P.RUNTIME_KEYS))} and the storage keys",
+                raise P.unknown_key(
+                    key, known, "is not an option fedcore reads when opening or writing a table"
                 )
         check_storage_properties(self.strategy, self.config, given)
         runtime = {k: v for k, v in given.items() if k not in P.STORAGE_KEYS}

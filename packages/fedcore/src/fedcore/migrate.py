@@ -68,8 +68,6 @@ from fedcore.timeline import WRITE_ACTIONS
 from fedcore.transaction import StepHook, roll_back_failed_writes
 from fedcore.write_job import BULK_INSERT, IO_THREADS, WriteJob
 
-#: The target's config names the table it was migrated from.
-MIGRATION_SOURCE: Final = "hoodie.fed.migration.source"
 #: Source config keys that define how records are keyed, partitioned and merged.
 _CARRIED: Final = frozenset(
     {
@@ -81,7 +79,6 @@ _CARRIED: Final = frozenset(
         str(P.DROP_PARTITION_COLUMNS),
     }
 )
-_CARRIED_PREFIXES: Final = ("hoodie.keygen.", "hoodie.deltastreamer.keygen.")
 #: Table version 8 names the key generator by type.
 _KEY_GENERATOR_TYPES: Final = {
     "SIMPLE": P.SIMPLE_KEY_GENERATOR,
@@ -294,10 +291,10 @@ def _target(
             precombine_field=found.precombine_field,
             hive_style_partitioning=found.hive_style,
             database=found.database,
-            properties={**found.carried, **(properties or {}), **storage, MIGRATION_SOURCE: source},
+            properties={**found.carried, **(properties or {}), **storage, P.MIGRATION_SOURCE: source},
             storage_options=target_options,
         ).with_options(options)
-    if existing.config.get(MIGRATION_SOURCE) != source:
+    if existing.config.get(P.MIGRATION_SOURCE) != source:
         raise TableAlreadyExistsError(
             f"a table already exists at {target} and it is not a migration of {source}: "
             "a migration writes a new table"
@@ -353,7 +350,7 @@ def _open_source(
 
 
 def _config_of(config: Mapping[str, str]) -> dict[str, str]:
-    carried = {k: v for k, v in config.items() if k in _CARRIED or k.startswith(_CARRIED_PREFIXES)}
+    carried = {k: v for k, v in config.items() if k in _CARRIED or k.startswith(P.KEY_GENERATOR_PREFIXES)}
     generator_type = config.get(P.KEY_GENERATOR_TYPE, "").strip().upper()
     if P.KEY_GENERATOR_CLASS not in carried and generator_type:
         if generator_type not in _KEY_GENERATOR_TYPES:

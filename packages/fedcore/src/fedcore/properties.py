@@ -8,7 +8,8 @@ passes options: the Python API, the CLI and the engine adapters.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+from collections.abc import Iterable, Mapping
 from typing import Final
 
 from fedcore.exceptions import ConfigError
@@ -44,6 +45,15 @@ DEFAULT_RECORD_MERGER_STRATEGY: Final = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
 
 TABLE_TYPE_COW: Final = "COPY_ON_WRITE"
 TABLE_TYPE_MOR: Final = "MERGE_ON_READ"
+#: A table whose data files are not under its table path (every storage strategy but
+#: ``hive``) stores its type as ``FEDERATED_COPY_ON_WRITE`` / ``FEDERATED_MERGE_ON_READ``.
+#: Readers that do not implement fed's storage strategies list the table path, find no data
+#: files there, and would return an empty table without an error; the table type is the one
+#: key that Apache Hudi's Spark reader (0.15 and 1.0) and hudi-rs all parse, as an enum,
+#: before they list anything, so an unknown type makes each of them refuse the table. The
+#: README's "Reading fed tables from other engines" gives what each reader prints and why
+#: no other key does this (the table version and the base file format do not).
+FEDERATED_TABLE_TYPE_PREFIX: Final = "FEDERATED_"
 DEFAULT_TABLE_VERSION: Final = 6
 DEFAULT_TIMELINE_LAYOUT_VERSION: Final = 1
 
@@ -201,6 +211,9 @@ STORAGE_KEYS: Final = (
 #: only the table name, and a hand-edited storage key would send every read to the wrong place.
 STORAGE_CHECKSUM: Final = "hoodie.storage.checksum"
 
+#: The table a migration copied (``fed migrate``): recorded in the target's config.
+MIGRATION_SOURCE: Final = "hoodie.fed.migration.source"
+
 #: Entry-point group through which other packages register storage strategies by name.
 STORAGE_STRATEGY_ENTRY_POINT_GROUP: Final = "fedcore.storage_strategies"
 
@@ -236,3 +249,58 @@ def check_options(options: Mapping[str, str]) -> None:
         raise ConfigError(
             ARCHIVE_MIN_INSTANTS, f"{keep_min} must be below {ARCHIVE_MAX_INSTANTS} ({keep_max})"
         )
+
+
+#: Table-config keys a new table may be given: the Hudi keys fedcore reads from a table's
+#: config, and those it records for other tools without reading them (the Avro schema at
+#: creation; the table a migration copied). Runtime options and storage keys are accepted
+#: too; the checksums are computed. Any other key would be stored and never read, which for
+#: a misspelt storage key means a table created in the wrong layout for its whole life.
+TABLE_KEYS: Final = frozenset(
+    {
+        TABLE_NAME,
+        DATABASE_NAME,
+        TABLE_TYPE,
+        TABLE_VERSION,
+        RECORD_KEY_FIELDS,
+        PARTITION_FIELDS,
+        PRECOMBINE_FIELD,
+        HIVE_STYLE_PARTITIONING,
+        URL_ENCODE_PARTITIONING,
+        KEY_GENERATOR_CLASS,
+        KEY_GENERATOR_TYPE,
+        TIMELINE_LAYOUT_VERSION,
+        ARCHIVELOG_FOLDER,
+        BASE_FILE_FORMAT,
+        CREATE_SCHEMA,
+        PAYLOAD_CLASS,
+        RECORD_MERGER_STRATEGY,
+        str(DROP_PARTITION_COLUMNS),
+        str(POPULATE_META_FIELDS),
+        str(METADATA_ENABLE),
+        MIGRATION_SOURCE,
+    }
+)
+#: Key-generator settings (a timestamp-based key generator's formats, ...): recorded with the
+#: key generator they configure, as Hudi records them.
+KEY_GENERATOR_PREFIXES: Final = ("hoodie.keygen.", "hoodie.deltastreamer.keygen.")
+#: Keys fedcore computes; a value given for one is refused rather than overwritten.
+COMPUTED_KEYS: Final = frozenset({TABLE_CHECKSUM, STORAGE_CHECKSUM})
+
+
+def check_table_keys(properties: Iterable[str], strategy_keys: Iterable[str] = ()) -> None:
+    """Refuse any key a new table's config may not hold (see ``TABLE_KEYS``): ``ConfigError``
+    names the key and the known key nearest to it."""
+    known = TABLE_KEYS | RUNTIME_KEYS | set(STORAGE_KEYS) | set(strategy_keys)
+    for key in sorted(properties):
+        if key in COMPUTED_KEYS:
+            raise ConfigError(key, "is computed by fed, never given")
+        if key not in known and not key.startswith(KEY_GENERATOR_PREFIXES):
+            raise unknown_key(key, known, "is not a table property fed reads or records")
+
+
+def unknown_key(key: str, known: Iterable[str], what: str) -> ConfigError:
+    """The error for a key fed would not read: ``what`` it is not, and the nearest known key."""
+    nearest = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+    hint = f"; did you mean {nearest[0]}?" if nearest else ""
+    return ConfigError(key, f"{what}, so it would be ignored{hint}")

@@ -16,7 +16,6 @@ from fsspec import AbstractFileSystem
 
 from fedcore import properties as P
 from fedcore.exceptions import (
-    ConfigError,
     InvalidPathError,
     MetadataTableRequiredError,
     StorageError,
@@ -34,7 +33,7 @@ from fedcore.io.uris import normalize_uri
 from fedcore.reader import FileSlice, FilterSpec, QueryType
 from fedcore.records import WriteInput
 from fedcore.scan import DataScan
-from fedcore.storage.loader import load_storage_strategy
+from fedcore.storage.loader import load_storage_strategy, named_strategy_class
 from fedcore.table_config import TableConfig
 from fedcore.write_client import Operation, WriteClient, WriteResult
 
@@ -169,6 +168,9 @@ def create_table(
     (which deletes that timeline and metadata first)."""
     table_path = normalize_uri(path)
     requested = {str(k): str(v) for k, v in (properties or {}).items()}
+    # Before the strategy is built: a misspelt storage key must be named as such, not
+    # surface as a missing one (or, worse, leave the default layout chosen silently).
+    P.check_table_keys(requested, named_strategy_class(requested).accepted_keys)
     strategy = load_storage_strategy(table_path, {**requested, P.TABLE_NAME: name})
     wanted = P.METADATA_ENABLE.of(requested)
     if not strategy.data_under_table_path and not wanted:
@@ -180,8 +182,8 @@ def create_table(
     other = {
         k: v for k, v in requested.items() if k not in P.STORAGE_KEYS and k not in strategy.accepted_keys
     }
-    if P.STORAGE_CHECKSUM in other:
-        raise ConfigError(P.STORAGE_CHECKSUM, "is computed by fedcore, never given")
+    if P.TABLE_TYPE in other:  # stored as federated below exactly when the layout is
+        other[P.TABLE_TYPE] = other[P.TABLE_TYPE].strip().upper().removeprefix(P.FEDERATED_TABLE_TYPE_PREFIX)
     storage = persisted_storage_properties(strategy, requested)
     config = TableConfig.create(
         name=name,
@@ -191,6 +193,7 @@ def create_table(
         hive_style_partitioning=hive_style_partitioning,
         database=database,
         properties={**other, **storage, P.STORAGE_CHECKSUM: storage_checksum(storage)},
+        federated=not strategy.data_under_table_path,
     )
     P.check_options(config)
     fs = filesystem_for(table_path, storage_options)

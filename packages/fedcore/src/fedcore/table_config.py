@@ -3,7 +3,9 @@
 Written with Hudi's keys, Java-properties escaping and checksum so that Hudi
 tools recognise a fedcore table, and read strictly (checksum verified) because
 every physical path is derived from it: a corrupted storage key would send
-readers and writers to the wrong place.
+readers and writers to the wrong place. A table whose data is not under its table
+path stores a federated table type (``properties.FEDERATED_TABLE_TYPE_PREFIX``), so
+that readers which would list the table path refuse it instead of reading it empty.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from fsspec import AbstractFileSystem
 
 from fedcore import properties as P
 from fedcore.exceptions import InvalidTableConfigError, TableAlreadyExistsError, TableNotFoundError
-from fedcore.io.atomic import create_exclusive
+from fedcore.io.atomic import create_exclusive, replace_atomic
 
 _SECRET_KEY_RE = re.compile(
     r"secret|password|passwd|credential|access[._-]?key|session[._-]?token|sas[._-]?token", re.I
@@ -53,8 +55,10 @@ class TableConfig(Mapping[str, str]):
         hive_style_partitioning: bool = True,
         database: str | None = None,
         properties: Mapping[str, str] | None = None,
+        federated: bool = False,
     ) -> TableConfig:
-        """A new table's config: Hudi's defaults for a copy-on-write table, then ``properties``."""
+        """A new table's config: Hudi's defaults for a copy-on-write table, then ``properties``;
+        ``federated``: its data is not under its table path (the type is stored as federated)."""
         if not _TABLE_NAME_RE.fullmatch(name or ""):
             raise InvalidTableConfigError(
                 P.TABLE_NAME, f"{name!r} must start with a letter or '_' and hold only letters, digits, '_'"
@@ -83,7 +87,14 @@ class TableConfig(Mapping[str, str]):
             props[P.DATABASE_NAME] = database
         props.update(properties or {})
         props[P.TABLE_CHECKSUM] = str(table_checksum(props[P.TABLE_NAME], props.get(P.DATABASE_NAME, "")))
-        return cls(props)
+        config = cls(props)
+        return config.marked_federated() if federated else config
+
+    def marked_federated(self) -> TableConfig:
+        """This config with its table type stored as federated (unchanged if it is already)."""
+        if self.federated:
+            return self
+        return TableConfig({**self._props, P.TABLE_TYPE: P.FEDERATED_TABLE_TYPE_PREFIX + self.table_type})
 
     @classmethod
     def from_bytes(cls, data: bytes) -> TableConfig:
@@ -116,6 +127,11 @@ class TableConfig(Mapping[str, str]):
         except FileExistsError:
             raise TableAlreadyExistsError(f"a table already exists at {table_path}") from None
 
+    def save_replacing(self, fs: AbstractFileSystem, table_path: str) -> None:
+        """Persist over the table's config (an upgrade): a reader sees the old file or this one,
+        whole. Never for a change of the storage keys (a table moves only by migration)."""
+        replace_atomic(fs, properties_path(table_path), self.to_bytes())
+
     # --- typed accessors --------------------------------------------------------------
 
     @property
@@ -128,7 +144,14 @@ class TableConfig(Mapping[str, str]):
 
     @property
     def table_type(self) -> str:
-        return self._props.get(P.TABLE_TYPE, P.TABLE_TYPE_COW)
+        """``COPY_ON_WRITE`` or ``MERGE_ON_READ``, whether or not it is stored as federated."""
+        return self._props.get(P.TABLE_TYPE, P.TABLE_TYPE_COW).removeprefix(P.FEDERATED_TABLE_TYPE_PREFIX)
+
+    @property
+    def federated(self) -> bool:
+        """Whether the stored table type is federated: readers that list the table path
+        (Hudi's own, hudi-rs) refuse the table."""
+        return self._props.get(P.TABLE_TYPE, "").startswith(P.FEDERATED_TABLE_TYPE_PREFIX)
 
     @property
     def version(self) -> int:
@@ -177,7 +200,7 @@ class TableConfig(Mapping[str, str]):
         if not version.strip().isdigit():
             raise InvalidTableConfigError(P.TABLE_VERSION, f"{version!r} is not a table version number")
         if self.table_type not in (P.TABLE_TYPE_COW, P.TABLE_TYPE_MOR):
-            raise InvalidTableConfigError(P.TABLE_TYPE, f"{self.table_type!r} is not a Hudi table type")
+            raise InvalidTableConfigError(P.TABLE_TYPE, f"{self[P.TABLE_TYPE]!r} is not a Hudi table type")
         checksum = self._props.get(P.TABLE_CHECKSUM)
         if checksum is not None and checksum != str(table_checksum(self.name, self.database)):
             raise InvalidTableConfigError(

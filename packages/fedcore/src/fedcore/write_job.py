@@ -53,6 +53,7 @@ from fedcore.records import check_keys, conform, partition_rows, strip_meta
 from fedcore.services import run_table_services
 from fedcore.timeline import COMMIT, REPLACE_COMMIT, WRITE_ACTIONS, Timeline
 from fedcore.transaction import Heartbeat, StepHook, Transaction, roll_back_failed_writes
+from fedcore.upgrade import upgrade_config
 
 Operation: TypeAlias = Literal[
     "bulk_insert", "insert", "upsert", "delete", "insert_overwrite", "insert_overwrite_table"
@@ -140,6 +141,7 @@ class WriteJob:
         timeline, which the plan uses too. ``input_schema``: the rows' schema, which a first
         write makes the table's."""
         table.check_writable()
+        upgrade_config(table)  # before anything of this write exists
         timeline = table.timeline()
         timeline.check_readable(table.name)
         if roll_back_failed_writes(table, timeline):

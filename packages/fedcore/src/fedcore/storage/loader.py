@@ -47,12 +47,17 @@ def strategy_spec(cls: type[StorageStrategy], requested: str) -> str:
     return requested.strip()
 
 
+def named_strategy_class(properties: Mapping[str, str]) -> type[StorageStrategy]:
+    """The class of the strategy the properties name (``hive`` when they name none)."""
+    spec = properties.get(P.STORAGE_STRATEGY_CLASS)
+    # given but empty is an error, never the default
+    return strategy_class(P.DEFAULT_STORAGE_STRATEGY if spec is None else spec)
+
+
 def load_storage_strategy(table_path: str, properties: Mapping[str, str]) -> StorageStrategy:
     """Build the strategy the properties name (``hive`` when they name none)."""
-    spec = properties.get(P.STORAGE_STRATEGY_CLASS)
-    if spec is None:
-        spec = P.DEFAULT_STORAGE_STRATEGY  # given but empty is an error, never the default
-    cls = strategy_class(spec)
+    cls = named_strategy_class(properties)
+    spec = properties.get(P.STORAGE_STRATEGY_CLASS, P.DEFAULT_STORAGE_STRATEGY)
     try:
         return cls(table_path, properties)
     except FedError:
