@@ -107,21 +107,22 @@ def _history_at(tmp_path: Path) -> tuple[Table, list[str]]:
 
 DEFAULT = "__HIVE_DEFAULT_PARTITION__"
 #: A WHERE clause, the regions whose rows match, and the partitions a plan may keep: Hudi's
-#: default partition holds nulls and empty strings, so only = and IN (and IS NULL's
-#: opposite) can rule it out.
+#: default partition holds nulls and empty strings, so its path rules it out only for = and
+#: IN (and IS NULL's opposite); here its files hold nulls only, which their column
+#: statistics say, so every comparison skips them too.
 WHERE = [
     ("region = 'eu'", {"eu"}, {"eu"}),
     ("region <=> 'eu'", {"eu"}, {"eu"}),
     ("region <=> NULL", {None}, {DEFAULT}),
     ("region IN ('eu', 'us')", {"eu", "us"}, {"eu", "us"}),
     ("region IN ('eu', NULL)", {"eu"}, {"eu"}),
-    ("region < 'eu'", {"ap"}, {"ap", DEFAULT}),
-    ("region <= 'eu'", {"ap", "eu"}, {"ap", "eu", DEFAULT}),
-    ("region > 'sa'", {"us"}, {"us", DEFAULT}),
-    ("region >= 'sa'", {"sa", "us"}, {"sa", "us", DEFAULT}),
+    ("region < 'eu'", {"ap"}, {"ap"}),
+    ("region <= 'eu'", {"ap", "eu"}, {"ap", "eu"}),
+    ("region > 'sa'", {"us"}, {"us"}),
+    ("region >= 'sa'", {"sa", "us"}, {"sa", "us"}),
     ("region IS NULL", {None}, {DEFAULT}),
-    ("region IS NOT NULL", {"eu", "us", "ap", "sa"}, {"eu", "us", "ap", "sa", DEFAULT}),
-    ("region >= 'eu' AND region < 'us'", {"eu", "sa"}, {"eu", "sa", DEFAULT}),
+    ("region IS NOT NULL", {"eu", "us", "ap", "sa"}, {"eu", "us", "ap", "sa"}),
+    ("region >= 'eu' AND region < 'us'", {"eu", "sa"}, {"eu", "sa"}),
     ("region = 'eu' AND v > 0.5", {"eu"}, {"eu"}),
     # ORs are never pushed to a Python source: every partition is read, every row still right.
     ("region = 'eu' OR region = 'us'", {"eu", "us"}, {"eu", "us", "ap", "sa", DEFAULT}),
@@ -413,3 +414,43 @@ def test_merge_on_read_tables_fall_back_to_the_python_scan(
     )
     with pytest.raises(FedError, match="log files to merge"):
         fed_spark.read(local_fed, path, scan="native")
+
+
+def test_a_filter_on_a_data_column_skips_files_by_their_statistics(
+    spark: SparkSession, s3_server: LoopbackS3, tmp_path: Path
+) -> None:
+    """Three bulk inserts of 1,000 ids each: each partition's files cover id ranges of their
+    own, so ``id < 500`` needs the first commit's files only, through the fed source (data
+    GETs at the server) and through the native scan (the files Spark reads)."""
+    tables, storage = s3_server.create_bucket("skip-tables"), s3_server.create_bucket("skip-storage")
+    backend = Backend("s3", f"{tables}/trips", storage, s3_server.storage_options())
+    table = new_table(backend)
+    first = table.bulk_insert(trips(1000)).instant
+    for start in (1000, 2000):
+        table.bulk_insert(trips(1000, start=start))
+    fed_spark.register(spark, storage_options=backend.storage_options)
+    wanted = {  # the default partition's files hold null regions only: IS NOT NULL skips them
+        s.base_file_name
+        for s in table.file_slices()
+        if s.base_instant == first and s.partition_path != f"region={DEFAULT}"
+    }
+    latest = table.timeline().completed()[-1].time
+
+    s3_server.requests.reset()
+    found = spark.read.format("fed").load(table.path).where("id < 500 AND region IS NOT NULL").collect()
+    assert sorted(r["id"] for r in found) == [i for i in range(500) if REGIONS[i % 5] is not None]
+    bucket = storage.removeprefix("s3://")
+    fetched = {key.rpartition("/")[2] for key in s3_server.requests.gets if key.startswith(bucket)}
+    # the first commit's files, and one file of the latest commit, whose footer gives the schema
+    assert wanted <= fetched
+    assert len(fetched - wanted) <= 1
+    assert all(name.endswith(f"_{latest}.parquet") for name in fetched - wanted)
+
+    local = Backend("local", f"file://{tmp_path}/tables/trips", f"file://{tmp_path}/storage", None)
+    native_table = new_table(local)
+    for start in (0, 1000, 2000):
+        native_table.bulk_insert(trips(1000, start=start))
+    fed_spark.register(spark)
+    frame = fed_spark.read(spark, native_table.path, "id < 500", scan="native")
+    assert len(frame.inputFiles()) == len(REGIONS)  # one file per partition: the first commit's
+    assert sorted(r["id"] for r in frame.collect()) == list(range(500))

@@ -28,6 +28,7 @@ from typing import Literal
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
+from fed_spark.filters import exact
 from fed_spark.options import WriteOptions
 from fed_spark.session import registered
 from fed_spark.source import spark_schema
@@ -77,7 +78,8 @@ def read(
     if scan not in ("auto", "native", "python"):
         raise ValueError(f"scan must be 'auto', 'native' or 'python', not {scan!r}")
     table = load_table(path, storage_options=registered(spark).storage_options)
-    found = table.scan(_pruning(where), as_of=as_of)
+    found = table.scan(as_of=as_of)
+    found = found.update(filters=tuple(_pruning(where, found.schema())))
     files: list[str] | None = None
     if scan != "python":
         files, why = _native_files(spark, table, found)
@@ -92,13 +94,14 @@ def read(
     return frame.where(where) if where else frame
 
 
-def _pruning(where: str | None) -> list[Filter]:
-    """The conjuncts fedcore can prune with; an expression it cannot read prunes nothing
-    (Spark still applies it to every row)."""
+def _pruning(where: str | None, schema: pa.Schema) -> list[Filter]:
+    """The conjuncts fedcore can prune and skip files with, on columns that compare as in
+    Spark (``fed_spark.filters.exact``); an expression it cannot read prunes nothing (Spark
+    still applies it to every row)."""
     if not where:
         return []
     try:
-        return parse_where(where)
+        return exact(parse_where(where), schema)
     except InvalidFilterError:
         return []
 

@@ -1,17 +1,18 @@
-"""Spark's pushed filters as fedcore's partition filters: what prunes partitions before planning.
+"""Spark's filters as fedcore's: what prunes partitions and skips files before planning.
 
 Spark hands a Python data source the conjuncts of a query's WHERE clause it could express
 (``EqualTo``, ``In``, ``IsNull``, ...; ORs are never pushed to Python sources). Those on
-partition columns whose values compare in Python exactly as in Spark (integers, strings,
+columns whose values compare in Python and Arrow exactly as in Spark (integers, strings,
 dates, booleans, decimals) become fedcore filters, which prune partitions through the
-metadata table. Every filter is still handed back to Spark, which checks the rows itself:
-pruning can only drop partitions no row of which could match, so no row is ever lost, and
-no difference between Spark's and Arrow's comparison rules can let a wrong row through.
+metadata table and skip files and row groups by their column statistics. Every filter is
+still handed back to Spark, which checks the rows itself: pruning can only drop files no
+row of which could match, so no row is ever lost, and no difference between Spark's and
+Arrow's comparison rules can let a wrong row through.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 import pyarrow as pa
@@ -29,9 +30,10 @@ _COMPARISONS: dict[type[sds.Filter], str] = {
 
 
 def prunes(arrow_type: pa.DataType) -> bool:
-    """Types whose partition values compare in Python as Spark compares them. Floats (NaN
-    is greater than everything in Spark, unordered in Python) and timestamps (a session time
-    zone) are left to Spark: their partitions are never pruned."""
+    """Types whose values compare in Python and Arrow as Spark compares them. Floats (NaN is
+    greater than everything in Spark, unordered in Arrow, and left out of Parquet's
+    statistics) and timestamps (a session time zone) are left to Spark: nothing is pruned
+    or skipped by them."""
     return bool(
         pa.types.is_integer(arrow_type)
         or pa.types.is_string(arrow_type)
@@ -42,17 +44,15 @@ def prunes(arrow_type: pa.DataType) -> bool:
     )
 
 
-def partition_filters(
-    filters: Iterable[sds.Filter], schema: pa.Schema, fields: Sequence[str]
-) -> list[Filter]:
-    """The pushed filters that prune partitions, as fedcore filters (the rest give none)."""
-    prunable = {name for name in fields if name in schema.names and prunes(schema.field(name).type)}
-    out = []
-    for spark_filter in filters:
-        translated = _translate(spark_filter)
-        if translated is not None and translated.column in prunable:
-            out.append(translated)
-    return out
+def pruning_filters(filters: Iterable[sds.Filter], schema: pa.Schema) -> list[Filter]:
+    """The pushed filters that prune partitions and skip files, as fedcore filters (the rest
+    give none)."""
+    return exact(filter(None, map(_translate, filters)), schema)
+
+
+def exact(filters: Iterable[Filter], schema: pa.Schema) -> list[Filter]:
+    """The filters on columns whose values compare as Spark compares them (see ``prunes``)."""
+    return [f for f in filters if f.column in schema.names and prunes(schema.field(f.column).type)]
 
 
 def _translate(spark_filter: sds.Filter) -> Filter | None:

@@ -22,7 +22,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPa
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
-from fed_spark.filters import partition_filters
+from fed_spark.filters import pruning_filters
 from fed_spark.options import PATH, STORAGE_PREFIX, ReadOptions, SessionSettings, WriteOptions
 from fed_spark.write import FedWriter, arrow_schema, open_for_write, operation_of
 from fedcore.exceptions import SchemaMismatchError
@@ -124,10 +124,9 @@ class FedReader(DataSourceReader):
         self.plan: ScanPlan | None = None
 
     def pushFilters(self, filters: list[Filter]) -> Sequence[Filter]:
-        """Filters on partition columns prune partitions; Spark still applies every filter."""
-        assert self.scan is not None
-        fields = self.scan.table.partition_scheme.fields
-        self.pruning = partition_filters(filters, self.table_schema, fields)
+        """Filters prune partitions and skip files (``fed_spark.filters``); Spark still
+        applies every filter."""
+        self.pruning = pruning_filters(filters, self.table_schema)
         return filters
 
     def partitions(self) -> list[FedPartition]:

@@ -19,6 +19,9 @@ from typing import Any
 
 from fedcore.exceptions import MetadataTableError
 
+#: fed's own field of a write stat: the file's column statistics. Hudi's readers ignore
+#: fields they do not know (Apache Hudi 0.15 and 1.0 read such commits: ``tox -e hudi``).
+COLUMN_STATS_FIELD = "fedColumnStats"
 OPERATION_TYPES = ("BULK_INSERT", "INSERT", "UPSERT", "DELETE", "INSERT_OVERWRITE", "INSERT_OVERWRITE_TABLE")
 
 
@@ -34,8 +37,12 @@ class WriteStat:
     num_deletes: int = 0
     total_write_bytes: int = 0
     file_size: int = 0
+    #: The file's column statistics (``io.parquet.file_stats``), for the metadata table; None
+    #: where none were taken (files written before fed took them, copies by migrate).
+    column_stats: str | None = None
 
     def to_json(self) -> dict[str, Any]:
+        stats = {} if self.column_stats is None else {COLUMN_STATS_FIELD: self.column_stats}
         return {
             "fileId": self.file_id,
             "path": self.path,
@@ -59,6 +66,7 @@ class WriteStat:
             "fileSizeInBytes": self.file_size,
             "minEventTime": None,
             "maxEventTime": None,
+            **stats,
         }
 
     @classmethod
@@ -74,6 +82,7 @@ class WriteStat:
             num_deletes=int(data.get("numDeletes") or 0),
             total_write_bytes=int(data.get("totalWriteBytes") or 0),
             file_size=int(data.get("fileSizeInBytes") or 0),
+            column_stats=data.get(COLUMN_STATS_FIELD) or None,
         )
 
 

@@ -14,7 +14,7 @@ import contextlib
 import io
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
@@ -31,7 +31,7 @@ from fedcore.filenames import base_file_name, new_file_id
 from fedcore.handle import TableHandle
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import open_sized
-from fedcore.io.parquet import open_parquet
+from fedcore.io.parquet import file_stats, open_parquet
 from fedcore.records import COMMIT_SEQNO, FILE_NAME, META_COLUMNS, RECORD_KEY, record_keys
 
 NO_ROWS: Final = np.empty(0, np.int64)
@@ -151,7 +151,9 @@ def write_group(
         fs = table.fs
         with fs.errors(base_path), open_sized(fs, base_path, group.base_size) as handle:
             base = handle.read()
-    payload, rows_written = encoder.submit(encode_group, table, source, naming, name, group, base).result()
+    payload, rows_written, column_stats = encoder.submit(
+        encode_group, table, source, naming, name, group, base
+    ).result()
     put(relative, payload)
     updates = group.updates
     return WriteStat(
@@ -165,6 +167,7 @@ def write_group(
         num_deletes=group.deletes,
         total_write_bytes=len(payload),
         file_size=len(payload),
+        column_stats=column_stats,
     )
 
 
@@ -175,8 +178,9 @@ def encode_group(
     name: str,
     group: FileGroupWrite,
     base: bytes | None,
-) -> tuple[bytes, int]:
-    """A file group's new base file: the base file's records that stay, then the new ones."""
+) -> tuple[bytes, int, str | None]:
+    """A file group's new base file: the base file's records that stay, then the new ones;
+    with its rows and its column statistics (``io.parquet.file_stats``)."""
     instant, data, keys, schema, parquet = source
     n = len(group.rows)
     new_rows = data.take(group.rows) if n else data.slice(0, 0)
@@ -226,14 +230,28 @@ def encode_group(
     # Min/max statistics of the sequence numbers, which no reader filters on, would take
     # a third of the encoding time; every other column has them, as in Hudi's files.
     columns = fresh.column_names
+    written: list[pq.FileMetaData] = []
     pq.write_table(
         fresh.replace_schema_metadata(footer),
         sink,
         use_dictionary=[c for c in columns if c not in _UNIQUE_META_COLUMNS],
         write_statistics=[c for c in columns if c != COMMIT_SEQNO],
+        metadata_collector=written,
         **parquet,
     )
-    return sink.getvalue().to_pybytes(), fresh.num_rows
+    stats = file_stats(written[0], stats_columns(table.options, columns)) if written else None
+    return sink.getvalue().to_pybytes(), fresh.num_rows, stats
+
+
+def stats_columns(options: Mapping[str, str], columns: Sequence[str]) -> frozenset[str]:
+    """The columns whose statistics a new file's entry in the metadata table records: those
+    ``hoodie.metadata.index.column.stats.column.list`` names, else the first 32 data columns."""
+    if not P.COLUMN_STATS_ENABLE.of(options):
+        return frozenset()
+    listed = P.COLUMN_STATS_COLUMNS.of(options)
+    if listed is not None:
+        return frozenset(listed)
+    return frozenset([c for c in columns if c not in META_COLUMNS][: P.DEFAULT_STATS_COLUMNS])
 
 
 def write_partition_metadata(table: TableHandle, partitions: Sequence[str], instant: str) -> None:

@@ -1,8 +1,9 @@
 """Read filters: ``(column, op, value)`` triples joined by AND, as hudi-rs takes them.
 
 Filters on partition columns prune partitions before any data file is opened
-(their values come from partition paths, typed by the table schema); the
-others are applied to rows. ``parse_where`` turns the CLI's
+(their values come from partition paths, typed by the table schema); every filter
+skips the row groups whose statistics prove no row matches (``stats_may_match``), and
+is applied to the rows read. ``parse_where`` turns the CLI's
 ``country = 'usa' AND day >= '2026-01-01' AND kind IN ('a', 'b')`` into triples.
 """
 
@@ -18,8 +19,10 @@ from typing import Any, Final
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 from fedcore.exceptions import InvalidFilterError
+from fedcore.io.parquet import ColumnStats, row_group_stats
 
 OPERATORS: Final = ("=", "!=", "<", "<=", ">", ">=", "IN", "IS NULL", "IS NOT NULL")
 #: Operators that take no value.
@@ -188,6 +191,90 @@ def may_match(values: Mapping[str, Any] | None, filters: Iterable[Filter]) -> bo
         if not ok:
             return False
     return True
+
+
+def stats_may_match(stats: Mapping[str, ColumnStats], filters: Iterable[Filter]) -> bool:
+    """Whether rows with these statistics may hold a row that satisfies every filter.
+
+    False only when the statistics prove that no row can: the rows are then skipped unread.
+    Anything the statistics do not settle (a column without them, values of another type,
+    NaN, which float statistics leave out) keeps the rows; the filters are applied to the
+    rows read, so a kept row that does not match is dropped there."""
+    return all(_column_may_match(stats[f.column], f) for f in filters if f.column in stats)
+
+
+def matching_row_groups(metadata: pq.FileMetaData, filters: Sequence[Filter]) -> list[int]:
+    """The row groups of a Parquet file (its footer) that may hold a row matching ``filters``."""
+    tested = {f.column for f in filters}
+    return [
+        group
+        for group in range(metadata.num_row_groups)
+        if stats_may_match(row_group_stats(metadata, group, tested), filters)
+    ]
+
+
+def _column_may_match(stats: ColumnStats, f: Filter) -> bool:
+    all_null = stats.nulls is not None and stats.nulls == stats.rows
+    if f.op == "IS NULL":
+        return stats.nulls is None or stats.nulls > 0
+    if f.op == "IS NOT NULL":
+        return not all_null
+    if all_null:
+        return False  # a comparison with null is never true
+    low, high = stats.low, stats.high
+    values = f.value if f.op == "IN" else [f.value]
+    if low is None or high is None or any(_unordered(v) for v in (low, high, *values)):
+        return True
+    try:
+        if f.op == "!=":  # NaN != x holds, and float statistics leave NaN out
+            return isinstance(low, float) or not low == high == f.value
+        if f.op in ("=", "IN"):
+            return any(low <= v <= high for v in values)
+        return bool(_COMPARE[f.op](low, f.value) or _COMPARE[f.op](high, f.value))
+    except TypeError:  # values the statistics' type does not order against
+        return True
+
+
+def _unordered(value: Any) -> bool:
+    """NaN (ordered against nothing) or a value Python cannot order at all."""
+    return value != value or isinstance(value, (dict, list))
+
+
+def filter_rows(data: pa.Table, filters: Sequence[Filter]) -> pa.Table:
+    """The rows of ``data`` that satisfy every filter (SQL's rules: a comparison with null is
+    not true, so such a row is dropped).
+
+    Evaluated by compute kernels on the calling thread, as the reads that call it run on
+    threads of their own (a pyarrow expression would plan an Acero query per file on
+    Arrow's pool); the expression stays the fallback where a kernel refuses the types."""
+    if not filters or not data.num_rows:
+        return data
+    try:
+        mask: Any = None
+        for f in filters:
+            column = data.column(f.column)
+            if f.op == "IS NULL":
+                part = pc.is_null(column)
+            elif f.op == "IS NOT NULL":
+                part = pc.is_valid(column)
+            elif f.op == "IN":
+                part = pc.is_in(column, value_set=pa.array(f.value))
+            else:
+                part = _KERNELS[f.op](column, f.value)
+            mask = part if mask is None else pc.and_kleene(mask, part)
+        return data.filter(mask)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError):
+        return data.filter(row_expression(filters))
+
+
+_KERNELS: Final[dict[str, Callable[[Any, Any], Any]]] = {
+    "=": pc.equal,
+    "!=": pc.not_equal,
+    "<": pc.less,
+    "<=": pc.less_equal,
+    ">": pc.greater,
+    ">=": pc.greater_equal,
+}
 
 
 def row_expression(filters: Sequence[Filter]) -> ds.Expression | None:

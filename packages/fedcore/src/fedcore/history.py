@@ -35,6 +35,8 @@ class History:
     #: (partition, file name) -> size recorded by the write that made it, for every file a
     #: completed, not rolled-back write made and no completed clean deleted.
     files: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: (partition, file name) -> the column statistics its write recorded, where it did.
+    stats: dict[tuple[str, str], str] = field(default_factory=dict)
     #: partition -> file id -> the replace commit that retired the file group.
     replaced: dict[str, dict[str, str]] = field(default_factory=dict)
     #: Completed write instants that were not rolled back.
@@ -124,6 +126,8 @@ def load_history(table: TableHandle, timeline: Timeline | None = None) -> Histor
             key = (stat.partition_path, stat.path.rpartition("/")[2])
             if key not in history.cleaned:
                 history.files[key] = stat.file_size
+                if stat.column_stats is not None:
+                    history.stats[key] = stat.column_stats
         if action == REPLACE_COMMIT:
             for partition, file_ids in metadata.replaced.items():
                 history.replaced.setdefault(partition, {}).update(dict.fromkeys(file_ids, time))

@@ -141,6 +141,22 @@ class ChoiceOption(str):
         return self.choices[name]
 
 
+class ListOption(str):
+    """A Hudi key whose value is a comma-separated list of names (None when not set)."""
+
+    def __reduce__(self) -> tuple[type[ListOption], tuple[str]]:
+        return (type(self), (str(self),))
+
+    def of(self, options: Mapping[str, str]) -> tuple[str, ...] | None:
+        raw = options.get(self)
+        if raw is None:
+            return None
+        names = tuple(name.strip() for name in str(raw).split(","))
+        if any(not name for name in names):
+            raise ConfigError(self, f"{raw!r} is not a comma-separated list of column names")
+        return names
+
+
 #: Table config read as flags: partition columns kept only in paths; meta columns filled.
 DROP_PARTITION_COLUMNS: Final = BoolOption("hoodie.datasource.write.drop.partition.columns", False)
 POPULATE_META_FIELDS: Final = BoolOption("hoodie.populate.meta.fields", True)
@@ -167,6 +183,12 @@ PARQUET_COMPRESSION_CODEC: Final = ChoiceOption(
 #: Bytes of a row group (converted to rows with the record size estimate) and of a data page.
 PARQUET_BLOCK_SIZE: Final = IntOption("hoodie.parquet.block.size", 120 * 2**20, 1)
 PARQUET_PAGE_SIZE: Final = IntOption("hoodie.parquet.page.size", 2**20, 1)
+#: Per-file column statistics (least, greatest, nulls) recorded in the metadata table, so that
+#: reads skip files no row of which can match their filters. The columns: those listed, or
+#: the first ``DEFAULT_STATS_COLUMNS`` data columns (as Delta Lake's default).
+COLUMN_STATS_ENABLE: Final = BoolOption("hoodie.metadata.index.column.stats.enable", True)
+COLUMN_STATS_COLUMNS: Final = ListOption("hoodie.metadata.index.column.stats.column.list")
+DEFAULT_STATS_COLUMNS: Final = 32
 CLEANER_COMMITS_RETAINED: Final = IntOption("hoodie.cleaner.commits.retained", 10, 1)
 CLEAN_AUTOMATIC: Final = BoolOption("hoodie.clean.automatic", True)
 ARCHIVE_MIN_INSTANTS: Final = IntOption("hoodie.keep.min.commits", 20, 1)
@@ -220,8 +242,10 @@ STORAGE_STRATEGY_ENTRY_POINT_GROUP: Final = "fedcore.storage_strategies"
 
 #: The settings a caller may give when opening or writing a table (storage keys aside):
 #: anything else would be silently ignored, so it is refused.
-RUNTIME_OPTIONS: Final[tuple[IntOption | BoolOption | ChoiceOption, ...]] = (
+RUNTIME_OPTIONS: Final[tuple[IntOption | BoolOption | ChoiceOption | ListOption, ...]] = (
     METADATA_COMPACT_DELTAS,
+    COLUMN_STATS_ENABLE,
+    COLUMN_STATS_COLUMNS,
     HEARTBEAT_INTERVAL_MS,
     HEARTBEAT_TOLERABLE_MISSES,
     MAX_FILE_SIZE,

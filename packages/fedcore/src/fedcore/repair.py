@@ -221,6 +221,8 @@ def _rebuilt_state(history: History, inventory: Inventory, report: RepairReport)
                 report.size_mismatches.append((partition, name, recorded, stored.size))
         state.setdefault(partition, PartitionFiles(replaced=dict(history.replaced.get(partition, {}))))
         state[partition].files[name] = size
+        if key in history.stats:
+            state[partition].stats[name] = history.stats[key]
     for key, stored in sorted(inventory.files.items()):
         if key in history.files:
             continue

@@ -65,8 +65,10 @@ class Table(TableHandle):
         ``count``, ``to_pandas``, ``to_polars`` or ``to_duckdb``.
 
         Args:
-            filters: ``(column, op, value)`` triples joined by AND; ops ``=, !=, <, <=, >, >=, IN``.
-                Partition-column filters prune partitions through the metadata table.
+            filters: ``(column, op, value)`` triples joined by AND; ops ``=, !=, <, <=, >, >=, IN``,
+                ``IS NULL``, ``IS NOT NULL``. Partition-column filters prune partitions through
+                the metadata table; every filter skips the files and row groups whose column
+                statistics prove that no row matches.
             columns: columns to return, in order; None for all.
             as_of: time travel to an instant (``yyyyMMddHHmmssSSS``).
             limit: at most this many rows.

@@ -225,7 +225,9 @@ class WriteJob:
             replaced, versions = self._replaced({s.partition_path for s in stats})
             supersedes.extend(versions)  # claimed: a concurrent rewrite of one of them conflicts
         replacing = {p: list(ids) for p, ids in (replaced or {}).items()}
-        ops = [Op(s.partition_path, s.path.rpartition("/")[2], s.file_size, ADD) for s in stats]
+        ops = [
+            Op(s.partition_path, s.path.rpartition("/")[2], s.file_size, ADD, s.column_stats) for s in stats
+        ]
         for partition, file_ids in replacing.items():
             ops.extend(Op(partition, file_id, int(self.instant), REPLACE) for file_id in file_ids)
         schema = self.table_schema if self.table_schema is not None else self.schema

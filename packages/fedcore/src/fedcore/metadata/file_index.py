@@ -26,6 +26,8 @@ class PartitionFiles:
 
     files: dict[str, int] = field(default_factory=dict)  # file name -> size in bytes
     replaced: dict[str, str] = field(default_factory=dict)  # file id -> replacing instant
+    #: file name -> its column statistics (``io.parquet.file_stats``), where recorded
+    stats: dict[str, str] = field(default_factory=dict)
 
     def latest_slices(self, as_of: str | None = None) -> dict[str, tuple[str, str]]:
         """file id -> (base instant, file name) of the newest base file of each live file group."""

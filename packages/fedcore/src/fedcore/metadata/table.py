@@ -83,6 +83,9 @@ _SCHEMA: Final = pa.schema(
         pa.field("name", pa.string(), nullable=False),
         pa.field("size", pa.int64(), nullable=False),
         pa.field("op", pa.int8(), nullable=False),
+        # An added file's column statistics (``io.parquet.file_stats``); null where none were
+        # taken. Files written before the column existed lack it: read as null.
+        pa.field("stats", pa.string()),
     ]
 )
 _PARTITIONS_SCHEMA: Final = pa.schema([pa.field("partition", pa.string(), nullable=False)])
@@ -93,6 +96,7 @@ class Op(NamedTuple):
     name: str
     size: int
     op: int
+    stats: str | None = None
 
 
 @dataclass(frozen=True)
@@ -230,7 +234,7 @@ class MetadataTable(FileIndex):
     def write_delta(self, instant: str, ops: Iterable[Op], schema: str | None = None) -> None:
         """Record an instant's file changes (and a write's Avro schema, so readers that fetch
         the delta need not fetch the commit metadata for it); done before the instant completes."""
-        rows = sorted(ops)
+        rows = sorted(ops, key=lambda op: op[:4])  # (stats never decide the order)
         table = pa.Table.from_pylist([op._asdict() for op in rows], schema=_SCHEMA)
         if schema is not None:
             table = table.replace_schema_metadata({_SCHEMA_KEY: schema})
@@ -725,7 +729,8 @@ def _parquet_table(data: bytes, path: str) -> pa.Table:
 
 def _ops(table: pa.Table, wanted: set[str] | None) -> list[Op]:
     columns = [table.column(name).to_pylist() for name in ("partition", "name", "size", "op")]
-    return [Op(*row) for row in zip(*columns, strict=True) if wanted is None or row[0] in wanted]
+    stats = table.column("stats").to_pylist() if "stats" in table.column_names else [None] * table.num_rows
+    return [Op(*row) for row in zip(*columns, stats, strict=True) if wanted is None or row[0] in wanted]
 
 
 def _row_group_holds(row_group: pq.RowGroupMetaData, wanted: set[str]) -> bool:
@@ -750,8 +755,11 @@ def _apply(state: dict[str, PartitionFiles], op: Op) -> None:
     files = state.setdefault(op.partition, PartitionFiles())
     if op.op == ADD:
         files.files[op.name] = op.size
+        if op.stats is not None:
+            files.stats[op.name] = op.stats
     elif op.op == DELETE:
         files.files.pop(op.name, None)
+        files.stats.pop(op.name, None)
     elif op.op == REPLACE:
         files.replaced[op.name] = str(op.size)
     elif op.op == UNREPLACE:
@@ -761,7 +769,7 @@ def _apply(state: dict[str, PartitionFiles], op: Op) -> None:
 def _state_rows(partition: str, files: PartitionFiles) -> Sequence[dict[str, object]]:
     live_ids = {name.split("_", 1)[0].lstrip(".") for name in files.files}
     rows: list[dict[str, object]] = [
-        {"partition": partition, "name": name, "size": size, "op": ADD}
+        {"partition": partition, "name": name, "size": size, "op": ADD, "stats": files.stats.get(name)}
         for name, size in sorted(files.files.items())
     ]
     # A replaced file group is remembered while any of its files still exists (until cleaned).
