@@ -8,6 +8,7 @@ never sees an uncommitted, rolled-back, replaced or cleaned file. Engines use
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import os
@@ -230,19 +231,20 @@ class Reader:
         table's schema; a column whose values no longer fit it proves nothing."""
         if file_stats is None or not filters:
             return True
-        rows, recorded = read_file_stats(file_stats)
         found: dict[str, ColumnStats] = {}
-        for column in {f.column for f in filters} & recorded.keys():
-            low, high, nulls = recorded[column]
-            arrow_type = self._types.get(column)
-            if arrow_type is None:
-                continue
-            try:
-                found[column] = ColumnStats(
-                    typed(low, arrow_type, column), typed(high, arrow_type, column), nulls, rows
-                )
-            except InvalidFilterError:
-                continue
+        try:
+            rows, recorded = read_file_stats(file_stats)
+            for column in {f.column for f in filters} & recorded.keys():
+                arrow_type = self._types.get(column)
+                if arrow_type is None:
+                    continue
+                low, high, nulls = recorded[column]
+                with contextlib.suppress(InvalidFilterError):
+                    found[column] = ColumnStats(
+                        typed(low, arrow_type, column), typed(high, arrow_type, column), int(nulls), rows
+                    )
+        except (ValueError, KeyError, TypeError):
+            return True  # statistics that do not parse prove nothing: the file is read
         return stats_may_match(found, filters)
 
     def _schema_json(self, write: Instant) -> str | None:
