@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from fedcore.commit_metadata import clean_metadata
 from fedcore.filenames import BASE_FILE_RE
-from fedcore.metadata.table import DELETE, Op
+from fedcore.metadata.table import REMOVE, Op
 from fedcore.retention import last_clean_retained
 from fedcore.timeline import CLEAN, WRITE_ACTIONS, Timeline
 from fedcore.transaction import Transaction, roll_back_failed_writes
@@ -131,5 +131,5 @@ def clean(
             deleted={p: list(names) for p, names in doomed.items()},
             took_ms=int((time.monotonic() - start) * 1000),
         )
-        ops = [Op(p, name, size, DELETE) for p, names in doomed.items() for name, size in names.items()]
+        ops = [Op(p, name, size, REMOVE) for p, names in doomed.items() for name, size in names.items()]
         return transaction.commit(body, ops)

@@ -20,7 +20,7 @@ from fedcore.commit_metadata import CommitMetadata, deleted_files
 from fedcore.exceptions import InvalidInstantError, RollbackError
 from fedcore.filenames import BASE_FILE_RE
 from fedcore.io.filesystems import read_object
-from fedcore.metadata.table import DELETE, UNREPLACE, Op
+from fedcore.metadata.table import REMOVE, UNREPLACE, Op
 from fedcore.timeline import (
     CLEAN,
     INFLIGHT,
@@ -103,7 +103,7 @@ def _roll_back_completed(table: TableHandle, instant: Instant, metadata: CommitM
                 table.fs.rm_file(stat.path)
             name = stat.path.rpartition("/")[2]
             deleted.setdefault(stat.partition_path, []).append(name)
-            ops.append(Op(stat.partition_path, name, stat.file_size, DELETE))
+            ops.append(Op(stat.partition_path, name, stat.file_size, REMOVE))
             if stat.prev_commit not in ("", "null"):
                 release_claim(table, f"{stat.file_id}_{stat.prev_commit}", instant.time)
         for partition, file_ids in metadata.replaced.items():

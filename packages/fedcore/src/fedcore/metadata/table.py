@@ -73,7 +73,9 @@ NO_MANIFEST: Final = "0" * 17
 REPAIR_HINT: Final = "; run `fed repair TABLE` to rebuild the metadata table from storage"
 
 ADD: Final = 0
-DELETE: Final = 1
+#: A file gone from the table (cleaned, or undone by a rollback). Not an operation's name:
+#: ``write_job.DELETE`` is the write that deletes records.
+REMOVE: Final = 1
 REPLACE: Final = 2  # name is a file id retired from the table; size holds the replacing instant
 UNREPLACE: Final = 3  # undoes REPLACE (rollback of a replace commit)
 
@@ -757,7 +759,7 @@ def _apply(state: dict[str, PartitionFiles], op: Op) -> None:
         files.files[op.name] = op.size
         if op.stats is not None:
             files.stats[op.name] = op.stats
-    elif op.op == DELETE:
+    elif op.op == REMOVE:
         files.files.pop(op.name, None)
         files.stats.pop(op.name, None)
     elif op.op == REPLACE:
