@@ -170,6 +170,14 @@ class Reader:
         #: fields and the file slice, and refuse ``_hoodie_commit_seqno``.
         self.meta_fields = P.POPULATE_META_FIELDS.of(table.config)
         self._dropped_partition_columns = P.DROP_PARTITION_COLUMNS.of(table.config)
+        #: Columns a read computes rather than takes from files (virtual meta columns, dropped
+        #: partition columns): a file's statistics, if it has any for them, say nothing of them.
+        self._computed: frozenset[str] = frozenset(
+            [
+                *(table.partition_scheme.fields if self._dropped_partition_columns else ()),
+                *(() if self.meta_fields else META_COLUMNS),
+            ]
+        )
         self._rules = self._merge_rules() if self.merging else None
 
     def _committed(self, instant: str) -> bool:
@@ -201,8 +209,7 @@ class Reader:
             return ReadPlan([], parsed, 0)
         candidates, total = self._candidate_partitions(partition_filters)
         files = self._index.files(candidates, as_of=self.as_of)
-        computed = self._computed_columns()
-        skipping = [f for f in parsed if f.column not in computed]
+        skipping = [f for f in parsed if f.column not in self._computed]
         slices = []
         for partition, partition_files in files.items():
             values = self._partition_values(partition)
@@ -371,21 +378,13 @@ class Reader:
         needs: list[str] = list(extra)
         if not self.meta_fields and RECORD_KEY in wanted:
             needs.extend(self.table.config.record_key_fields)
-        computed = self._computed_columns()
-        return [c for c in dict.fromkeys([*wanted, *needs]) if c not in computed]
-
-    def _computed_columns(self) -> set[str]:
-        """Columns a read computes rather than takes from files (virtual meta columns, dropped
-        partition columns): a file's statistics, if it has any for them, say nothing of them."""
-        computed = set(self.table.partition_scheme.fields) if self._dropped_partition_columns else set()
-        return computed if self.meta_fields else computed | set(META_COLUMNS)
+        return [c for c in dict.fromkeys([*wanted, *needs]) if c not in self._computed]
 
     def _base(
         self, file_slice: FileSlice, wanted: list[str] | None, row_filters: Sequence[Filter]
     ) -> list[tuple[pa.Table, str, str]]:
         assert file_slice.base_file_name is not None
-        computed = self._computed_columns()
-        prune = [f for f in row_filters if f.column not in computed]
+        prune = [f for f in row_filters if f.column not in self._computed]
         data = self._read_base_file(file_slice, self._stored(wanted), prune)
         return [(data, file_slice.base_instant, file_slice.base_file_name)]
 
