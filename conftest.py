@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from fedcore.testing import Backend, LoopbackS3
+from fed_dev.servers import LoopbackS3
+from fed_dev.testing import Backend
 
 SHARED = Path(__file__).resolve().parent.parent / "shared"
 

@@ -28,10 +28,10 @@ from typing import Any
 import pyarrow as pa
 from tqdm import tqdm
 
+from fed_dev.servers import LoopbackS3
 from fedcore import properties as P
 from fedcore.migrate import MigrationReport, migrate
 from fedcore.table import create_table, load_table
-from fedcore.testing import LoopbackS3
 
 PARTITIONS = 100
 

@@ -36,10 +36,10 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
+from fed_dev.servers import LoopbackS3, SeaweedS3
 from fedcore import properties as P
 from fedcore.io.filesystems import filesystem_for
 from fedcore.table import Table, create_table, load_table
-from fedcore.testing import LoopbackS3, SeaweedS3
 
 PARTITIONS = 100
 COMMITS = 12  # each adds one file to every partition; the 10th compacts the metadata table

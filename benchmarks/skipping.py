@@ -39,10 +39,10 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from tqdm import tqdm
 
+from fed_dev.servers import LoopbackS3
 from fedcore import properties as P
 from fedcore.io.filesystems import StorageOptions, filesystem_for
 from fedcore.table import Table, create_table, load_table
-from fedcore.testing import LoopbackS3
 
 PARTITIONS = 4
 FILES = PARTITIONS * 9

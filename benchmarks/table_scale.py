@@ -43,6 +43,7 @@ from typing import Any
 import pyarrow as pa
 from tqdm import tqdm
 
+from fed_dev.servers import LoopbackS3
 from fedcore import properties as P
 from fedcore.avro_schema import to_avro_json
 from fedcore.commit_metadata import CommitMetadata, WriteStat
@@ -53,7 +54,6 @@ from fedcore.reader import Reader
 from fedcore.retention import archived_through
 from fedcore.services import run_table_services
 from fedcore.table import Table, create_table
-from fedcore.testing import LoopbackS3
 from fedcore.timeline import COMMIT
 from fedcore.transaction import Transaction
 from fedcore.write_client import WriteClient

@@ -2,7 +2,7 @@
 
 Every layout gets a fresh pair of buckets (the table path's and the storage path's;
 the Hive layout uses only the first) behind the throttling proxy
-(``fedcore.lab.proxy``) in front of SeaweedFS (moto when the ``weed`` binary is
+(``fed_dev.lab.proxy``) in front of SeaweedFS (moto when the ``weed`` binary is
 missing), with S3's limits times ``--scale`` (3,500 writes and 5,500 reads per second
 per partition) and a partition split after ``--split-after`` seconds of sustained load.
 New buckets start with one partition each, as on S3. Through fedcore's own writer and
@@ -57,12 +57,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from botocore.exceptions import ClientError
 
+from fed_dev.lab.partitions import Limits
+from fed_dev.lab.proxy import ProxyProcess
+from fed_dev.servers import REGION, LoopbackS3, S3Endpoint, SeaweedS3
 from fedcore import properties as P
 from fedcore.io.filesystems import S3_RETRIES, S3_RETRY_MODE, S3_TRIES
-from fedcore.lab.partitions import Limits
-from fedcore.lab.proxy import ProxyProcess
 from fedcore.table import create_table, load_table
-from fedcore.testing import REGION, LoopbackS3, S3Endpoint, SeaweedS3
 from fedcore.write_client import WriteClient
 
 LAYOUTS: dict[str, dict[str, str]] = {
@@ -70,8 +70,8 @@ LAYOUTS: dict[str, dict[str, str]] = {
     "object_store": {P.STORAGE_STRATEGY_CLASS: "object_store"},
     "object_store/16": {P.STORAGE_STRATEGY_CLASS: "object_store", P.STORAGE_PREFIX_COUNT: "16"},
     "object_store/256": {P.STORAGE_STRATEGY_CLASS: "object_store", P.STORAGE_PREFIX_COUNT: "256"},
-    "iceberg_entropy": {P.STORAGE_STRATEGY_CLASS: "fedcore.lab.strategies.BinaryEntropyStrategy"},
-    "delta_prefix": {P.STORAGE_STRATEGY_CLASS: "fedcore.lab.strategies.RandomPrefixStrategy"},
+    "iceberg_entropy": {P.STORAGE_STRATEGY_CLASS: "fed_dev.lab.strategies.BinaryEntropyStrategy"},
+    "delta_prefix": {P.STORAGE_STRATEGY_CLASS: "fed_dev.lab.strategies.RandomPrefixStrategy"},
 }
 #: The layout of the metadata-traffic run: its ``.hoodie/`` has a bucket of its own.
 METADATA_LAYOUT = "object_store"

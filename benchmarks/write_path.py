@@ -43,10 +43,10 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
+from fed_dev.servers import LoopbackS3
 from fedcore import properties as P
 from fedcore.io.filesystems import StorageOptions, filesystem_for
 from fedcore.table import Table, create_table
-from fedcore.testing import LoopbackS3
 
 PARTITIONS = 8
 CODEC = "snappy"  # fedcore's default hoodie.parquet.compression.codec

@@ -1,6 +1,6 @@
 """Concurrent writer processes, many rounds: a committed write never exits non-zero.
 
-The long run of the stress check the test suite runs short (``fedcore.stress``):
+The long run of the stress check the test suite runs short (``fed_dev.stress``):
 rounds of N writer processes (fresh interpreters, as a scheduler starts them) on
 one object-store table, upserting into a shared hot partition (they conflict),
 upserting, inserting and deleting in partitions of their own, and inserting new
@@ -24,8 +24,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from fedcore.stress import StressReport, run_stress
-from fedcore.testing import LoopbackS3
+from fed_dev.servers import LoopbackS3
+from fed_dev.stress import StressReport, run_stress
 
 
 def run(backend: str, writers: int, rounds: int) -> StressReport:

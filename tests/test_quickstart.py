@@ -1,5 +1,5 @@
 """The README's Quick start: two commands (the first, the Spark demo, runs in fed-spark's
-tests); and fedcore's own demo, run as a user runs it: a new process."""
+tests); and fed-dev's demo of fedcore, run as a user runs it: a new process."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def test_readme_quick_start_has_exactly_two_commands() -> None:
 
 def test_fedcore_demo_runs_from_a_new_process() -> None:
     assert quickstart_commands()[0].split("&&")[-1].strip() == "python3 -m fed_spark demo"
-    argv = [sys.executable, "-m", "fedcore", "demo"]
+    argv = [sys.executable, "-m", "fed_dev", "demo"]
     result = subprocess.run(argv, capture_output=True, text=True, timeout=240, check=False)
     assert result.returncode == 0, result.stderr
     out = result.stdout

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from fed_dev.servers import LoopbackS3
 from fedcore.io.filesystems import options_for
-from fedcore.testing import LoopbackS3
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

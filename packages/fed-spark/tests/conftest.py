@@ -16,7 +16,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 import fed_spark
-from fedcore.testing import Backend
+from fed_dev.testing import Backend
 
 
 @pytest.fixture(scope="session")

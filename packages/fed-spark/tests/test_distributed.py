@@ -14,9 +14,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 import fed_spark
+from fed_dev.testing import Backend
 from fedcore import write_job
 from fedcore.table import load_table
-from fedcore.testing import Backend
 from fedcore.write_client import WriteClient
 from fedcore.write_job import WriteJob
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 import fed_spark
-from fedcore.testing import Backend
+from fed_dev.testing import Backend
 
 from .test_write import frame, hudi_options
 

@@ -19,13 +19,14 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
 import fed_spark
+from fed_dev.servers import LoopbackS3
+from fed_dev.testing import Backend
 from fed_spark.__main__ import one_line
 from fed_spark.source import FedReader
 from fedcore import properties as P
 from fedcore.exceptions import FedError
 from fedcore.records import META_COLUMNS
 from fedcore.table import Table, create_table, load_table
-from fedcore.testing import Backend, LoopbackS3
 
 # Spark pickles the recording source below to its Python workers, which cannot import tests.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])

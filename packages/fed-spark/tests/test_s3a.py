@@ -11,8 +11,9 @@ import sys
 from pyspark.sql import SparkSession
 
 import fed_spark
+from fed_dev.servers import ACCESS_KEY, SECRET_KEY, LoopbackS3
+from fed_dev.testing import Backend
 from fed_spark.jvm import s3a_conf, s3a_jars
-from fedcore.testing import ACCESS_KEY, SECRET_KEY, Backend, LoopbackS3
 
 from .test_write import frame, hudi_options
 

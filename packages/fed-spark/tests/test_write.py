@@ -17,12 +17,12 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
 import fed_spark
+from fed_dev.testing import Backend
 from fed_spark.write import FedWriter
 from fedcore import ObjectStoreStorageStrategy
 from fedcore import properties as P
 from fedcore.records import META_COLUMNS
 from fedcore.table import Table, load_table
-from fedcore.testing import Backend
 
 # Spark pickles the fault-injecting sources below to its Python workers by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])

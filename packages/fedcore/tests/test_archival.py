@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from fed_dev.testing import Backend
 from fedcore import properties as P
 from fedcore.archival import archive, read_archive
 from fedcore.exceptions import InstantNotRetainedError
 from fedcore.table import Table, load_table
-from fedcore.testing import Backend
 from fedcore.write_client import WriteClient
 
 from .test_writes import make_table, rows, trips

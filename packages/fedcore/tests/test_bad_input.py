@@ -11,12 +11,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from fed_dev.testing import Backend
 from fedcore import properties as P
 from fedcore.cli import main
 from fedcore.exceptions import DataFileMissingError
 from fedcore.table import Table, load_table
 from fedcore.table_config import properties_path
-from fedcore.testing import Backend
 
 from .test_cli_table import options
 

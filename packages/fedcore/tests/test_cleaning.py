@@ -5,10 +5,10 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from fed_dev.testing import Backend
 from fedcore import properties as P
 from fedcore.cleaning import EMPTY_CLEAN_WINDOW, _doomed, clean, plan_clean
 from fedcore.table import Table
-from fedcore.testing import Backend
 from fedcore.timeline import CLEAN
 from fedcore.write_client import WriteClient
 

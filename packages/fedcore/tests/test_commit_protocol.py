@@ -12,11 +12,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from fed_dev.testing import Backend
 from fedcore import properties as P
 from fedcore.exceptions import CommitConflictError
 from fedcore.metadata.table import ADD, MetadataTable, Op
 from fedcore.table import create_table
-from fedcore.testing import Backend
 from fedcore.timeline import COMMIT
 from fedcore.transaction import STEPS, Transaction
 from fedcore.write_client import WriteClient

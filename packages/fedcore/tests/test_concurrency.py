@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from fed_dev.stress import run_stress
+from fed_dev.testing import Backend
 from fedcore import properties as P
 from fedcore.archival import archive, read_archive
 from fedcore.cleaning import clean, plan_clean
 from fedcore.exceptions import StorageError
 from fedcore.io.atomic import create_exclusive
 from fedcore.metadata.table import MetadataTable
-from fedcore.stress import run_stress
 from fedcore.table import Table
-from fedcore.testing import Backend
 from fedcore.timeline import CLEAN, COMMIT, Instant, heartbeat_path, instant_path, instant_time, new_instant
 from fedcore.transaction import is_failed, roll_back_failed_writes, roll_back_pending
 from fedcore.write_client import WriteClient

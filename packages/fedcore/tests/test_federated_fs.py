@@ -9,6 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from fed_dev.servers import LoopbackS3
+from fed_dev.testing import Backend
 from fedcore import properties as P
 from fedcore.exceptions import InvalidFileNameError, InvalidPathError, ListingNotSupportedError
 from fedcore.filenames import base_file_name, log_file_name, new_file_id
@@ -16,7 +18,6 @@ from fedcore.io.federated import FederatedFileSystem
 from fedcore.io.filesystems import filesystem_for, read_object, read_objects
 from fedcore.io.uris import normalize_uri
 from fedcore.storage import load_storage_strategy
-from fedcore.testing import Backend, LoopbackS3
 
 INSTANT = "20260101120000123"
 

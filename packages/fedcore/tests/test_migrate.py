@@ -13,12 +13,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from fed_dev.servers import LoopbackS3
+from fed_dev.testing import Backend
 from fedcore import properties as P
 from fedcore.exceptions import ConfigError, FedError, TableAlreadyExistsError, TableNotFoundError
 from fedcore.migrate import migrate
 from fedcore.records import META_COLUMNS
 from fedcore.table import load_table
-from fedcore.testing import Backend, LoopbackS3
 from fedcore.verify import verify_table
 from fedcore.write_client import WriteClient
 

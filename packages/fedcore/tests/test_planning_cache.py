@@ -12,11 +12,12 @@ from concurrent.futures import ThreadPoolExecutor, wait
 
 import pytest
 
+from fed_dev.servers import LoopbackS3
+from fed_dev.testing import Backend
 from fedcore import properties as P
 from fedcore import timeline as timeline_module
 from fedcore.rollback import rollback
 from fedcore.table import load_table
-from fedcore.testing import Backend, LoopbackS3
 from fedcore.write_client import WriteClient
 
 from .test_writes import make_table, trips

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from fed_dev.testing import Backend
 from fedcore import properties as P
 from fedcore.exceptions import DataFileMissingError, MetadataTableError, RepairError
 from fedcore.history import load_history
@@ -22,7 +23,6 @@ from fedcore.metadata.file_index import PartitionFiles
 from fedcore.metadata.table import FOLDER, IndexCache, MetadataTable
 from fedcore.repair import repair_metadata
 from fedcore.table import Table, load_table
-from fedcore.testing import Backend
 from fedcore.verify import delete_orphans, verify_table
 from fedcore.write_client import WriteClient
 

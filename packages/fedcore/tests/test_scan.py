@@ -9,10 +9,10 @@ import pickle
 import pyarrow as pa
 import pytest
 
+from fed_dev.testing import Backend
 from fedcore.exceptions import InvalidColumnsError
 from fedcore.records import META_COLUMNS
 from fedcore.scan import DataScan
-from fedcore.testing import Backend
 from fedcore.write_client import WriteClient
 
 from .test_writes import make_table, trips

@@ -5,6 +5,7 @@ import threading
 
 import pytest
 
+from fed_dev.testing import Backend
 from fedcore import properties as P
 from fedcore.exceptions import (
     InvalidStorageConfigError,
@@ -15,7 +16,6 @@ from fedcore.exceptions import (
 from fedcore.storage import ObjectStoreStorageStrategy
 from fedcore.table import create_table, load_table
 from fedcore.table_config import TableConfig, properties_path
-from fedcore.testing import Backend
 
 
 def object_store_props(backend: Backend, **extra: str) -> dict[str, str]:

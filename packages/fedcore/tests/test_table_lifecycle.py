@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from fed_dev.testing import Backend
 from fedcore import properties as P
 from fedcore.exceptions import (
     ConfigError,
@@ -20,7 +21,6 @@ from fedcore.repair import repair_metadata
 from fedcore.rollback import rollback
 from fedcore.table import load_table
 from fedcore.table_config import properties_path
-from fedcore.testing import Backend
 from fedcore.write_client import WriteClient
 
 from .test_writes import make_table, rows, trips

@@ -7,8 +7,8 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
+from fed_dev.testing import Backend
 from fedcore.exceptions import InvalidRecordsError
-from fedcore.testing import Backend
 from fedcore.write_client import OPERATIONS, WriteResult
 
 from .test_writes import make_table, rows, trips

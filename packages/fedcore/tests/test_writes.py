@@ -8,6 +8,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from fed_dev.servers import LoopbackS3
+from fed_dev.testing import Backend, rows, trips
 from fedcore import properties as P
 from fedcore import write_client
 from fedcore.exceptions import (
@@ -23,7 +25,6 @@ from fedcore.io.filesystems import filesystem_for
 from fedcore.records import META_COLUMNS
 from fedcore.rollback import rollback
 from fedcore.table import Table, create_table, load_table
-from fedcore.testing import Backend, LoopbackS3
 from fedcore.write_client import WriteClient
 
 FAST_HEARTBEAT = {P.HEARTBEAT_INTERVAL_MS: "100", P.HEARTBEAT_TOLERABLE_MISSES: "2"}
@@ -42,26 +43,6 @@ def make_table(backend: Backend, layout: str = "object_store", **extra: str) -> 
         properties=props,
         storage_options=backend.storage_options,
     )
-
-
-def trips(
-    ids: range | list[int], country: str | list[str] = "us", ts: int = 1, fare: float = 10.0
-) -> pa.Table:
-    ids = list(ids)
-    countries = country if isinstance(country, list) else [country] * len(ids)
-    return pa.table(
-        {
-            "trip_id": pa.array(ids, pa.int64()),
-            "country": countries,
-            "ts": pa.array([ts] * len(ids), pa.int64()),
-            "fare": pa.array([fare + i for i in ids], pa.float64()),
-        }
-    )
-
-
-def rows(table: Table, **kwargs: Any) -> dict[int, tuple[str, float]]:
-    data = table.read(**kwargs).to_pylist()
-    return {r["trip_id"]: (r["country"], r["fare"]) for r in data}
 
 
 def physical_files(backend: Backend, root: str) -> list[str]:

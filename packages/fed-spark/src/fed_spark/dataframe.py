@@ -43,13 +43,10 @@ from fed_spark.write import (
     stats_from,
     task_ids,
 )
+from fedcore import Table, load_table
 from fedcore import properties as P
+from fedcore.engine import META_COLUMNS, DataScan, Filter, WriteJob, WriteResult, parse_where
 from fedcore.exceptions import InvalidFilterError, UnsupportedTableError
-from fedcore.filters import Filter, parse_where
-from fedcore.records import META_COLUMNS
-from fedcore.scan import DataScan
-from fedcore.table import Table, load_table
-from fedcore.write_job import WriteJob, WriteResult
 
 ScanWay = Literal["auto", "native", "python"]
 #: Storage schemes and the scheme the JVM reads them with (hadoop-aws's S3A for S3).
@@ -178,5 +175,5 @@ def write(
 
             stats = stats_from(data.mapInArrow(new_groups, STATS_SCHEMA).collect())
         else:
-            stats = rewrite_by_file_group(spark, data, table, job)
+            stats = rewrite_by_file_group(spark, data, job)
         return job.commit(stats, distributed=True)

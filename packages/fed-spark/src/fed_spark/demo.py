@@ -22,10 +22,9 @@ from pyspark.sql import DataFrame, SparkSession
 
 from fed_spark.dataframe import write
 from fed_spark.session import register
+from fedcore import load_table, table_layout
 from fedcore import properties as P
 from fedcore.exceptions import FedError
-from fedcore.layout import table_layout
-from fedcore.table import load_table
 
 COUNTRIES = ("usa", "bra", "deu", "ind", "jpn")
 
@@ -56,7 +55,10 @@ def trips(spark: SparkSession, start: int, count: int, days: int, version: int) 
 def run_demo(
     rows: int = 20_000, days: int = 7, plot: str | None = None, say: Callable[[str], None] = print
 ) -> DemoResult:
-    from fedcore.testing import LoopbackS3  # moto: installed with fedcore[demo]
+    try:
+        from fed_dev.servers import LoopbackS3  # the dev tooling's S3 server: fed-spark[demo]
+    except ImportError as exc:
+        raise FedError(f"the demo needs fed-dev ({exc}): pip install ./packages/fed-dev") from exc
 
     started = time.monotonic()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

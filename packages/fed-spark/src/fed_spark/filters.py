@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import datasource as sds
 
-from fedcore.filters import Filter
+from fedcore.engine import Filter
 
 _COMPARISONS: dict[type[sds.Filter], str] = {
     sds.EqualTo: "=",

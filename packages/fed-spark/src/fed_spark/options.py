@@ -12,9 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from fedcore.engine import QUERY_TYPES, QueryType, StorageOptions, storage_options_of
 from fedcore.exceptions import ConfigError, InvalidPathError
-from fedcore.io.filesystems import StorageOptions, storage_options_of
-from fedcore.reader import QUERY_TYPES, QueryType
 
 PATH: Final = "path"
 LOCATION: Final = "location"

@@ -8,8 +8,8 @@ from pyspark.sql import SparkSession
 
 from fed_spark.options import DEFAULT_MAX_PARTITION_BYTES, DEFAULT_OPEN_COST_BYTES, SessionSettings
 from fed_spark.source import FedDataSource
+from fedcore.engine import StorageOptions
 from fedcore.exceptions import ConfigError
-from fedcore.io.filesystems import StorageOptions
 
 MAX_PARTITION_BYTES = "spark.sql.files.maxPartitionBytes"
 OPEN_COST_BYTES = "spark.sql.files.openCostInBytes"

@@ -25,10 +25,9 @@ from pyspark.sql.types import StructType
 from fed_spark.filters import pruning_filters
 from fed_spark.options import PATH, STORAGE_PREFIX, ReadOptions, SessionSettings, WriteOptions
 from fed_spark.write import FedWriter, arrow_schema, open_for_write, operation_of
+from fedcore import Table, load_table
+from fedcore.engine import DataScan, FileSlice, ScanPlan
 from fedcore.exceptions import SchemaMismatchError
-from fedcore.reader import FileSlice
-from fedcore.scan import DataScan, ScanPlan
-from fedcore.table import Table, load_table
 
 #: Where a SQL table's read options are kept: its first column's metadata in the catalog.
 _OPTIONS_KEY = "fed.options"

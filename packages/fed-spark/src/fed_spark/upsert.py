@@ -17,7 +17,6 @@ Only the file groups that hold a changed key, or receive inserts, are rewritten.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,15 +28,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from fed_spark.write import STATS_SCHEMA, stat_batch, stats_from, task_ids
-from fedcore import properties as P
-from fedcore.commit_metadata import WriteStat
-from fedcore.file_writer import Encoding, FileGroupWrite, FileName
-from fedcore.filenames import new_file_id
-from fedcore.io.filesystems import open_sized
-from fedcore.io.parquet import read_parquet
-from fedcore.records import RECORD_KEY, conform, latest_per_key, partition_rows, record_keys
-from fedcore.table import Table
-from fedcore.write_job import DELETE, WriteJob
+from fedcore.engine import DELETE, BaseFile, WriteJob, WritePlanner, WriteStat
 
 PARTITION = "_fed_partition_path"
 KEY = "_fed_record_key"
@@ -47,23 +38,16 @@ TARGET = "_fed_target"
 SLOT = "_fed_slot"
 
 
-def rewrite_by_file_group(
-    spark: SparkSession, data: DataFrame, table: Table, job: WriteJob
-) -> list[WriteStat]:
+def rewrite_by_file_group(spark: SparkSession, data: DataFrame, job: WriteJob) -> list[WriteStat]:
     """Run an upsert or delete of ``data`` in Spark; the write stats of every file written."""
-    config = table.config
-    scheme, key_fields = table.partition_scheme, config.record_key_fields
-    generator = config.get(P.KEY_GENERATOR_CLASS, "")
+    planner = WritePlanner(job)
     tagged_schema = StructType(
         [*data.schema.fields, StructField(PARTITION, StringType()), StructField(KEY, StringType())]
     )
 
     def tag(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            rows = pa.Table.from_batches([batch])
-            found = partition_rows(rows, scheme)
-            paths = pa.array(found.paths, pa.string()).take(pa.array(found.codes))
-            keys = record_keys(rows, key_fields, generator)
+            paths, keys = planner.tag(pa.Table.from_batches([batch]))
             yield pa.RecordBatch.from_arrays(
                 [*batch.columns, paths, keys], [*batch.schema.names, PARTITION, KEY]
             )
@@ -73,19 +57,12 @@ def rewrite_by_file_group(
     # other keys never leave their tasks).
     wanted = tagged.select(PARTITION, KEY).distinct().toArrow()
     by_partition = _keys_by_partition(wanted)
-    touched = sorted(by_partition)
-    assert job.timeline is not None
-    current = table.file_index_at(job.timeline).files(touched) if touched else {}
-    slices = {
-        (partition, file_id): (instant, name, files.files[name])
-        for partition, files in current.items()
-        for file_id, (instant, name) in files.latest_slices().items()
-    }
+    slices = planner.latest_base_files(sorted(by_partition))
     parallelism = max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or 1))
     # The key index holds the input's keys only, so it is as small as the input's keys: it
     # comes to the driver, which keeps the newest file of a key found twice and sends the
     # index back to the tasks with the routes of the inserts.
-    found = _key_index(spark, table, slices, spark.sparkContext.broadcast(by_partition), parallelism)
+    found = _key_index(spark, planner, slices, spark.sparkContext.broadcast(by_partition), parallelism)
     index = _newest(found)
     routes: dict[str, tuple[np.ndarray, list[str]]] = {}
     if job.operation != DELETE:
@@ -95,7 +72,7 @@ def rewrite_by_file_group(
             else len(keys)
             for partition, keys in by_partition.items()
         }
-        routes = _insert_routes(table, job, {p: n for p, n in inserts.items() if n}, slices)
+        routes = _insert_routes(planner, {p: n for p, n in inserts.items() if n}, slices)
     shared_index = spark.sparkContext.broadcast(index)
     deleting = job.operation == DELETE
 
@@ -133,7 +110,6 @@ def rewrite_by_file_group(
     )
     routed = slotted.mapInArrow(route, routed_schema).repartition(parallelism, PARTITION, TARGET)
 
-    precombine = config.precombine_field
     data_columns = list(data.columns)
 
     def rewrite(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -145,19 +121,18 @@ def rewrite_by_file_group(
         partition_codes = pc.dictionary_encode(chunk.column(PARTITION)).combine_chunks()
         codes = partition_codes.indices.to_numpy(zero_copy_only=False).astype(np.int64)
         keys = chunk.column(KEY).combine_chunks()
-        ordering = chunk.column(precombine) if precombine and precombine in chunk.column_names else None
-        kept = latest_per_key(codes, keys, ordering)
+        kept = planner.keep_latest(chunk, codes, keys)
         if len(kept) != chunk.num_rows:
             chunk, keys = chunk.take(kept), keys.take(kept)
-        groups = _groups(job, chunk, keys, slices)
-        rows = chunk.select(data_columns)
-        rows = rows if job.operation == DELETE else conform(rows, job.schema)
-        source = Encoding(job.instant, rows, keys, job.schema, job.parquet)
+        groups = planner.routed_groups(
+            chunk.column(PARTITION).to_numpy(zero_copy_only=False),
+            chunk.column(TARGET).to_numpy(zero_copy_only=False),
+            pc.is_valid(chunk.column(FILE)).to_numpy(zero_copy_only=False),
+            keys,
+            slices,
+        )
         task, attempt = task_ids()
-        names = [FileName(f"{task}-{n}-{attempt}", f"{job.instant}_{task}-{n}_") for n in range(len(groups))]
-        with job.beating():
-            stats: list[WriteStat] = job.write_groups(groups, source, names, job.put())
-        yield stat_batch(stats)
+        yield stat_batch(job.write_task(groups, chunk.select(data_columns), keys, task, attempt))
 
     try:
         return stats_from(routed.mapInArrow(rewrite, STATS_SCHEMA).collect())
@@ -167,8 +142,8 @@ def rewrite_by_file_group(
 
 def _key_index(
     spark: SparkSession,
-    table: Table,
-    slices: dict[tuple[str, str], tuple[str, str, int]],
+    planner: WritePlanner,
+    slices: dict[tuple[str, str], BaseFile],
     wanted: Any,
     parallelism: int,
 ) -> pa.Table:
@@ -190,14 +165,11 @@ def _key_index(
     )
 
     def keys_of(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        fs = table.fs
         for batch in batches:
             for partition, file_id, instant, name, size in zip(
                 *(c.to_pylist() for c in batch.columns), strict=True
             ):
-                path = f"{partition}/{name}" if partition else name
-                with fs.errors(path), open_sized(fs, path, size) as handle:
-                    keys = read_parquet(handle, [RECORD_KEY]).column(0).combine_chunks().cast(pa.string())
+                keys = planner.read_keys(partition, name, size)[0].combine_chunks()
                 keys = keys.filter(pc.is_in(keys, value_set=wanted.value[partition]))
                 n = len(keys)
                 if not n:
@@ -246,65 +218,15 @@ def _by_partition(rows: pa.Table) -> dict[str, pa.Table]:
 
 
 def _insert_routes(
-    table: Table,
-    job: WriteJob,
-    inserts: dict[str, int],
-    slices: dict[tuple[str, str], tuple[str, str, int]],
+    planner: WritePlanner, inserts: dict[str, int], slices: dict[tuple[str, str], BaseFile]
 ) -> dict[str, tuple[np.ndarray, list[str]]]:
-    """Per partition, where its inserts go: small file groups up to their room, then new
-    groups of ``rows_per_file``; as cumulative slot ends and the target of each range."""
-    max_size = P.MAX_FILE_SIZE.of(table.options)
-    small_limit = P.SMALL_FILE_LIMIT.of(table.options)
-    per_file = job.rows_per_file()
+    """Per partition, where its inserts go (the planner's small-file routing), as cumulative
+    slot ends and the target of each range: a row's slot (a hash of its key) picks its
+    target, so a key's duplicates meet in one place."""
     routes: dict[str, tuple[np.ndarray, list[str]]] = {}
     for partition, count in inserts.items():
-        room: list[tuple[str, int]] = []
-        left = count
-        small = sorted(
-            ((size, file_id) for (p, file_id), (_, _, size) in slices.items() if p == partition),
-        )
-        for size, file_id in small:
-            capacity = max(0, (max_size - size) // job.record_size)
-            if left <= 0 or size >= small_limit or capacity == 0:
-                continue
-            room.append((file_id, min(capacity, left)))
-            left -= capacity
-        for _ in range(max(0, math.ceil(left / per_file))):
-            room.append((new_file_id(), per_file))
-        ends = np.cumsum([n for _, n in room]).astype(np.int64)
-        routes[partition] = (ends, [file_id for file_id, _ in room])
+        small = [(file_id, base.size) for (p, file_id), base in slices.items() if p == partition]
+        targets = planner.insert_targets(small, count)
+        ends = np.cumsum([t.rows for t in targets]).astype(np.int64)
+        routes[partition] = (ends, [t.file_id for t in targets])
     return routes
-
-
-def _groups(
-    job: WriteJob,
-    chunk: pa.Table,
-    keys: pa.Array,
-    slices: dict[tuple[str, str], tuple[str, str, int]],
-) -> list[FileGroupWrite]:
-    """The file groups of a task's rows: each existing group's update (or delete) and inserts,
-    each new group's inserts."""
-    partitions = chunk.column(PARTITION).to_numpy(zero_copy_only=False)
-    targets = chunk.column(TARGET).to_numpy(zero_copy_only=False)
-    matched = pc.is_valid(chunk.column(FILE)).to_numpy(zero_copy_only=False)
-    order = np.lexsort((targets, partitions))
-    by_partition, by_target = partitions[order], targets[order]
-    bounds = np.flatnonzero((by_partition[1:] != by_partition[:-1]) | (by_target[1:] != by_target[:-1]))
-    groups = []
-    for rows in np.split(order, bounds + 1):
-        if not len(rows):
-            continue
-        partition, target = str(partitions[rows[0]]), str(targets[rows[0]])
-        base = slices.get((partition, target))
-        hits = rows[matched[rows]]
-        group = FileGroupWrite(partition, target)
-        if base is not None:
-            group.base, group.base_size = (base[0], base[1]), base[2]
-            group.removed_keys = keys.take(pa.array(hits)) if len(hits) else None
-        if job.operation == DELETE:
-            group.deletes = len(hits)
-        else:
-            group.rows = np.sort(rows)
-            group.updates = len(hits)
-        groups.append(group)
-    return groups

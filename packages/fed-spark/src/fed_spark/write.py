@@ -35,22 +35,21 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from fed_spark.options import SessionSettings, WriteOptions
+from fedcore import Table, WriteClient, create_table, load_table
 from fedcore import properties as P
-from fedcore.commit_metadata import WriteStat
-from fedcore.exceptions import ConfigError, TableNotFoundError
-from fedcore.records import META_COLUMNS
-from fedcore.table import Table, create_table, load_table
-from fedcore.write_client import WriteClient
-from fedcore.write_job import (
+from fedcore.engine import (
     BULK_INSERT,
     INSERT,
     INSERT_OVERWRITE,
     INSERT_OVERWRITE_TABLE,
+    META_COLUMNS,
     OPERATIONS,
     UPSERT,
     Operation,
     WriteJob,
+    WriteStat,
 )
+from fedcore.exceptions import ConfigError, TableNotFoundError
 
 #: A task's result row: one JSON write stat per file written.
 STATS_SCHEMA = "stat string"

@@ -2,6 +2,7 @@
 
 from fedcore.handle import TableHandle
 from fedcore.io.federated import FederatedFileSystem
+from fedcore.layout import LayoutReport, table_layout
 from fedcore.migrate import MigrationReport
 from fedcore.reader import FileSlice
 from fedcore.repair import RepairReport, repair_metadata
@@ -26,6 +27,7 @@ __all__ = [
     "FederatedFileSystem",
     "FileSlice",
     "HiveStorageStrategy",
+    "LayoutReport",
     "MigrationReport",
     "ObjectStoreStorageStrategy",
     "PartitionMapStorageStrategy",
@@ -42,6 +44,7 @@ __all__ = [
     "create_table",
     "load_table",
     "load_storage_strategy",
+    "table_layout",
     "repair_metadata",
     "verify_table",
 ]

@@ -1,4 +1,4 @@
-"""``fed`` commands that work on a table: create, write, read, files, timeline, clean, rollback, demo."""
+"""``fed`` commands that work on a table: create, write, read, files, timeline, clean, rollback."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from tqdm import tqdm
 
 from fedcore import properties as P
 from fedcore.cleaning import clean
-from fedcore.demo import run_demo
 from fedcore.exceptions import FedError, InvalidFilterError, InvalidRecordsError
 from fedcore.filters import Filter, parse_where
 from fedcore.io.errors import storage_errors
@@ -32,16 +31,15 @@ from fedcore.write_job import UPSERT
 def table_commands(commands: Any) -> None:
     def add(name: str, help_text: str) -> argparse.ArgumentParser:
         parser: argparse.ArgumentParser = commands.add_parser(name, help=help_text, description=help_text)
-        if name != "demo":
-            parser.add_argument("table", help="table path (local path, file:// or s3:// URI)")
-            parser.add_argument(
-                "--storage-option",
-                action="append",
-                default=[],
-                metavar="KEY=VALUE",
-                help="fsspec option for s3 roots, e.g. endpoint_url=http://127.0.0.1:9000, key=..., "
-                "secret=..., profile=...",
-            )
+        parser.add_argument("table", help="table path (local path, file:// or s3:// URI)")
+        parser.add_argument(
+            "--storage-option",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="fsspec option for s3 roots, e.g. endpoint_url=http://127.0.0.1:9000, key=..., "
+            "secret=..., profile=...",
+        )
         return parser
 
     create = add("create", "create a table and persist its storage strategy")
@@ -101,12 +99,6 @@ def table_commands(commands: Any) -> None:
     undo = add("rollback", "roll back a failed write or the latest completed one")
     undo.add_argument("instant")
     undo.set_defaults(run=_rollback)
-
-    demo = add("demo", "write and query a table on an in-process S3 endpoint (moto)")
-    demo.add_argument("--rows", type=positive_int, default=10_000)
-    demo.add_argument("--days", type=positive_int, default=7)
-    demo.add_argument("--plot", metavar="PNG", help="also draw files per prefix into this file")
-    demo.set_defaults(run=_demo)
 
 
 def parse_pairs(pairs: Sequence[str], flag: str) -> dict[str, str]:
@@ -303,20 +295,4 @@ def _rollback(args: argparse.Namespace) -> int:
     table = open_table(args)
     done = rollback(table, args.instant)
     print(f"Rolled back {args.instant} (rollback instant {done})")
-    return 0
-
-
-def _demo(args: argparse.Namespace) -> int:
-    with tqdm(total=0, unit="file", desc="writing", disable=None, file=sys.stderr, leave=False) as bar:
-
-        def progress(done: int, total: int) -> None:
-            bar.total = total
-            bar.n = done
-            bar.refresh()
-
-        try:
-            result = run_demo(args.rows, args.days, plot=args.plot, progress=progress, say=tqdm.write)
-        except ImportError as exc:  # pragma: no cover - depends on the install
-            raise FedError(f"the demo needs moto ({exc}): pip install 'fedcore[demo]'") from exc
-    print(f"\nDemo finished in {result.seconds:.1f} s")
     return 0

@@ -79,6 +79,18 @@ class FileName(NamedTuple):
     sequence: str
 
 
+def file_names(
+    instant: str, count: int, *, task: int | None = None, attempt: int = 0, start: int = 0
+) -> list[FileName]:
+    """The names of ``count`` files an instant writes. In one process (``task`` None) the
+    files are numbered from ``start`` through the instant (Hudi's ``<n>-1-0`` tokens and
+    ``<instant>_<n>_`` sequence prefixes); an engine's task numbers its own files, and its
+    ``task`` and ``attempt`` make them unique across the job and its retries."""
+    if task is None:
+        return [FileName(f"{n}-1-0", f"{instant}_{n}_") for n in range(start, start + count)]
+    return [FileName(f"{task}-{n}-{attempt}", f"{instant}_{task}-{n}_") for n in range(start, start + count)]
+
+
 def new_groups(partition: str, rows: np.ndarray, per_file: int) -> list[FileGroupWrite]:
     """New file groups for ``rows``, at most ``per_file`` rows each."""
     return [

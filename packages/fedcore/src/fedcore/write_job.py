@@ -39,6 +39,7 @@ from fedcore.file_writer import (
     FileGroupWrite,
     FileName,
     PutFile,
+    file_names,
     mark_files,
     marker_token,
     new_groups,
@@ -292,10 +293,31 @@ class WriteJob:
             for group in new_groups(partition, rows, per_file)
         ]
         write_partition_metadata(self.table, sorted({g.partition for g in groups}), self.instant)
-        source = Encoding(self.instant, data, None, self.schema, self.parquet)
-        names = [FileName(f"{task}-{n}-{attempt}", f"{self.instant}_{task}-{n}_") for n in range(len(groups))]
+        return self._write_rows(groups, data, None, task, attempt)
+
+    def write_task(
+        self,
+        groups: Sequence[FileGroupWrite],
+        data: pa.Table,
+        keys: pa.Array | None,
+        task: int,
+        attempt: int = 0,
+    ) -> list[WriteStat]:
+        """An engine task's file-group writes (from ``WritePlanner``) over its rows ``data``
+        (conformed to the job's schema here, unless deleting; ``keys``: their record keys
+        when computed already), its heartbeat beating. ``task`` and ``attempt`` name the
+        files."""
+        if self.operation != DELETE:
+            data = conform(data, self.schema)
+        return self._write_rows(groups, data, keys, task, attempt)
+
+    def _write_rows(
+        self, groups: Sequence[FileGroupWrite], data: pa.Table, keys: pa.Array | None, task: int, attempt: int
+    ) -> list[WriteStat]:
+        source = Encoding(self.instant, data, keys, self.schema, self.parquet)
+        names = file_names(self.instant, len(groups), task=task, attempt=attempt)
         with self.beating():
-            return self.write_groups(groups, source, names, partial(put_data_file, self.table))
+            return self.write_groups(groups, source, names, self.put())
 
     def rows_per_file(self) -> int:
         return max(1, P.MAX_FILE_SIZE.of(self.table.options) // self.record_size)

@@ -1,7 +1,7 @@
 """Other systems' object-store layouts, as fedcore storage strategies, for the throttling lab.
 
 Loaded through the plug-in point by class path (``hoodie.storage.strategy.class =
-fedcore.lab.strategies.BinaryEntropyStrategy``), as a user's own strategy would be.
+fed_dev.lab.strategies.BinaryEntropyStrategy``), as a user's own strategy would be.
 Both keep the table's metadata on the table path and place data under
 ``hoodie.storage.path``; like every fedcore strategy they derive the folder from the
 file id, so a path is computed, never stored.

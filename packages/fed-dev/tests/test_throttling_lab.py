@@ -14,16 +14,15 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 from fsspec import AbstractFileSystem
 
+from fed_dev.lab.partitions import SAMPLE_KEYS, Limits, PartitionModel
+from fed_dev.lab.proxy import ThrottlingProxy
+from fed_dev.servers import ACCESS_KEY, REGION, SECRET_KEY, LoopbackS3, SeaweedS3
+from fed_dev.testing import rows, trips
 from fedcore import properties as P
 from fedcore.io.atomic import create_exclusive
 from fedcore.io.filesystems import S3_RETRIES, S3_RETRY_MODE, S3_TRIES, filesystem_for
-from fedcore.lab.partitions import SAMPLE_KEYS, Limits, PartitionModel
-from fedcore.lab.proxy import ThrottlingProxy
 from fedcore.table import Table, create_table, load_table
-from fedcore.testing import ACCESS_KEY, REGION, SECRET_KEY, LoopbackS3, SeaweedS3
 from fedcore.write_client import WriteClient
-
-from .test_writes import rows, trips
 
 
 class Clock:

@@ -192,7 +192,7 @@ def _run_round(
         job = {**spec, "table": table.path, "storage_options": storage_options, "start_at": start_at}
         processes.append(
             subprocess.Popen(
-                [sys.executable, "-m", "fedcore.stress", json.dumps(job)],
+                [sys.executable, "-m", "fed_dev.stress", json.dumps(job)],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,

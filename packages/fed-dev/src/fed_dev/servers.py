@@ -1,9 +1,9 @@
-"""A real S3-protocol endpoint on loopback, for tests, benchmarks and demos.
+"""Real S3-protocol endpoints on loopback, for tests, benchmarks and demos.
 
 moto's server mode speaks the S3 wire protocol over HTTP on 127.0.0.1, so the
 code under test goes through s3fs and botocore exactly as it would against a
 cloud bucket (signing, conditional PUTs, listings), with nothing patched.
-Needs the ``test`` extra (``moto[server]``, ``boto3``). ``SeaweedS3`` runs a real
+``SeaweedS3`` runs a real
 object store instead, for benchmarks whose times should not carry moto's own costs.
 """
 
@@ -20,12 +20,11 @@ import threading
 import time
 import uuid
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs
 
-from fedcore.io.filesystems import StorageOptions, filesystem_for
+from fedcore.io.filesystems import StorageOptions
 
 ACCESS_KEY = "fed-testing"
 SECRET_KEY = "fed-testing-secret"
@@ -266,28 +265,3 @@ def _free_port() -> int:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
         return port
-
-
-@dataclass
-class Backend:
-    """Where a test's table and its storage live, and the options that reach them."""
-
-    name: str
-    table_path: str
-    storage_path: str
-    storage_options: StorageOptions | None
-
-    def exists(self, uri: str) -> bool:
-        """Whether a physical object exists, asked of the store directly (no listing cache)."""
-        fs = filesystem_for(uri, self.storage_options)
-        fs.invalidate_cache()
-        return bool(fs.exists(uri))
-
-    def read(self, uri: str) -> bytes:
-        return bytes(filesystem_for(uri, self.storage_options).cat_file(uri))
-
-    def data_files(self) -> set[str]:
-        """The names of every Parquet file under the storage path, asked of the store itself."""
-        fs = filesystem_for(self.storage_path, self.storage_options)
-        fs.invalidate_cache()
-        return {str(p).rpartition("/")[2] for p in fs.find(self.storage_path) if str(p).endswith(".parquet")}

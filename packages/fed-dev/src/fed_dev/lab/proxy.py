@@ -3,7 +3,7 @@
 No S3-protocol server a test can run throttles (moto and SeaweedFS serve whatever they
 are sent), so the lab puts this proxy between fedcore and one of them. Each request is
 classified (PUT/POST/DELETE write, GET/HEAD read; a LIST reads its prefix) and put to
-the partition model (``fedcore.lab.partitions``): admitted, it is forwarded unchanged
+the partition model (``fed_dev.lab.partitions``): admitted, it is forwarded unchanged
 (signature headers included, so the server sees what the client signed) and the
 server's answer is passed back; rejected, the client gets what S3 sends, ``503 Slow
 Down`` with S3's XML error body, and the server never sees it.
@@ -28,8 +28,8 @@ from types import TracebackType
 from typing import Final
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from fedcore.lab.partitions import Limits, PartitionModel, Split
-from fedcore.testing import serve_in_thread, shut_down
+from fed_dev.lab.partitions import Limits, PartitionModel, Split
+from fed_dev.servers import serve_in_thread, shut_down
 
 #: Headers of one connection, not of the request: never passed on. ``Expect: 100-continue``
 #: was answered here already (the body is in hand).

@@ -18,6 +18,7 @@ from datetime import date, timedelta
 
 import pyarrow as pa
 
+from fed_dev.servers import LoopbackS3
 from fedcore import properties as P
 from fedcore.exceptions import FedError
 from fedcore.layout import table_layout
@@ -60,8 +61,6 @@ def run_demo(
     say: Callable[[str], None] = print,
     progress: Callable[[int, int], None] | None = None,
 ) -> DemoResult:
-    from fedcore.testing import LoopbackS3  # moto: installed with fedcore[demo]
-
     started = time.monotonic()
     rng = random.Random(7)
     with LoopbackS3() as server:

@@ -1,0 +1,69 @@
+"""The engine API: what an engine adapter (fed-spark; Trino's and Hive's to come) builds on.
+
+An adapter imports ``fedcore`` (tables: ``load_table``, ``create_table``, ``Table``,
+``WriteClient``), this module, ``fedcore.exceptions`` and ``fedcore.properties``, and no
+other part of fedcore (import-linter holds adapters to it).
+
+Writing, where an engine runs tasks of its own::
+
+    job = WriteJob.open(table, "upsert", schema)     # recovers failed writes, learns the schema
+    job.begin()                                      # the instant, its heartbeat beating
+    planner = WritePlanner(job)                      # latest base files, keys, insert targets
+    ...                                              # tasks: planner.routed_groups(...) and
+    stats = job.write_task(groups, rows, keys, task, attempt)   # (or job.write_new(rows, ...))
+    job.commit(stats, distributed=True)              # or job.abort(); a with-block aborts on error
+
+Reading: ``table.scan(filters, columns, as_of=...)`` is a ``DataScan``; ``plan_files()``
+gives the pruned ``FileSlice`` list (metadata table, partition pruning and column
+statistics; no listing), ``to_arrow()`` reads them; ``Filter`` and ``parse_where`` are the
+filters both understand.
+"""
+
+from __future__ import annotations
+
+from fedcore.commit_metadata import WriteStat
+from fedcore.filters import Filter, parse_where
+from fedcore.io.filesystems import StorageOptions, storage_options_of
+from fedcore.reader import QUERY_TYPES, FileSlice, QueryType
+from fedcore.records import META_COLUMNS
+from fedcore.scan import DataScan, ScanPlan
+from fedcore.write_job import (
+    BULK_INSERT,
+    DELETE,
+    INSERT,
+    INSERT_OVERWRITE,
+    INSERT_OVERWRITE_TABLE,
+    OPERATIONS,
+    UPSERT,
+    Operation,
+    WriteJob,
+    WriteResult,
+)
+from fedcore.write_planner import BaseFile, InsertTarget, WritePlanner
+
+__all__ = [
+    "BULK_INSERT",
+    "DELETE",
+    "INSERT",
+    "INSERT_OVERWRITE",
+    "INSERT_OVERWRITE_TABLE",
+    "META_COLUMNS",
+    "OPERATIONS",
+    "QUERY_TYPES",
+    "UPSERT",
+    "BaseFile",
+    "DataScan",
+    "FileSlice",
+    "Filter",
+    "InsertTarget",
+    "Operation",
+    "QueryType",
+    "ScanPlan",
+    "StorageOptions",
+    "WriteJob",
+    "WritePlanner",
+    "WriteResult",
+    "WriteStat",
+    "parse_where",
+    "storage_options_of",
+]

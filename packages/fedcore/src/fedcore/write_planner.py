@@ -1,0 +1,338 @@
+"""The write planner: which file groups a write's records go to, and what each is given.
+
+One planner for every engine. ``WriteClient`` plans a whole write with it in one process;
+an engine that shuffles rows itself (fed-spark's distributed upsert) asks it the same
+questions piece by piece, from its driver and its tasks: the latest file slices of the
+partitions touched, the record keys of a base file, where a partition's inserts go (small
+file groups first, then new ones: Hudi's file sizing), and the file-group writes of rows
+routed to targets. Key lookup, small-file routing and file naming live here and in the
+file writer, nowhere else.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Final, NamedTuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from fedcore import properties as P
+from fedcore.file_writer import NO_ROWS, FileGroupWrite, new_groups
+from fedcore.filenames import new_file_id
+from fedcore.io.filesystems import open_sized
+from fedcore.io.parquet import read_parquet
+from fedcore.io.uris import protocol_of
+from fedcore.metadata.file_index import PartitionFiles
+from fedcore.records import RECORD_KEY, latest_per_key, partition_rows, record_keys
+from fedcore.write_job import (
+    BULK_INSERT,
+    DELETE,
+    INSERT_OVERWRITE_TABLE,
+    IO_THREADS,
+    REPLACING,
+    UPSERT,
+    WriteJob,
+)
+
+#: Base files an upsert fetches whole on an object store (at most this size each) and keeps
+#: for their rewrite (at most this much in all).
+_WHOLE_READ_BYTES: Final = 8 * 2**20
+_KEPT_BASE_BYTES: Final = 256 * 2**20
+
+
+class BaseFile(NamedTuple):
+    """The newest base file of a live file group: what a rewrite of the group replaces."""
+
+    instant: str
+    name: str
+    size: int
+
+
+class InsertTarget(NamedTuple):
+    """Where some of a partition's inserts go: a small file group with room for ``rows``
+    more records, or a new file group (``new``) of at most ``rows``."""
+
+    file_id: str
+    rows: int
+    new: bool
+
+
+class KeyIndex(NamedTuple):
+    """The record keys of a partition's latest base files: ``keys``, the position in
+    ``file_ids`` of the group holding each (a key in several files, inserted twice, is the
+    newest's), each group's keys (a rewrite need not decode them again) and the base files
+    fetched whole (object stores: one GET each, not fetched again by the rewrite)."""
+
+    keys: pa.ChunkedArray
+    owners: np.ndarray
+    file_ids: list[str]
+    by_file: dict[str, pa.ChunkedArray]
+    whole: dict[str, bytes]
+
+
+class Plan(NamedTuple):
+    """A write's plan: the file groups to write, those an overwrite replaces (by partition),
+    the (file id, base instant) of every version superseded, and the partitions' files as
+    found."""
+
+    groups: list[FileGroupWrite]
+    replaced: dict[str, list[str]]
+    supersedes: list[tuple[str, str]]
+    current: dict[str, PartitionFiles]
+
+
+class Prepared(NamedTuple):
+    """One chunk of a write's records, ready to plan: its records, their keys where the
+    operation looks them up, and the rows of each partition."""
+
+    data: pa.Table
+    keys: pa.Array | None
+    by_partition: dict[str, np.ndarray]
+
+
+class WritePlanner:
+    """Plans the writes of one job (``WriteJob``) against the table as the job opened it.
+
+    Pickles with its job: an engine's tasks ask it for base-file keys and file-group writes.
+    """
+
+    def __init__(self, job: WriteJob) -> None:
+        self.job = job
+        self.table = job.table
+        options = job.table.options
+        self.max_file_size = P.MAX_FILE_SIZE.of(options)
+        self.small_file_limit = P.SMALL_FILE_LIMIT.of(options)
+
+    # --- records ---------------------------------------------------------------------------------
+
+    def record_keys(self, rows: pa.Table) -> pa.Array:
+        """The rows' record keys (Hudi's key generators), checked."""
+        config = self.table.config
+        return record_keys(rows, config.record_key_fields, config.get(P.KEY_GENERATOR_CLASS, ""))
+
+    def tag(self, rows: pa.Table) -> tuple[pa.Array, pa.Array]:
+        """Each row's partition path and record key."""
+        found = partition_rows(rows, self.table.partition_scheme)
+        paths = pa.array(found.paths, pa.string()).take(pa.array(found.codes))
+        return paths, self.record_keys(rows)
+
+    def keep_latest(self, rows: pa.Table, partitions: np.ndarray, keys: pa.Array) -> np.ndarray:
+        """Row indices (ascending) to keep of rows that hold one (partition, key) several
+        times: the greatest precombine value wins (Hudi's combine before upsert)."""
+        precombine = self.table.config.precombine_field
+        column = rows.column(precombine) if precombine and precombine in rows.column_names else None
+        return latest_per_key(partitions, keys, column)
+
+    # --- file groups -----------------------------------------------------------------------------
+
+    def latest_base_files(self, partitions: Sequence[str]) -> dict[tuple[str, str], BaseFile]:
+        """(partition, file id) -> the newest base file of every live file group of
+        ``partitions``, as of the timeline the job opened on (from the metadata table)."""
+        assert self.job.timeline is not None, "planned where the job was opened"
+        current = self.table.file_index_at(self.job.timeline).files(sorted(partitions)) if partitions else {}
+        return {
+            (partition, file_id): BaseFile(instant, name, files.files[name])
+            for partition, files in current.items()
+            for file_id, (instant, name) in files.latest_slices().items()
+        }
+
+    def read_keys(
+        self, partition: str, name: str, size: int, *, whole: bool = False
+    ) -> tuple[pa.ChunkedArray, bytes | None]:
+        """A base file's record keys (as text), and the whole file when ``whole`` (one GET:
+        the size is known, no HEAD)."""
+        path = f"{partition}/{name}" if partition else name
+        fs = self.table.fs
+        with fs.errors(path), open_sized(fs, path, size) as handle:
+            if whole:
+                data = handle.read()
+                return read_parquet(io.BytesIO(data), [RECORD_KEY]).column(0).cast(pa.string()), data
+            return read_parquet(handle, [RECORD_KEY]).column(0).cast(pa.string()), None
+
+    def insert_targets(self, small: Sequence[tuple[str, int]], count: int) -> list[InsertTarget]:
+        """Where ``count`` inserts into a partition go, given its file groups as (file id,
+        base file size): small groups first, smallest first, up to their room (Hudi's file
+        sizing: below ``hoodie.parquet.small.file.limit``, filled to
+        ``hoodie.parquet.max.file.size`` at the job's record size), then new groups of at
+        most ``rows_per_file``."""
+        record_size = self.job.record_size
+        targets: list[InsertTarget] = []
+        left = count
+        for file_id, size in sorted(small, key=lambda item: item[1]):
+            if left <= 0:
+                break
+            room = max(0, (self.max_file_size - size) // record_size)
+            if size >= self.small_file_limit or room == 0:
+                continue
+            targets.append(InsertTarget(file_id, min(room, left), new=False))
+            left -= room
+        per_file = self.job.rows_per_file()
+        while left > 0:
+            targets.append(InsertTarget(new_file_id(), min(per_file, left), new=True))
+            left -= per_file
+        return targets
+
+    def routed_groups(
+        self,
+        partitions: np.ndarray,
+        targets: np.ndarray,
+        matched: np.ndarray,
+        keys: pa.Array,
+        base_files: Mapping[tuple[str, str], BaseFile],
+    ) -> list[FileGroupWrite]:
+        """The file-group writes of rows routed by an engine: row ``i`` goes to file group
+        ``targets[i]`` of partition ``partitions[i]``; ``matched[i]``: its key is in that
+        group's base file (an update, or a delete)."""
+        order = np.lexsort((targets, partitions))
+        by_partition, by_target = partitions[order], targets[order]
+        bounds = np.flatnonzero((by_partition[1:] != by_partition[:-1]) | (by_target[1:] != by_target[:-1]))
+        groups = []
+        for rows in np.split(order, bounds + 1):
+            if not len(rows):
+                continue
+            partition, target = str(partitions[rows[0]]), str(targets[rows[0]])
+            base = base_files.get((partition, target))
+            hits = rows[matched[rows]]
+            group = FileGroupWrite(partition, target)
+            if base is not None:
+                group.base, group.base_size = (base.instant, base.name), base.size
+                group.removed_keys = keys.take(pa.array(hits)) if len(hits) else None
+            if self.job.operation == DELETE:
+                group.deletes = len(hits)
+            else:
+                group.rows = np.sort(rows)
+                group.updates = len(hits)
+            groups.append(group)
+        return groups
+
+    # --- a whole write, in one process -------------------------------------------------------------
+
+    def plan(self, first: Prepared) -> Plan:
+        """The plan for ``first`` (a write's first chunk; a streamed bulk insert's later
+        chunks only ever make new file groups)."""
+        job = self.job
+        operation = job.operation
+        assert job.timeline is not None, "planned where the job was opened"
+        index = self.table.file_index_at(job.timeline)
+        current = index.files(first.by_partition) if first.by_partition else {}
+        if operation == INSERT_OVERWRITE_TABLE:
+            current = index.files(None)
+        groups: list[FileGroupWrite] = []
+        replaced: dict[str, list[str]] = {}
+        kept = 0
+        per_file = job.rows_per_file()
+        for partition in sorted(current) if operation == INSERT_OVERWRITE_TABLE else ():
+            if current[partition].latest_slices():
+                replaced[partition] = sorted(current[partition].latest_slices())
+        for partition, rows in sorted(first.by_partition.items()):
+            files = current.get(partition, PartitionFiles())
+            if operation in REPLACING:
+                if files.latest_slices():
+                    replaced[partition] = sorted(files.latest_slices())
+                groups.extend(new_groups(partition, rows, per_file))
+            elif operation == BULK_INSERT:
+                groups.extend(new_groups(partition, rows, per_file))
+            else:
+                planned = self._plan_partition(partition, rows, first.keys, files)
+                for group in planned:  # base files fetched whole are kept within a budget
+                    if group.base_bytes is not None:
+                        if kept + len(group.base_bytes) > _KEPT_BASE_BYTES:
+                            group.base_bytes = None
+                        else:
+                            kept += len(group.base_bytes)
+                groups.extend(planned)
+        supersedes = [(g.file_id, g.base[0]) for g in groups if g.base is not None]
+        supersedes += [
+            (file_id, current[p].latest_slices()[file_id][0])
+            for p, ids in replaced.items()
+            for file_id in ids
+        ]
+        return Plan(groups, replaced, supersedes, current)
+
+    def _plan_partition(
+        self, partition: str, rows: np.ndarray, keys: pa.Array | None, files: PartitionFiles
+    ) -> list[FileGroupWrite]:
+        """An insert's, upsert's or delete's file groups in one partition: updates and deletes
+        to the group holding their key, inserts to small groups, then new ones."""
+        operation = self.job.operation
+        slices = files.latest_slices()
+        groups: dict[str, FileGroupWrite] = {}
+        inserts = rows
+        index: KeyIndex | None = None
+        if keys is not None and operation in (UPSERT, DELETE):
+            index = self._key_index(partition, slices, files)
+            row_keys = keys.take(rows)
+            # Hash the batch's keys (the small side), probe the partition's keys with them,
+            # then look the batch up among the keys found only.
+            present = np.flatnonzero(pc.is_in(index.keys, value_set=row_keys).to_numpy(zero_copy_only=False))
+            found = pc.index_in(row_keys, value_set=index.keys.take(present))
+            hit = pc.is_valid(found).to_numpy(zero_copy_only=False)
+            owner = index.owners[present][found.fill_null(0).to_numpy()][hit] if len(present) else present
+            hit_rows = rows[hit]
+            inserts = rows[~hit] if operation == UPSERT else NO_ROWS
+            order = np.argsort(owner, kind="stable")
+            starts = np.flatnonzero(np.diff(owner[order], prepend=-1))
+            split = np.split(hit_rows[order], starts[1:]) if len(starts) else []
+            for start, group_rows in zip(starts, split, strict=True):
+                file_id = index.file_ids[owner[order][start]]
+                base = slices[file_id]
+                matched = groups[file_id] = FileGroupWrite(partition, file_id, base, files.files[base[1]])
+                matched.base_keys, matched.base_bytes = index.by_file[file_id], index.whole.get(file_id)
+                matched.removed_keys = keys.take(group_rows)
+                if operation == UPSERT:
+                    matched.rows, matched.updates = group_rows, len(group_rows)
+                else:
+                    matched.deletes = len(group_rows)
+        if not len(inserts):
+            return list(groups.values())
+        sizes = [(file_id, files.files[name]) for file_id, (_, name) in slices.items()]
+        for target in self.insert_targets(sizes, len(inserts)):
+            taken, inserts = inserts[: target.rows], inserts[target.rows :]
+            if target.new:
+                groups[target.file_id] = FileGroupWrite(partition, target.file_id, rows=taken)
+                continue
+            group = groups.get(target.file_id)
+            if group is None:
+                base = slices[target.file_id]
+                group = groups[target.file_id] = FileGroupWrite(
+                    partition, target.file_id, base, files.files[base[1]]
+                )
+                if index is not None:
+                    group.base_keys, group.base_bytes = (
+                        index.by_file.get(target.file_id),
+                        index.whole.get(target.file_id),
+                    )
+            group.rows = np.concatenate([group.rows, taken])
+        return list(groups.values())
+
+    def _key_index(
+        self, partition: str, slices: dict[str, tuple[str, str]], files: PartitionFiles
+    ) -> KeyIndex:
+        """The keys of a partition's latest base files, read in parallel. On an object store,
+        small base files are fetched whole in one GET (a ranged read of their keys would fetch
+        most of them anyway); elsewhere only the keys are read."""
+        file_ids = list(reversed(slices))  # the first occurrence of a key is what index_in finds
+        names = [slices[file_id][1] for file_id in file_ids]
+        sizes = [files.files[name] for name in names]
+        whole = (
+            bool(names)
+            and protocol_of(self.table.fs.to_physical(f"{partition}/{names[0]}" if partition else names[0]))
+            != "file"
+            and max(sizes) <= _WHOLE_READ_BYTES
+            and sum(sizes) <= _KEPT_BASE_BYTES
+        )
+        with ThreadPoolExecutor(IO_THREADS) as pool:
+            found = list(
+                pool.map(lambda name, size: self.read_keys(partition, name, size, whole=whole), names, sizes)
+            )
+        owners = np.repeat(np.arange(len(found), dtype=np.int64), [len(keys) for keys, _ in found])
+        keys = pa.chunked_array([chunk for keys, _ in found for chunk in keys.chunks], pa.string())
+        by_file = {file_id: keys for file_id, (keys, _) in zip(file_ids, found, strict=True)}
+        fetched = {
+            file_id: data for file_id, (_, data) in zip(file_ids, found, strict=True) if data is not None
+        }
+        return KeyIndex(keys, owners, file_ids, by_file, fetched)
