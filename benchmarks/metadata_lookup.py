@@ -20,7 +20,9 @@ import time
 
 from tqdm import tqdm
 
-from fedcore.metadata.table import ADD, MetadataTable, Op
+from fedcore.metadata.compaction import compact
+from fedcore.metadata.format import ADD, Op
+from fedcore.metadata.table import MetadataTable
 from fedcore.table import Table, create_table
 from fedcore.timeline import COMMIT
 from fedcore.transaction import Transaction
@@ -61,7 +63,7 @@ def main() -> int:
                     files += PARTITIONS
                     bar.update(PARTITIONS)
             start = time.perf_counter()
-            index.compact()
+            compact(index)
             compact_seconds = time.perf_counter() - start
             manifest = index.manifest(index.manifest_times()[-1])
             assert manifest is not None

@@ -49,8 +49,8 @@ from fedcore.avro_schema import to_avro_json
 from fedcore.commit_metadata import CommitMetadata, WriteStat
 from fedcore.filenames import base_file_name
 from fedcore.io.filesystems import filesystem_for
-from fedcore.metadata.table import ADD, Op
-from fedcore.reader import Reader
+from fedcore.metadata.format import ADD, Op
+from fedcore.read_planner import ScanPlanner
 from fedcore.retention import archived_through
 from fedcore.services import run_table_services
 from fedcore.table import Table, create_table
@@ -188,7 +188,7 @@ class Bench:
         return seconds, requests
 
     def plan(self, filters: Sequence[Any]) -> tuple[float, int, set[str]]:
-        seconds, requests, plan = self.counted(lambda: Reader(self.table).plan(filters))
+        seconds, requests, plan = self.counted(lambda: ScanPlanner.open(self.table).plan(filters))
         physical = {self.table.fs.to_physical(s.path).split("://", 1)[1] for s in plan.slices}
         return seconds, requests, physical
 

@@ -20,7 +20,7 @@ from fedcore import properties as P
 from fedcore.filters import Filter, matching_row_groups, row_expression
 from fedcore.io.filesystems import open_sized
 from fedcore.io.parquet import open_parquet
-from fedcore.metadata.table import FOLDER
+from fedcore.metadata.format import FOLDER
 from fedcore.repair import repair_metadata
 from fedcore.table import Table, create_table, load_table
 

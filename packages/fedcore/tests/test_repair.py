@@ -20,7 +20,9 @@ from fedcore.exceptions import DataFileMissingError, MetadataTableError, RepairE
 from fedcore.history import load_history
 from fedcore.io.filesystems import filesystem_for
 from fedcore.metadata.file_index import PartitionFiles
-from fedcore.metadata.table import FOLDER, IndexCache, MetadataTable
+from fedcore.metadata.format import FOLDER
+from fedcore.metadata.rebuild import rebuild
+from fedcore.metadata.table import IndexCache, MetadataTable
 from fedcore.repair import repair_metadata
 from fedcore.table import Table, load_table
 from fedcore.verify import delete_orphans, verify_table
@@ -277,7 +279,7 @@ def test_verify_tells_missing_unrecorded_orphans_and_in_flight_apart(backend: Ba
         for p, f in state.items()
     }
     index = MetadataTable(table.fs.table_fs, table.path, table.timeline, cache=IndexCache())
-    index.rebuild(history.upto, damaged, history.pending, history.schema)
+    rebuild(index, history.upto, damaged, history.pending, history.schema)
     gone = fresh(backend).file_slices([("country", "=", "it")])[0].path
     table.fs.rm_file(gone)
 

@@ -1,12 +1,13 @@
 """fedcore: the federated (object-store-optimised) storage layout for Hudi-style tables."""
 
+from fedcore.file_slice import FileSlice
 from fedcore.handle import TableHandle
 from fedcore.io.federated import FederatedFileSystem
 from fedcore.layout import LayoutReport, table_layout
 from fedcore.migrate import MigrationReport
-from fedcore.reader import FileSlice
+from fedcore.read_planner import ScanPlan
 from fedcore.repair import RepairReport, repair_metadata
-from fedcore.scan import DataScan, ScanPlan
+from fedcore.scan import DataScan
 from fedcore.storage import (
     HiveStorageStrategy,
     ObjectStoreStorageStrategy,

@@ -40,6 +40,7 @@ from fedcore.exceptions import ConfigError
 from fedcore.io.atomic import create_exclusive
 from fedcore.io.filesystems import read_object, read_objects, remove_files
 from fedcore.io.parquet import read_parquet
+from fedcore.metadata.cleanup import drop_older_than
 from fedcore.retention import ARCHIVE_PREFIX, archive_folder, last_clean_retained
 from fedcore.timeline import ARCHIVED_MARKER_PREFIX, WRITE_ACTIONS, Instant, Timeline, parse_instant_file
 
@@ -105,7 +106,7 @@ def archive(
     step("pending-states")
     _remove(table, [path for path in files if path.rsplit("/", 1)[-1] in completed_names])
     step("moved")
-    index.drop_older_than(boundary)
+    drop_older_than(index, boundary)
     return [i.time for i in doomed]
 
 

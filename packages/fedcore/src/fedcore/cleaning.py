@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from fedcore.commit_metadata import clean_metadata
 from fedcore.filenames import BASE_FILE_RE
-from fedcore.metadata.table import REMOVE, Op
+from fedcore.metadata.format import REMOVE, Op
 from fedcore.retention import last_clean_retained
 from fedcore.timeline import CLEAN, WRITE_ACTIONS, Timeline
 from fedcore.transaction import Transaction, roll_back_failed_writes

@@ -17,11 +17,11 @@ from tqdm import tqdm
 from fedcore import properties as P
 from fedcore.cleaning import clean
 from fedcore.exceptions import FedError, InvalidFilterError, InvalidRecordsError
+from fedcore.file_slice import QUERY_TYPES
 from fedcore.filters import Filter, parse_where
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import StorageOptions, storage_options_of
 from fedcore.io.parquet import read_parquet
-from fedcore.reader import QUERY_TYPES
 from fedcore.rollback import rollback
 from fedcore.table import Table, create_table, load_table
 from fedcore.write_client import OPERATIONS, WriteClient

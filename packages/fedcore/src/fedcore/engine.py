@@ -22,11 +22,12 @@ filters both understand.
 from __future__ import annotations
 
 from fedcore.commit_metadata import WriteStat
+from fedcore.file_slice import QUERY_TYPES, FileSlice, QueryType
 from fedcore.filters import Filter, parse_where
 from fedcore.io.filesystems import StorageOptions, storage_options_of
-from fedcore.reader import QUERY_TYPES, FileSlice, QueryType
+from fedcore.read_planner import ScanPlan
 from fedcore.records import META_COLUMNS
-from fedcore.scan import DataScan, ScanPlan
+from fedcore.scan import DataScan
 from fedcore.write_job import (
     BULK_INSERT,
     DELETE,

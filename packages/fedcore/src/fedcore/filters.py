@@ -70,6 +70,10 @@ class Filter:
         return cls(str(column), op, value)
 
 
+#: A filter as callers spell it: a ``Filter`` or a ``(column, op, value)`` triple.
+FilterSpec = Filter | Sequence[Any]
+
+
 def parse_where(text: str) -> list[Filter]:
     """Parse ``a = 'x' AND b IN (1, 2) AND c >= 3 AND d IS NULL``; OR is not supported."""
     tokens = _tokens(text)

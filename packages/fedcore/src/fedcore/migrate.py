@@ -56,11 +56,12 @@ from fedcore.exceptions import (
     TableNotFoundError,
     UnsupportedTableError,
 )
+from fedcore.file_slice import VIRTUAL_META_COLUMNS, FileSlice
 from fedcore.file_writer import copy_data_file, mark_files, marker_token, write_partition_metadata
 from fedcore.filenames import data_file_id
 from fedcore.io.filesystems import StorageOptions, filesystem_for
 from fedcore.io.uris import is_within, normalize_uri
-from fedcore.reader import VIRTUAL_META_COLUMNS, FileSlice, Reader
+from fedcore.read_planner import ScanPlanner
 from fedcore.records import META_COLUMNS
 from fedcore.table import Table, create_table, load_table
 from fedcore.table_config import TableConfig
@@ -360,12 +361,12 @@ def _config_of(config: Mapping[str, str]) -> dict[str, str]:
 
 
 def _fedcore_source(table: Table) -> _Source:
-    reader = Reader(table)
-    plan = reader.plan()
-    columns = [c for c in reader.column_names() if c not in META_COLUMNS and c not in VIRTUAL_META_COLUMNS]
-    schema = reader.empty(columns).schema if columns else pa.schema([])
+    planner = ScanPlanner.open(table)
+    plan = planner.plan()
+    columns = [c for c in planner.column_names() if c not in META_COLUMNS and c not in VIRTUAL_META_COLUMNS]
+    schema = planner.schema(columns) if columns else pa.schema([])
     # Files that already hold every column the target's files hold are copied as they are.
-    copyable = reader.meta_fields and not P.DROP_PARTITION_COLUMNS.of(table.config)
+    copyable = planner.meta_fields and not P.DROP_PARTITION_COLUMNS.of(table.config)
     records = _records_by_file(table, plan.slices)
     units = []
     for file_slice in plan.slices:
@@ -386,13 +387,13 @@ def _fedcore_source(table: Table) -> _Source:
             units.append(_Unit(file_slice.partition_path, None, table.fs, "", size, what=file_slice))
 
     def read(unit: _Unit) -> pa.Table:
-        return reader.read_slice(unit.what, columns, [])
+        return plan.reader.read(unit.what, columns, [])
 
     return _of_config(
-        "merge-on-read table" if reader.merge_on_read else "table",
+        "merge-on-read table" if table.config.table_type == P.TABLE_TYPE_MOR else "table",
         table.config,
         schema,
-        reader.instant,
+        plan.instant,
         units,
         read,
     )

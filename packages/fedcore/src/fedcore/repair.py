@@ -45,6 +45,7 @@ from fedcore.exceptions import FedError, RepairError
 from fedcore.history import History, load_history, require_metadata_table
 from fedcore.inventory import Inventory, StoredFile, take_inventory
 from fedcore.metadata.file_index import PartitionFiles
+from fedcore.metadata.rebuild import rebuild
 from fedcore.metadata.table import IndexCache, MetadataTable
 
 if TYPE_CHECKING:
@@ -195,7 +196,7 @@ def repair_metadata(
         )
     if not dry_run:
         index = MetadataTable(table.fs.table_fs, table.path, lambda: timeline, cache=IndexCache())
-        index.rebuild(history.upto, state, history.pending, history.schema, hook)
+        rebuild(index, history.upto, state, history.pending, history.schema, hook)
         newer = [t for t in index.manifest_times() if t > history.upto]
         if newer:
             raise RepairError(

@@ -20,7 +20,7 @@ from fedcore.commit_metadata import CommitMetadata, deleted_files
 from fedcore.exceptions import InvalidInstantError, RollbackError
 from fedcore.filenames import BASE_FILE_RE
 from fedcore.io.filesystems import read_object
-from fedcore.metadata.table import REMOVE, UNREPLACE, Op
+from fedcore.metadata.format import REMOVE, UNREPLACE, Op
 from fedcore.timeline import (
     CLEAN,
     INFLIGHT,

@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from fedcore.exceptions import FedError, InvalidColumnsError, UnsupportedTableError
-from fedcore.filters import Filter
+from fedcore.file_slice import FileSlice, QueryType
+from fedcore.filters import Filter, FilterSpec
 from fedcore.io.filesystems import open_sized
 from fedcore.io.parquet import read_parquet_metadata
-from fedcore.reader import FileSlice, FilterSpec, QueryType, Reader, ReadPlan
+from fedcore.read_planner import ScanPlan, ScanPlanner
 from fedcore.records import COMMIT_TIME, META_COLUMNS, conform_to
 from fedcore.timeline import parse_instant_time
 
@@ -103,55 +104,55 @@ class DataScan:
 
     # --- planning ------------------------------------------------------------------------
 
-    def _reader(self) -> Reader:
-        reader = Reader(self.table, self.as_of, self.query_type)
+    def _planner(self) -> ScanPlanner:
+        planner = ScanPlanner.open(self.table, self.as_of, self.query_type)
         if self.changed_after is not None:
             if self.changed_after.strip("0"):  # "000": from the start, as Hudi spells it
                 parse_instant_time(self.changed_after)
-            if not reader.meta_fields:
+            if not planner.meta_fields:
                 raise UnsupportedTableError(
                     f"table {self.table.name} was written without meta fields: its records carry no "
                     "commit time, so an incremental query cannot tell which changed"
                 )
-        return reader
+        return planner
 
-    def _plan(self, reader: Reader) -> ReadPlan:
+    def _plan(self, planner: ScanPlanner) -> ScanPlan:
         """The slices and row filters to read. An incremental query reads the snapshot as of
         ``as_of``, where every record's latest version carries the instant that wrote it:
         the rows written after ``changed_after`` are exactly those, in the file groups whose
         slice began after it (or that have log files). Nothing it needs is archived or
         cleaned while the snapshot itself is readable."""
+        columns = self._columns(planner)
         if self.changed_after is None:
-            return reader.plan(self.filters)
+            return planner.plan(self.filters, columns)
         after = self.changed_after
-        plan = reader.plan([*self.filters, Filter(COMMIT_TIME, ">", after)])
-        plan.slices = [s for s in plan.slices if s.base_instant > after or s.log_files]
-        return plan
+        plan = planner.plan([*self.filters, Filter(COMMIT_TIME, ">", after)], columns)
+        return dataclasses.replace(
+            plan, slices=[s for s in plan.slices if s.base_instant > after or s.log_files]
+        )
 
-    def _columns(self, reader: Reader) -> list[str] | None:
+    def _columns(self, planner: ScanPlanner) -> list[str] | None:
         if self.columns is not None:
-            reader.check_columns(self.columns)
             return list(self.columns)
         if self.with_meta_fields:
             return None
-        return [name for name in reader.column_names() if name not in META_COLUMNS]
+        return [name for name in planner.column_names() if name not in META_COLUMNS]
 
     def plan_files(self) -> list[FileSlice]:
         """The file slices this scan reads: one per file group the partition filters keep."""
-        reader = self._reader()
-        return self._plan(reader).slices
+        return self._plan(self._planner()).slices
 
     def schema(self) -> pa.Schema:
         """The schema of the rows this scan returns (the newest base file's, as of ``as_of``)."""
-        reader = self._reader()
-        return reader.empty(self._columns(reader)).schema
+        planner = self._planner()
+        return planner.schema(planner.check_columns(self._columns(planner)))
 
     def plan(self) -> ScanPlan:
-        """The scan planned once, for an engine whose tasks read its slices (see ``ScanPlan``)."""
-        reader = self._reader()
-        columns = self._columns(reader)
-        plan = self._plan(reader)
-        return ScanPlan(plan.slices, reader.empty(columns).schema, reader, columns, tuple(plan.row_filters))
+        """The scan planned once, with the schema of its rows, for an engine whose tasks read
+        its slices (see ``ScanPlan``)."""
+        planner = self._planner()
+        plan = self._plan(planner)
+        return dataclasses.replace(plan, schema=planner.schema(plan.columns))
 
     # --- reading -------------------------------------------------------------------------
 
@@ -160,15 +161,15 @@ class DataScan:
 
         The stream's schema is that of the newest file slice the scan reads, which is read
         first: as in Hudi, rows of files written before a column was added get nulls there."""
-        reader = self._reader()
-        columns = self._columns(reader)
-        plan = self._plan(reader)
-        plan.slices.sort(key=lambda s: s.base_instant, reverse=True)
-        tables = reader.read_plan(plan, columns)
+        planner = self._planner()
+        plan = self._plan(planner)
+        plan = dataclasses.replace(
+            plan, slices=sorted(plan.slices, key=lambda s: s.base_instant, reverse=True)
+        )
+        tables = plan.read_all()
         first = next(tables, None) if self.limit != 0 else None
         if first is None:
-            schema = reader.empty(columns).schema
-            return pa.RecordBatchReader.from_batches(schema, iter(()))
+            return pa.RecordBatchReader.from_batches(planner.schema(plan.columns), iter(()))
         return pa.RecordBatchReader.from_batches(
             first.schema, self._batches(itertools.chain([first], tables), first.schema)
         )
@@ -191,12 +192,12 @@ class DataScan:
     def count(self) -> int:
         """How many rows the scan returns. Without row filters and log files to merge, from
         file footers alone."""
-        reader = self._reader()
-        plan = self._plan(reader)
+        planner = self._planner()
+        plan = self._plan(planner)
         total = 0
         if plan.row_filters or any(s.log_files for s in plan.slices):
-            columns = list(dict.fromkeys(f.column for f in plan.row_filters)) or reader.column_names()[:1]
-            total = sum(int(t.num_rows) for t in reader.read_plan(plan, columns))
+            columns = list(dict.fromkeys(f.column for f in plan.row_filters)) or planner.column_names()[:1]
+            total = sum(int(t.num_rows) for t in dataclasses.replace(plan, columns=columns).read_all())
         else:
             fs = self.table.fs
             for file_slice in plan.slices:
@@ -240,32 +241,6 @@ class DataScan:
         if self.changed_after is not None:
             parts.append(f"changed_after={self.changed_after!r}")
         return f"DataScan({', '.join(parts)})"
-
-
-@dataclass(frozen=True)
-class ScanPlan:
-    """A scan planned on one machine and read on many: what an engine (Spark) hands its tasks.
-
-    It pickles small: the slices, the schema and what reading a slice needs (never the file
-    index or the timeline). Every task reads slices of the same snapshot, whatever commits
-    meanwhile, and returns them in one ``schema`` (rows of files written before a column
-    was added get nulls there, as in Hudi)."""
-
-    slices: list[FileSlice]
-    schema: pa.Schema
-    reader: Reader
-    columns: list[str] | None
-    row_filters: tuple[Filter, ...]
-
-    @property
-    def instant(self) -> str | None:
-        """The instant read (the last write completed as of the scan); None before the first."""
-        return self.reader.instant
-
-    def read(self, file_slice: FileSlice) -> pa.Table:
-        """The rows of one slice: log files merged, the scan's filters and columns applied."""
-        rows = self.reader.read_slice(file_slice, self.columns, list(self.row_filters))
-        return conform_to(rows, self.schema)
 
 
 def _require(module: str) -> Any:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from fedcore import properties as P
 from fedcore.archival import archive
 from fedcore.cleaning import clean
+from fedcore.metadata.compaction import compact
 from fedcore.metadata.table import MetadataTable
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ def run_table_services(table: TableHandle) -> list[str]:
         index = table.file_index_at(state["timeline"])
         limit = P.METADATA_COMPACT_DELTAS.of(options)
         if isinstance(index, MetadataTable) and index.deltas_since_compaction() >= limit:
-            index.compact()
+            compact(index)
 
     service("listing the timeline", load)
     if "timeline" not in state:

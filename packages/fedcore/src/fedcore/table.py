@@ -21,6 +21,8 @@ from fedcore.exceptions import (
     StorageError,
     TableAlreadyExistsError,
 )
+from fedcore.file_slice import FileSlice, QueryType
+from fedcore.filters import FilterSpec
 from fedcore.handle import (
     TableHandle,
     check_storage_checksum,
@@ -30,7 +32,6 @@ from fedcore.handle import (
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import StorageOptions, filesystem_for
 from fedcore.io.uris import normalize_uri
-from fedcore.reader import FileSlice, FilterSpec, QueryType
 from fedcore.records import WriteInput
 from fedcore.scan import DataScan
 from fedcore.storage.loader import load_storage_strategy, named_strategy_class

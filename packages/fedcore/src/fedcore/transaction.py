@@ -42,7 +42,7 @@ from fedcore.file_writer import MARKER_BATCH_PREFIX, put_data_file
 from fedcore.io.atomic import create_exclusive
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import read_object, read_objects, remove_files
-from fedcore.metadata.table import Op
+from fedcore.metadata.format import Op
 from fedcore.timeline import (
     CLEAN,
     COMPLETED,

@@ -49,7 +49,7 @@ from fedcore.file_writer import (
     write_partition_metadata,
 )
 from fedcore.handle import TableHandle
-from fedcore.metadata.table import ADD, REPLACE, Op
+from fedcore.metadata.format import ADD, REPLACE, Op
 from fedcore.records import check_keys, conform, partition_rows, strip_meta
 from fedcore.services import run_table_services
 from fedcore.timeline import COMMIT, REPLACE_COMMIT, WRITE_ACTIONS, Timeline

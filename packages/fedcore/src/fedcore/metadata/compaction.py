@@ -1,0 +1,135 @@
+"""Compaction of the metadata table: the deltas of completed instants folded into the sharded
+base, only the shards they touched rewritten (all of them when the shard count doubles), then
+switched to by creating the manifest exclusively (see ``metadata.format``)."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from collections.abc import Iterable, Mapping
+
+import pyarrow as pa
+
+from fedcore.io.atomic import create_exclusive
+from fedcore.metadata.file_index import PartitionFiles
+from fedcore.metadata.format import (
+    ADD,
+    PARTITIONS_SCHEMA,
+    SCHEMA,
+    Manifest,
+    apply_op,
+    footer_bytes,
+    shard_of,
+    state_rows,
+)
+from fedcore.metadata.table import MetadataTable
+
+
+def compact(index: MetadataTable) -> str | None:
+    """Fold the deltas of completed instants into the sharded base; the new manifest's instant."""
+    timeline = index.load_timeline()
+    completed = timeline.completed()
+    if not completed:
+        return None
+    upto = completed[-1].time
+    old, deltas = index.view(None, timeline, fresh=True)  # the same listing: every delta is <= upto
+    if not deltas:
+        return None
+    changes: dict[str, PartitionFiles] = {}
+    delta_ops = [op for ops in index.read_deltas(deltas, None) for op in ops]
+    written = [t for t in deltas if t in index.cache.delta_schemas]
+    schema, schema_instant = (old.schema, old.schema_instant) if old is not None else (None, None)
+    if written:
+        schema, schema_instant = index.cache.delta_schemas[written[-1]], written[-1]
+    touched = {op.partition for op in delta_ops}
+    old_count = old.shard_count if old else 1
+    old_rows = sum(s[2] for s in old.shards if s) if old else 0
+    adds = sum(1 for op in delta_ops if op.op == ADD)
+    count = old_count
+    while (old_rows + adds) / count > index.shard_rows:
+        count *= 2
+    rewrite = (
+        set(range(count)) if count != old_count or old is None else {shard_of(p, count) for p in touched}
+    )
+    # The state of every rewritten shard: its old rows (from whichever old shard held
+    # them), then the deltas.
+    sources = (set(range(old_count)) if count != old_count else rewrite) if old is not None else set()
+    for shard in sorted(sources):
+        entry = old.shards[shard] if old is not None else None
+        if entry is not None:
+            for op in index.read_shard(entry, None):
+                apply_op(changes, op)
+    for op in delta_ops:
+        apply_op(changes, op)
+    kept = old is not None and count == old_count
+    shards: list[tuple[str, int, int] | None] = (
+        list(old.shards) if old is not None and kept else [None] * count
+    )
+    footers: list[str | None] = (
+        [old.footers[i] if i < len(old.footers) else None for i in range(count)]
+        if old is not None and kept
+        else [None] * count
+    )
+    # Two writers' services may compact up to the same instant at once: each writes its
+    # own files, and the exclusive manifest picks one; the loser's files are garbage that
+    # ``drop_older_than`` removes once archival passes them.
+    attempt = uuid.uuid4().hex[:8]
+    write_shards(index, upto, attempt, changes, rewrite, shards, footers)
+    partitions = write_partitions(index, upto, attempt, _partition_list(index, old, changes, touched))
+    pending = frozenset(i.time for i in timeline.pending() if i.time < upto)
+    manifest = Manifest(upto, pending, tuple(shards), partitions, tuple(footers), schema, schema_instant)
+    try:
+        create_exclusive(index.fs, index.manifest_path(upto), manifest.to_bytes())
+    except FileExistsError:
+        return None  # another process compacted up to the same instant
+    index.point_to(upto)
+    return upto
+
+
+def write_shards(
+    index: MetadataTable,
+    upto: str,
+    attempt: str,
+    state: Mapping[str, PartitionFiles],
+    rewrite: Iterable[int],
+    shards: list[tuple[str, int, int] | None],
+    footers: list[str | None],
+) -> None:
+    """Write the shards ``rewrite`` of ``state``, filling in their entries in place."""
+    count = len(shards)
+    for shard in sorted(rewrite):
+        rows = [
+            row
+            for partition in sorted(p for p in state if shard_of(p, count) == shard)
+            for row in state_rows(partition, state[partition])
+        ]
+        if not rows:
+            shards[shard] = footers[shard] = None
+            continue
+        data = index.parquet_bytes(pa.Table.from_pylist(rows, schema=SCHEMA))
+        name = f"{upto}-{shard:05d}-{attempt}.parquet"
+        create_exclusive(index.fs, f"{index.folder}/base/{name}", data)
+        shards[shard] = (name, len(data), len(rows))
+        footers[shard] = base64.b64encode(footer_bytes(data)).decode()
+
+
+def write_partitions(index: MetadataTable, upto: str, attempt: str, partitions: list[str]) -> tuple[str, int]:
+    data = index.parquet_bytes(pa.table({"partition": partitions}, schema=PARTITIONS_SCHEMA))
+    name = f"{upto}-partitions-{attempt}.parquet"
+    create_exclusive(index.fs, f"{index.folder}/base/{name}", data)
+    return name, len(data)
+
+
+def _partition_list(
+    index: MetadataTable, old: Manifest | None, changes: dict[str, PartitionFiles], touched: set[str]
+) -> list[str]:
+    known: set[str] = set()
+    if old is not None and old.partitions is not None:
+        name, size = old.partitions
+        known.update(index.read_whole(f"{index.folder}/base/{name}", size).column("partition").to_pylist())
+    for partition in touched:
+        if changes.get(partition) and changes[partition].files:
+            known.add(partition)
+        else:
+            known.discard(partition)
+    return sorted(known)

@@ -1,0 +1,202 @@
+"""The metadata table: partition -> files, fed only from instant metadata.
+
+Under ``.hoodie/metadata/fed-files/``:
+
+- ``deltas/<instant>.parquet``: the file changes of one instant (added, deleted,
+  file groups replaced), sorted by partition. Written before the instant
+  completes and counted only once it has, so a crash anywhere before the commit
+  point leaves a delta that no reader ever applies. A commit writes bytes in
+  proportion to the files it changed, whatever the size of the table.
+- ``base/<instant>-<shard>-<attempt>.parquet`` and ``manifests/<instant>.json``: the
+  compacted state. Partitions are hashed into shards; a shard is sorted by
+  partition and cut into small row groups, so looking up one partition reads a
+  footer and the row groups holding it. Compaction rewrites only the shards its
+  deltas touched, doubles the shard count when shards outgrow their target, and
+  switches over by creating the manifest exclusively.
+- ``base/<instant>-partitions-<attempt>.parquet``: the partition list, for filters that do
+  not pin every partition column.
+
+This module is that format: the records, the manifest, shard hashing and the Parquet
+encoding every job that reads or writes the metadata table shares.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final, NamedTuple
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import xxhash
+
+from fedcore import properties as P
+from fedcore.exceptions import MetadataTableError
+from fedcore.io.parquet import read_parquet
+from fedcore.metadata.file_index import PartitionFiles
+
+FOLDER: Final = f"{P.HOODIE_FOLDER}/metadata/fed-files"
+MAGIC: Final = b"PAR1"
+SCHEMA_KEY: Final = "fed.schema"
+#: The pointer of a table no compaction has run on yet (older than any instant).
+NO_MANIFEST: Final = "0" * 17
+#: What every error about a damaged metadata table ends with.
+REPAIR_HINT: Final = "; run `fed repair TABLE` to rebuild the metadata table from storage"
+
+ADD: Final = 0
+#: A file gone from the table (cleaned, or undone by a rollback). Not an operation's name:
+#: ``write_job.DELETE`` is the write that deletes records.
+REMOVE: Final = 1
+REPLACE: Final = 2  # name is a file id retired from the table; size holds the replacing instant
+UNREPLACE: Final = 3  # undoes REPLACE (rollback of a replace commit)
+
+SCHEMA: Final = pa.schema(
+    [
+        pa.field("partition", pa.string(), nullable=False),
+        pa.field("name", pa.string(), nullable=False),
+        pa.field("size", pa.int64(), nullable=False),
+        pa.field("op", pa.int8(), nullable=False),
+        # An added file's column statistics (``io.parquet.file_stats``); null where none were
+        # taken. Files written before the column existed lack it: read as null.
+        pa.field("stats", pa.string()),
+    ]
+)
+PARTITIONS_SCHEMA: Final = pa.schema([pa.field("partition", pa.string(), nullable=False)])
+
+
+class Op(NamedTuple):
+    partition: str
+    name: str
+    size: int
+    op: int
+    stats: str | None = None
+
+
+@dataclass(frozen=True)
+class Manifest:
+    instant: str
+    excluded: frozenset[str]
+    shards: tuple[tuple[str, int, int] | None, ...]  # (file name, bytes, rows) per shard
+    partitions: tuple[str, int] | None  # (file name, bytes)
+    #: Each shard's Parquet footer (base64), so a lookup fetches only the row groups it
+    #: needs, in one ranged GET, without first reading the footer. Empty in manifests
+    #: written before footers were kept: their shards' footers are read from the shards.
+    footers: tuple[str | None, ...] = ()
+    #: The Avro schema written by ``schema_instant``, the newest write folded in (so a reader
+    #: of a freshly compacted table needs no commit metadata to type its filters).
+    schema: str | None = None
+    schema_instant: str | None = None
+
+    @property
+    def shard_count(self) -> int:
+        return len(self.shards)
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(
+            {
+                "instant": self.instant,
+                "excluded": sorted(self.excluded),
+                "shards": [list(s) if s else None for s in self.shards],
+                "partitions": list(self.partitions) if self.partitions else None,
+                "footers": list(self.footers),
+                "schema": self.schema,
+                "schema_instant": self.schema_instant,
+            }
+        ).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Manifest:
+        body = json.loads(data)
+        return cls(
+            instant=body["instant"],
+            excluded=frozenset(body["excluded"]),
+            shards=tuple((s[0], int(s[1]), int(s[2])) if s else None for s in body["shards"]),
+            partitions=(body["partitions"][0], int(body["partitions"][1])) if body["partitions"] else None,
+            footers=tuple(body.get("footers", ())),
+            schema=body.get("schema"),
+            schema_instant=body.get("schema_instant"),
+        )
+
+    def footer(self, shard: int) -> pq.FileMetaData | None:
+        """A shard's footer, as the manifest carries it (None: read it from the shard)."""
+        encoded = self.footers[shard] if shard < len(self.footers) else None
+        if not encoded:
+            return None
+        footer = base64.b64decode(encoded)
+        tail = struct.pack("<I", len(footer)) + MAGIC
+        return pq.read_metadata(pa.BufferReader(MAGIC + footer + tail))
+
+
+def shard_of(partition: str, shard_count: int) -> int:
+    digest: int = xxhash.xxh32_intdigest(partition.encode())
+    return digest % shard_count
+
+
+def footer_bytes(parquet: bytes) -> bytes:
+    """The footer (Thrift ``FileMetaData``) of a whole Parquet file's bytes."""
+    (length,) = struct.unpack("<I", parquet[-8:-4])
+    return parquet[-8 - length : -8]
+
+
+def parquet_table(data: bytes, path: str) -> pa.Table:
+    try:
+        return read_parquet(data)
+    except pa.ArrowException as exc:
+        raise MetadataTableError(f"metadata-table file {path} is unreadable: {exc}{REPAIR_HINT}") from exc
+
+
+def ops_of(table: pa.Table, wanted: set[str] | None) -> list[Op]:
+    columns = [table.column(name).to_pylist() for name in ("partition", "name", "size", "op")]
+    stats = table.column("stats").to_pylist() if "stats" in table.column_names else [None] * table.num_rows
+    return [Op(*row) for row in zip(*columns, stats, strict=True) if wanted is None or row[0] in wanted]
+
+
+def row_group_holds(row_group: pq.RowGroupMetaData, wanted: set[str]) -> bool:
+    stats = row_group.column(0).statistics
+    if stats is None or not stats.has_min_max:
+        return True
+    return any(stats.min <= partition <= stats.max for partition in wanted)
+
+
+def row_group_span(row_group: pq.RowGroupMetaData) -> tuple[int, int]:
+    """The bytes holding a row group's column chunks (dictionary page first when there is one)."""
+    starts, ends = [], []
+    for index in range(row_group.num_columns):
+        column = row_group.column(index)
+        start = column.dictionary_page_offset if column.has_dictionary_page else column.data_page_offset
+        starts.append(start)
+        ends.append(start + column.total_compressed_size)
+    return min(starts), max(ends)
+
+
+def apply_op(state: dict[str, PartitionFiles], op: Op) -> None:
+    files = state.setdefault(op.partition, PartitionFiles())
+    if op.op == ADD:
+        files.files[op.name] = op.size
+        if op.stats is not None:
+            files.stats[op.name] = op.stats
+    elif op.op == REMOVE:
+        files.files.pop(op.name, None)
+        files.stats.pop(op.name, None)
+    elif op.op == REPLACE:
+        files.replaced[op.name] = str(op.size)
+    elif op.op == UNREPLACE:
+        files.replaced.pop(op.name, None)
+
+
+def state_rows(partition: str, files: PartitionFiles) -> Sequence[dict[str, object]]:
+    live_ids = {name.split("_", 1)[0].lstrip(".") for name in files.files}
+    rows: list[dict[str, object]] = [
+        {"partition": partition, "name": name, "size": size, "op": ADD, "stats": files.stats.get(name)}
+        for name, size in sorted(files.files.items())
+    ]
+    # A replaced file group is remembered while any of its files still exists (until cleaned).
+    rows.extend(
+        {"partition": partition, "name": file_id, "size": int(instant), "op": REPLACE}
+        for file_id, instant in sorted(files.replaced.items())
+        if file_id in live_ids
+    )
+    return rows

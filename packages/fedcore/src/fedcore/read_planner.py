@@ -1,0 +1,332 @@
+"""Planning: a snapshot's metadata in, the file slices a read needs out (partitions pruned by
+the filters, file slices skipped by their column statistics), never by listing storage.
+
+``ScanPlanner.open`` lists the timeline once and learns the snapshot (the instant read, its
+schema, how log records merge); ``plan`` looks the partitions up in the file index (the
+metadata table) and returns a ``ScanPlan``: the slices, the filters still to apply to their
+rows, and the ``SliceReader`` (``slice_reader``) that reads them, here or in an engine's tasks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from fedcore import properties as P
+from fedcore.avro_schema import field_types
+from fedcore.exceptions import (
+    InvalidColumnsError,
+    InvalidFilterError,
+    InvalidPartitionValueError,
+    UnsupportedTableError,
+)
+from fedcore.file_slice import QUERY_TYPES, VIRTUAL_META_COLUMNS, FileSlice, QueryType
+from fedcore.filters import UNARY, Filter, FilterSpec, may_match, stats_may_match, typed
+from fedcore.io.parquet import ColumnStats, read_file_stats
+from fedcore.log_merge import PAYLOADS, MergeRules
+from fedcore.metadata import FileIndex, MetadataTable
+from fedcore.records import META_COLUMNS, conform_to
+from fedcore.retention import check_not_archived
+from fedcore.slice_reader import Committed, SliceReader
+from fedcore.timeline import (
+    COMPACTION,
+    MERGE_ON_READ_WRITE_ACTIONS,
+    WRITE_ACTIONS,
+    Timeline,
+    parse_instant_time,
+)
+
+if TYPE_CHECKING:
+    from fedcore.handle import TableHandle
+
+
+@dataclass(frozen=True)
+class ScanPlan:
+    """A scan planned on one machine and read on one or many: the slices, the filters applied
+    to their rows, the columns returned and the reader of the snapshot.
+
+    It pickles small (never the file index or the timeline): an engine (Spark) hands it to its
+    tasks, which read slices of the same snapshot whatever commits meanwhile. ``schema``: the
+    rows' schema when the scan asked for it (``DataScan.plan``): every slice is returned in it
+    (rows of files written before a column was added get nulls there, as in Hudi)."""
+
+    slices: list[FileSlice]
+    row_filters: tuple[Filter, ...]
+    reader: SliceReader
+    columns: list[str] | None
+    schema: pa.Schema | None = None
+
+    @property
+    def instant(self) -> str | None:
+        """The instant read (the last write completed as of the scan); None before the first."""
+        return self.reader.instant
+
+    def read(self, file_slice: FileSlice) -> pa.Table:
+        """The rows of one slice: log files merged, the scan's filters and columns applied."""
+        rows = self.reader.read(file_slice, self.columns, list(self.row_filters))
+        return rows if self.schema is None else conform_to(rows, self.schema)
+
+    def read_all(self) -> Iterator[pa.Table]:
+        """The rows of every slice, in order, read in parallel."""
+        return self.reader.read_all(self.slices, self.columns, self.row_filters)
+
+
+class ScanPlanner:
+    """Plans reads of one snapshot of a table (the latest, or ``as_of``); made by ``open``."""
+
+    def __init__(
+        self,
+        table: TableHandle,
+        as_of: str | None,
+        timeline: Timeline,
+        index: FileIndex,
+        merging: bool,
+        reader: SliceReader,
+    ) -> None:
+        self.table = table
+        self.as_of = as_of
+        self._timeline = timeline
+        self._index = index
+        #: Whether log files are merged: merge-on-read snapshots only.
+        self.merging = merging
+        self.reader = reader
+        self.instant = reader.instant
+        self._types = reader.types
+        self._computed = reader.computed
+        self.meta_fields = reader.meta_fields
+
+    @classmethod
+    def open(
+        cls, table: TableHandle, as_of: str | None = None, query_type: QueryType = "snapshot"
+    ) -> ScanPlanner:
+        """List the timeline once (it gives both the snapshot and its schema) and learn the
+        snapshot: the instant read, its schema's types, how its log records merge."""
+        if query_type not in QUERY_TYPES:
+            raise InvalidColumnsError(f"query type {query_type!r} is not one of {', '.join(QUERY_TYPES)}")
+        if as_of is not None:
+            parse_instant_time(as_of)
+            check_not_archived(table.fs.table_fs, table.path, as_of)
+        merge_on_read = table.config.table_type == P.TABLE_TYPE_MOR
+        timeline = table.timeline(latest_read=as_of is None)
+        timeline.check_readable(table.name, merge_on_read)
+        actions = MERGE_ON_READ_WRITE_ACTIONS if merge_on_read else WRITE_ACTIONS
+        writes = timeline.completed(actions, as_of=as_of)
+        index = table.file_index_at(timeline)
+        # The instant read: the last write completed as of ``as_of``; None before the first
+        # (the table is then empty, with the schema it was created with).
+        instant = writes[-1].time if writes else None
+        if writes:
+            schema_json = (
+                _schema_json(table, index, writes[-1].time, as_of) or table.commit_metadata(writes[-1]).schema
+            )
+        else:
+            schema_json = table.config.get(P.CREATE_SCHEMA)
+        types = {k: v for k, v in field_types(schema_json).items() if k not in META_COLUMNS}
+        committed = Committed(
+            frozenset(i.time for i in timeline.completed(actions)),
+            frozenset(i.time for i in timeline.pending()),
+            min((i.time for i in timeline if i.action in actions or i.action == COMPACTION), default=""),
+        )
+        meta_fields = P.POPULATE_META_FIELDS.of(table.config)
+        # Columns a read computes rather than takes from files: a file's statistics, if it has
+        # any for them, say nothing of them.
+        computed = frozenset(
+            [
+                *(table.partition_scheme.fields if P.DROP_PARTITION_COLUMNS.of(table.config) else ()),
+                *(() if meta_fields else META_COLUMNS),
+            ]
+        )
+        merging = merge_on_read and query_type == "snapshot"
+        rules = _merge_rules(table, types) if merging else None
+        reader = SliceReader(table, instant, types, rules, committed, computed)
+        return cls(table, as_of, timeline, index, merging, reader)
+
+    def plan(self, filters: Sequence[FilterSpec] = (), columns: Sequence[str] | None = None) -> ScanPlan:
+        """The file slices to read and the filters to apply to their rows (``columns``: what a
+        read of them returns; None for every column).
+
+        Every filter is applied to the rows. Filters on partition columns also prune
+        partitions, but only where the partition path provably holds the values (see
+        ``PartitionScheme.encodes_values`` and ``may_match``), so pruning can drop a file
+        only when none of its rows could match."""
+        parsed = [self._typed(Filter.of(f)) for f in filters]
+        for f in parsed:
+            self._check_column(f.column, "filter on")
+        fields = set(self.table.partition_scheme.fields)
+        partition_filters = [f for f in parsed if f.column in fields]
+        if self.instant is None:
+            return ScanPlan([], tuple(parsed), self.reader, self.check_columns(columns))
+        candidates = self._candidate_partitions(partition_filters)
+        files = self._index.files(candidates, as_of=self.as_of)
+        skipping = [f for f in parsed if f.column not in self._computed]
+        slices = []
+        for partition, partition_files in files.items():
+            values = self._partition_values(partition)
+            if not may_match(values, partition_filters):
+                continue
+            sizes, stats = partition_files.files, partition_files.stats
+            if self.merging:
+                for file_id, found in partition_files.merged_slices(
+                    self.as_of, self.reader.committed
+                ).items():
+                    base = found.base_file
+                    logs = tuple((name, sizes[name]) for name in found.log_files)
+                    if not logs and base is not None and not self._may_match(stats.get(base), skipping):
+                        continue  # a base file alone, none of whose rows can match
+                    size = sizes[base] if base is not None else 0
+                    slices.append(
+                        FileSlice(partition, file_id, found.base_instant, base, size, values or {}, logs)
+                    )
+                continue
+            for file_id, (instant, name) in sorted(partition_files.latest_slices(self.as_of).items()):
+                if self._may_match(stats.get(name), skipping):
+                    slices.append(FileSlice(partition, file_id, instant, name, sizes[name], values or {}))
+        return ScanPlan(slices, tuple(parsed), self.reader, self.check_columns(columns))
+
+    def _may_match(self, file_stats: str | None, filters: Sequence[Filter]) -> bool:
+        """Whether a base file whose column statistics (as the metadata table recorded them)
+        are ``file_stats`` may hold a row matching every filter. Statistics are typed by the
+        table's schema; a column whose values no longer fit it proves nothing."""
+        if file_stats is None or not filters:
+            return True
+        found: dict[str, ColumnStats] = {}
+        try:
+            rows, recorded = read_file_stats(file_stats)
+            for column in {f.column for f in filters} & recorded.keys():
+                arrow_type = self._types.get(column)
+                if arrow_type is None:
+                    continue
+                low, high, nulls = recorded[column]
+                with contextlib.suppress(InvalidFilterError):
+                    found[column] = ColumnStats(
+                        typed(low, arrow_type, column), typed(high, arrow_type, column), int(nulls), rows
+                    )
+        except (ValueError, KeyError, TypeError):
+            return True  # statistics that do not parse prove nothing: the file is read
+        return stats_may_match(found, filters)
+
+    def _check_column(self, column: str, use: str) -> None:
+        if column in META_COLUMNS:
+            if not self.meta_fields and column not in VIRTUAL_META_COLUMNS:
+                raise InvalidColumnsError(
+                    f"cannot {use} {column!r}: table {self.table.name} was written with "
+                    f"{P.POPULATE_META_FIELDS}=false, so its files hold no meta values, and "
+                    f"{column} cannot be computed (the others are: {', '.join(VIRTUAL_META_COLUMNS)})"
+                )
+            return
+        if self._types and column not in self._types:
+            error = InvalidFilterError if use == "filter on" else InvalidColumnsError
+            raise error(f"unknown column {column!r}; the table has {', '.join(self.column_names())}")
+
+    def _typed(self, f: Filter) -> Filter:
+        if f.op in UNARY:
+            return f
+        arrow_type = self._types.get(f.column, pa.string())
+        value = (
+            [typed(v, arrow_type, f.column) for v in f.value]
+            if f.op == "IN"
+            else typed(f.value, arrow_type, f.column)
+        )
+        return Filter(f.column, f.op, value)
+
+    def _partition_values(self, partition: str) -> dict[str, Any] | None:
+        """Typed partition values of a path; None when the path does not provably hold them."""
+        texts = self.table.partition_scheme.values_of(partition)
+        if texts is None:
+            return None
+        try:
+            return {
+                column: typed(text, self._types.get(column, pa.string()), column)
+                for column, text in texts.items()
+            }
+        except InvalidFilterError:
+            return None  # a path that is no value of the column's type: prove nothing by it
+
+    def _candidate_partitions(self, filters: list[Filter]) -> list[str] | None:
+        """Partitions to look up: computed when filters pin every partition column, else listed."""
+        scheme = self.table.partition_scheme
+        if not scheme.fields:
+            return [""]
+        pinned: dict[str, list[Any]] = {}
+        for f in filters:
+            if f.op in ("=", "IN"):
+                values = f.value if f.op == "IN" else [f.value]
+                pinned[f.column] = [v for v in values if v in pinned.get(f.column, values)]
+        if scheme.encodes_values and set(pinned) == set(scheme.fields):
+            combos = itertools.product(*(pinned[field] for field in scheme.fields))
+            try:
+                return sorted({scheme.path_of(combo) for combo in combos})
+            except InvalidPartitionValueError:
+                pass  # a value no writer could have made a path of: look at every partition
+        partitions = self._index.partitions(self.as_of)
+        return [p for p in partitions if may_match(self._partition_values(p), filters)]
+
+    def check_columns(self, columns: Sequence[str] | None) -> list[str] | None:
+        """A projection names existing columns, each once (``InvalidColumnsError``)."""
+        if columns is None:
+            return None
+        if isinstance(columns, str):
+            raise InvalidColumnsError(f"columns must be a list of names, not the string {columns!r}")
+        seen: set[str] = set()
+        for column in columns:
+            if column in seen:
+                raise InvalidColumnsError(f"column {column!r} is asked for twice")
+            seen.add(column)
+            if not self._types and column not in META_COLUMNS:
+                why = (
+                    "nothing was written yet"
+                    if self.instant is None
+                    else f"the newest write ({self.instant}) records no schema fedcore can read"
+                )
+                raise InvalidColumnsError(f"unknown column {column!r}: {why}")
+            self._check_column(column, "read")
+        return list(columns)
+
+    def column_names(self) -> list[str]:
+        """Every column a read returns, meta columns first."""
+        if not self._types:
+            return []
+        return [*(META_COLUMNS if self.meta_fields else VIRTUAL_META_COLUMNS), *self._types]
+
+    def schema(self, columns: Sequence[str] | None) -> pa.Schema:
+        """The schema a read of ``columns`` returns: the newest base file's, else the newest
+        commit's or the table's creation schema (a table nothing was written to)."""
+        schema = self.table.schema(self._timeline, as_of=self.as_of)
+        if schema is None:
+            return pa.schema([])
+        meta = META_COLUMNS if self.meta_fields else VIRTUAL_META_COLUMNS
+        full = pa.schema([pa.field(name, pa.string()) for name in meta] + list(schema))
+        return pa.schema([full.field(c) for c in columns]) if columns is not None else full
+
+
+def _schema_json(table: TableHandle, index: FileIndex, write: str, as_of: str | None) -> str | None:
+    """The newest write's Avro schema from the metadata table's lookup state, when that holds
+    it (fetched anyway to plan, so no extra request); None: read its commit metadata."""
+    if isinstance(index, MetadataTable):
+        return index.write_schema(write, as_of)
+    return None
+
+
+def _merge_rules(table: TableHandle, types: dict[str, pa.DataType]) -> MergeRules:
+    """How log records merge, or ``UnsupportedTableError`` for a merge fedcore cannot reproduce."""
+    config = table.config
+    strategy = config.get(P.RECORD_MERGER_STRATEGY, P.DEFAULT_RECORD_MERGER_STRATEGY).strip()
+    payload = (
+        config.get(P.PAYLOAD_CLASS, "").strip()
+        or "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"
+    )
+    if strategy != P.DEFAULT_RECORD_MERGER_STRATEGY or payload not in PAYLOADS:
+        raise UnsupportedTableError(
+            f"table {table.name} merges log records with {payload} (merger strategy {strategy}); "
+            f"fedcore merges only with {' and '.join(sorted(PAYLOADS))}, so it refuses a snapshot "
+            "read (a read-optimized query reads base files only)"
+        )
+    ordering = config.precombine_field
+    if ordering is not None and types and ordering not in types:
+        raise UnsupportedTableError(f"table {table.name}'s precombine field {ordering!r} is not a column")
+    return MergeRules(ordering, PAYLOADS[payload])
