@@ -8,6 +8,7 @@ from fed_dev.testing import Backend
 from fedcore import properties as P
 from fedcore.archival import archive, read_archive
 from fedcore.exceptions import InstantNotRetainedError
+from fedcore.handle import with_step_hook
 from fedcore.metadata.compaction import compact
 from fedcore.table import Table, load_table
 from fedcore.write_client import WriteClient
@@ -77,7 +78,7 @@ def test_a_crash_during_archival_leaves_no_instant_looking_failed(backend: Backe
             raise Crash(step)
 
     with pytest.raises(Crash):
-        archive(table, hook=crash)
+        archive(with_step_hook(table, crash))
     assert table.timeline().pending() == []  # a rollback would undo a pending-looking instant
     assert rows(table) == model
 
@@ -123,7 +124,7 @@ def test_a_boundary_manifest_without_a_pointer_is_found_when_archival_dies_befor
             raise Crash(reached)
 
     with pytest.raises(Crash):
-        archive(table, hook=crash)
+        archive(with_step_hook(table, crash))
     timeline = table.timeline()
     assert timeline.archived_through == second
     assert timeline.manifests

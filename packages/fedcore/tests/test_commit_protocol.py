@@ -15,6 +15,7 @@ import pytest
 from fed_dev.testing import Backend
 from fedcore import properties as P
 from fedcore.exceptions import CommitConflictError
+from fedcore.handle import with_step_hook
 from fedcore.metadata.compaction import compact
 from fedcore.metadata.format import ADD, Op
 from fedcore.metadata.table import MetadataTable
@@ -48,7 +49,7 @@ def test_a_crash_at_any_step_leaves_the_commit_all_or_nothing(backend: Backend, 
     WriteClient(table).upsert(trips([1, 2]))
     before = rows(table)
     with pytest.raises(Crash):
-        WriteClient(table, hook=crash_at(step)).upsert(trips([1, 3], fare=100.0))
+        WriteClient(with_step_hook(table, crash_at(step))).upsert(trips([1, 3], fare=100.0))
     after_crash = rows(table)
     committed = {1: ("us", 101.0), 2: ("us", 12.0), 3: ("us", 103.0)}
     assert after_crash == (committed if step == "completed" else before)
@@ -70,6 +71,7 @@ def test_a_crash_at_any_step_leaves_the_commit_all_or_nothing(backend: Backend, 
 DYING_WRITER = """
 import json, os, sys
 import pyarrow.parquet as pq
+from fedcore.handle import with_step_hook
 from fedcore.table import load_table
 from fedcore.write_client import WriteClient
 
@@ -80,7 +82,7 @@ def die(reached):
     if reached == step:
         os._exit(17)  # no finally, no atexit, no heartbeat thread: the process is gone
 
-WriteClient(table, hook=die).upsert(pq.read_table(data))
+WriteClient(with_step_hook(table, die)).upsert(pq.read_table(data))
 """
 
 
@@ -124,7 +126,7 @@ def test_writers_touching_the_same_file_group_exactly_one_commits(backend: Backe
             winner.append(WriteClient(table).upsert(trips([2], fare=500.0)).instant)
 
     with pytest.raises(CommitConflictError, match="conflicts with instant"):
-        WriteClient(table, hook=interleave).upsert(trips([1], fare=100.0))
+        WriteClient(with_step_hook(table, interleave)).upsert(trips([1], fare=100.0))
     assert rows(table) == {1: ("us", 11.0), 2: ("us", 502.0)}
     assert [i.action for i in table.timeline()][-1] == "rollback"
     assert len(physical_files(backend, backend.storage_path)) == 2, "the loser's file was deleted"
@@ -142,7 +144,7 @@ def test_racing_threads_exactly_one_commits(backend: Backend) -> None:
 
     def write(name: str, fare: float) -> None:
         try:
-            results[name] = WriteClient(table, hook=at_metadata).upsert(trips([1], fare=fare))
+            results[name] = WriteClient(with_step_hook(table, at_metadata)).upsert(trips([1], fare=fare))
         except CommitConflictError as exc:
             results[name] = exc
 
@@ -166,7 +168,7 @@ def test_concurrent_writers_to_different_file_groups_both_commit(backend: Backen
         if step == "data" and not done:
             done.append(WriteClient(table).upsert(trips([2], "de", fare=500.0)).instant)
 
-    WriteClient(table, hook=interleave).upsert(trips([1], fare=100.0))
+    WriteClient(with_step_hook(table, interleave)).upsert(trips([1], fare=100.0))
     assert rows(table) == {1: ("us", 101.0), 2: ("de", 502.0)}
 
 
@@ -211,7 +213,7 @@ def test_one_marker_object_names_every_file_a_write_makes(backend: Backend) -> N
     request, not one per file, and a rollback still finds every file it names."""
     table = make_table(backend, **{P.MAX_FILE_SIZE: "1"})  # one row per file
     with pytest.raises(Crash):
-        WriteClient(table, hook=crash_at("metadata")).write(
+        WriteClient(with_step_hook(table, crash_at("metadata"))).write(
             trips(range(30), ["us", "de", "fr"] * 10), "insert"
         )
     (pending,) = table.timeline().pending()

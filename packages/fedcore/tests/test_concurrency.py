@@ -16,6 +16,7 @@ from fedcore import properties as P
 from fedcore.archival import archive, read_archive
 from fedcore.cleaning import clean, plan_clean
 from fedcore.exceptions import StorageError
+from fedcore.handle import with_step_hook
 from fedcore.io.atomic import create_exclusive
 from fedcore.metadata.compaction import compact
 from fedcore.metadata.table import MetadataTable
@@ -124,7 +125,7 @@ def test_an_archival_that_loses_the_race_backs_off_quietly(backend: Backend) -> 
         if step == "written" and not other:
             other.append(archive(table))  # another writer's archival runs to completion now
 
-    archived = archive(table, hook=meanwhile)
+    archived = archive(with_step_hook(table, meanwhile))
     assert other, "the other archival ran"
     assert other[0] == archived  # the same instants; deleting them twice is no error
     assert rows(table) == expected

@@ -188,6 +188,25 @@ def test_a_fedcore_table_moves_to_an_object_store_layout_with_server_side_copies
     assert rows(load_table(f"{tables}/trips", storage_options=options))[0] == ("us", 99.0)
 
 
+def test_copied_files_carry_their_column_statistics_so_scans_skip_them(tmp_path: Path) -> None:
+    source = Backend("local", f"file://{tmp_path}/hive_trips", f"file://{tmp_path}/unused", None)
+    table = make_table(source, layout="hive")
+    WriteClient(table).bulk_insert(
+        trips([1, 2, 3, 11, 12, 13, 21, 22, 23], ["us"] * 3 + ["de"] * 3 + ["fr"] * 3)
+    )
+    report = migrate(
+        source.table_path, f"file://{tmp_path}/trips", storage=object_store(f"file://{tmp_path}/s")
+    )
+    assert report.copied == 3
+    target = load_table(f"file://{tmp_path}/trips")
+    assert len(target.file_slices()) == 3
+    # A filter on a data column: only the file whose statistics admit the value is planned.
+    (kept,) = target.scan([("trip_id", "=", 12)]).plan_files()
+    assert kept.partition_path == "country=de"
+    assert [r["trip_id"] for r in target.scan([("trip_id", "=", 12)]).to_arrow().to_pylist()] == [12]
+    assert len(target.scan([("trip_id", ">", 100)]).plan_files()) == 0
+
+
 def test_an_existing_target_is_refused_unless_it_is_this_migration(tmp_path: Path) -> None:
     source = unpack(SHARED / "v6_nonpartitioned.zip", tmp_path / "source")
     storage = object_store(f"file://{tmp_path}/storage")

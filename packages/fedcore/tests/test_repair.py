@@ -17,6 +17,7 @@ import pytest
 from fed_dev.testing import Backend
 from fedcore import properties as P
 from fedcore.exceptions import DataFileMissingError, MetadataTableError, RepairError
+from fedcore.handle import with_step_hook
 from fedcore.history import load_history
 from fedcore.io.filesystems import filesystem_for
 from fedcore.metadata.file_index import PartitionFiles
@@ -62,7 +63,9 @@ def mixed_history(backend: Backend) -> tuple[Table, str]:
         writer.upsert(trips([n, 10 + n, 20 + n], countries([n, 10 + n, 20 + n]), fare=100.0 * n))
     writer.write(trips([1, 5], countries([1, 5])), "delete")
     with pytest.raises(Crash):  # rolled back by the next write
-        WriteClient(table, hook=crash_at("metadata")).upsert(trips([7, 8], countries([7, 8]), fare=5.0))
+        WriteClient(with_step_hook(table, crash_at("metadata"))).upsert(
+            trips([7, 8], countries([7, 8]), fare=5.0)
+        )
     time.sleep(0.5)
     writer.write(trips(range(100, 104), "fr", fare=7.0), "insert_overwrite")
     for n in range(4):
@@ -74,7 +77,9 @@ def mixed_history(backend: Backend) -> tuple[Table, str]:
     assert any(history.replaced.values()), "insert_overwrite replaced file groups"
     assert len(history.written) > len(table.timeline().completed(["commit", "replacecommit"])), "archived"
     with pytest.raises(Crash):  # left failed: its files are in storage, its instant pending
-        WriteClient(table, hook=crash_at("metadata")).upsert(trips([4, 300], ["us", "it"], fare=1.0))
+        WriteClient(with_step_hook(table, crash_at("metadata"))).upsert(
+            trips([4, 300], ["us", "it"], fare=1.0)
+        )
     # A stray copy of a data file, named after an instant no write had.
     partition, files = next(iter(slices(table).items()))
     name = next(iter(files))
@@ -203,9 +208,9 @@ def test_writes_that_complete_while_a_repair_runs_are_included(backend: Backend)
             assert go.wait(30)
 
     pending = threading.Thread(
-        target=lambda: WriteClient(fresh(backend), {P.HEARTBEAT_INTERVAL_MS: "60000"}, hook=hold).write(
-            trips([3], "fr"), "insert"
-        )
+        target=lambda: WriteClient(
+            with_step_hook(fresh(backend), hold), {P.HEARTBEAT_INTERVAL_MS: "60000"}
+        ).write(trips([3], "fr"), "insert")
     )
     pending.start()
     assert held.wait(30)
@@ -216,7 +221,7 @@ def test_writes_that_complete_while_a_repair_runs_are_included(backend: Backend)
             # slow moment between the two writes makes it roll the held write back.
             WriteClient(fresh(backend), {P.HEARTBEAT_INTERVAL_MS: "60000"}).write(trips([4], "nl"), "insert")
 
-    report = repair_metadata(fresh(backend), hook=write_meanwhile)
+    report = repair_metadata(with_step_hook(fresh(backend), write_meanwhile))
     assert report.in_flight
     go.set()
     pending.join(30)
@@ -226,6 +231,7 @@ def test_writes_that_complete_while_a_repair_runs_are_included(backend: Backend)
 
 _KILL = """
 import json, os, sys
+from fedcore.handle import with_step_hook
 from fedcore.repair import repair_metadata
 from fedcore.table import load_table
 args = json.loads(sys.argv[1])
@@ -233,7 +239,7 @@ table = load_table(args["table"], storage_options=args["options"])
 def die(step):
     if step == args["step"]:
         os._exit(9)
-repair_metadata(table, hook=die)
+repair_metadata(with_step_hook(table, die))
 """
 
 

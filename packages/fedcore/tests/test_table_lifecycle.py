@@ -16,6 +16,7 @@ from fedcore.exceptions import (
     StorageStrategyMismatchError,
     TableAlreadyExistsError,
 )
+from fedcore.handle import with_step_hook
 from fedcore.metadata.table import MetadataTable
 from fedcore.repair import repair_metadata
 from fedcore.rollback import rollback
@@ -126,11 +127,11 @@ def test_writer_options_reach_the_heartbeat_and_are_checked_before_writing(backe
             seen.append((first, bytes(fs.cat_file(beat))))
 
     # The writer's option (one beat a minute) must win over the table's 100 ms.
-    WriteClient(table, {P.HEARTBEAT_INTERVAL_MS: "60000"}, hook=watch).upsert(trips([1]))
+    WriteClient(with_step_hook(table, watch), {P.HEARTBEAT_INTERVAL_MS: "60000"}).upsert(trips([1]))
     ((first, later),) = seen
     assert first == later, "the heartbeat ran at the table's interval, not the writer's"
     seen.clear()
-    WriteClient(table, hook=watch).upsert(trips([2]))
+    WriteClient(with_step_hook(table, watch)).upsert(trips([2]))
     ((first, later),) = seen
     assert first != later, "without the option, the table's 100 ms interval applies"
     for key, bad in [

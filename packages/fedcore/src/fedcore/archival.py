@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import io
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -62,14 +62,13 @@ def archive(
     options: Mapping[str, str] | None = None,
     *,
     timeline: Timeline | None = None,
-    hook: Callable[[str], None] | None = None,
 ) -> list[str]:
     """Archive what the keep settings allow; the instant times archived, oldest first.
 
-    ``timeline``: one the caller has just listed. ``hook`` is called with "written"
-    once the archive file exists, with "pending-states" once requested and inflight
-    files are gone and with "moved" once completed ones are too, before the metadata
-    table's older files go (for crash tests)."""
+    ``timeline``: one the caller has just listed. The table's step hook (crash tests:
+    ``handle.with_step_hook``) is called with "written" once the archive file exists, with
+    "pending-states" once requested and inflight files are gone and with "moved" once
+    completed ones are too, before the metadata table's older files go."""
     table.check_writable()
     index = table.metadata_table_or_none()
     if index is None:
@@ -93,7 +92,7 @@ def archive(
     doomed = [i for i in completed if i.time <= boundary.instant and i.time not in boundary.excluded]
     if not doomed:
         return []
-    step = hook or (lambda reached: None)
+    step = table.step
     files = _instant_files(table, {i.time for i in doomed})
     try:
         _write_archive(table, boundary.instant, files)

@@ -110,6 +110,7 @@ def clean(
 
     ``recover=False`` skips rolling back failed writes first, for a writer that just did;
     ``timeline``, when the caller has just listed it, saves listing it again."""
+    table.check_writable()
     if recover and roll_back_failed_writes(table, timeline):
         timeline = None  # the rollbacks changed it
     plan = plan_clean(table, retained, timeline)

@@ -49,6 +49,8 @@ from fedcore.timeline import MERGE_ON_READ_WRITE_ACTIONS, WRITE_ACTIONS, Instant
 _MAX_CACHED_COMMITS = 256
 #: A handle or a subclass of it: ``with_options`` keeps the caller's class.
 H = TypeVar("H", bound="TableHandle")
+#: Called with the name of each commit-protocol step reached (crash-injection tests).
+StepHook = Callable[[str], None]
 
 
 class TableHandle:
@@ -95,6 +97,14 @@ class TableHandle:
     def partition_scheme(self) -> PartitionScheme:
         return PartitionScheme.from_config(self.config)
 
+    #: Called with each commit-protocol step's name (crash-injection tests: ``with_step_hook``).
+    _step_hook: StepHook | None = None
+
+    def step(self, name: str) -> None:
+        """A commit-protocol step is reached (``requested``, ``inflight``, ``data``, ...)."""
+        if self._step_hook is not None:
+            self._step_hook(name)
+
     def with_options(self: H, options: Mapping[str, str] | None) -> H:
         """This table with runtime options (a writer's) over its own: every part of a write
         (heartbeat, file sizing, services) reads them from the table it is given, so none is
@@ -114,11 +124,14 @@ class TableHandle:
                 )
         check_storage_properties(self.strategy, self.config, given)
         runtime = {k: v for k, v in given.items() if k not in P.STORAGE_KEYS}
-        options = {**self.options, **runtime}
+        return self._copy({**self.options, **runtime}, self._step_hook)
+
+    def _copy(self: H, options: Mapping[str, str], hook: StepHook | None) -> H:
         table = type(self)(self.path, self.config, self.strategy, self.storage_options, options)
         for shared in ("fs", "index_cache", "_commits"):  # one filesystem and cache per table
             if shared in self.__dict__:
                 table.__dict__[shared] = self.__dict__[shared]
+        table._step_hook = hook
         return table
 
     @property
@@ -306,3 +319,10 @@ def check_storage_checksum(strategy: StorageStrategy, config: Mapping[str, str])
             "read in the wrong places; restore the original values (a table changes storage only "
             "by migration)"
         )
+
+
+def with_step_hook(table: H, hook: StepHook) -> H:
+    """``table`` whose writes, cleans, rollbacks, archival and repair call ``hook`` with the
+    name of each step they reach: for crash-injection tests (the hook raises, or kills the
+    process, at the step under test). Not part of any operation's signature."""
+    return table._copy(table.options, hook)

@@ -57,16 +57,24 @@ from fedcore.exceptions import (
     UnsupportedTableError,
 )
 from fedcore.file_slice import VIRTUAL_META_COLUMNS, FileSlice
-from fedcore.file_writer import copy_data_file, mark_files, marker_token, write_partition_metadata
+from fedcore.file_writer import (
+    copy_data_file,
+    mark_files,
+    marker_token,
+    stats_columns,
+    write_partition_metadata,
+)
 from fedcore.filenames import data_file_id
-from fedcore.io.filesystems import StorageOptions, filesystem_for
+from fedcore.handle import StepHook, with_step_hook
+from fedcore.io.filesystems import StorageOptions, filesystem_for, open_sized
+from fedcore.io.parquet import file_stats, read_parquet_metadata
 from fedcore.io.uris import is_within, normalize_uri
 from fedcore.read_planner import ScanPlanner
 from fedcore.records import META_COLUMNS
 from fedcore.table import Table, create_table, load_table
 from fedcore.table_config import TableConfig
 from fedcore.timeline import WRITE_ACTIONS
-from fedcore.transaction import StepHook, roll_back_failed_writes
+from fedcore.transaction import roll_back_failed_writes
 from fedcore.write_job import BULK_INSERT, IO_THREADS, WriteJob
 
 #: Source config keys that define how records are keyed, partitioned and merged.
@@ -203,9 +211,11 @@ def migrate(
     table = _target(found, source_uri, target_uri, storage, name, properties, target_options, options, report)
     if report.already_done:
         return report
+    if hook is not None:
+        table = with_step_hook(table, hook)
     job = WriteJob.open(table, BULK_INSERT, found.schema)
     with job:  # an error rolls the instant back; a crash leaves it to the next run
-        job.begin(hook)
+        job.begin()
         report.instant = job.instant
         plan = {"migration": {"source": source_uri, "kind": found.kind, "source_instant": found.instant}}
         job.inflight(json.dumps(plan).encode())
@@ -223,8 +233,8 @@ def migrate(
         write_partition_metadata(table, sorted({u.partition for u in copies}), job.instant)
         stats: list[WriteStat] = []
         mark_files(table, job.instant, [(_relative(u), "CREATE") for u in copies], marker_token("copies"))
-        if hook is not None and copies:
-            hook("data")
+        if copies:
+            table.step("data")
         with ThreadPoolExecutor(IO_THREADS) as pool:
             for stat in pool.map(lambda unit: _copy(table, unit), copies):
                 stats.append(stat)
@@ -238,8 +248,7 @@ def migrate(
                 stats.extend(job.write_new(data, task))
             tick()
         report.rewritten = len(rewrites)
-        if hook is not None:
-            hook("copied")
+        table.step("copied")
         job.commit(stats)
     report.files_written = len(stats)
     report.seconds = time.monotonic() - start
@@ -252,9 +261,15 @@ def _relative(unit: _Unit) -> str:
 
 
 def _copy(table: Table, unit: _Unit) -> WriteStat:
+    """A source file copied as it is (server-side where the stores allow), with the column
+    statistics its footer holds (read from the copy: the source gives no bytes), so scans
+    skip copied files as they skip written ones."""
     assert unit.name is not None
     relative = _relative(unit)
     copy_data_file(table, relative, unit.fs, unit.path)
+    with table.fs.errors(relative), open_sized(table.fs, relative, unit.size) as handle:
+        footer = read_parquet_metadata(handle)
+    names = footer.schema.to_arrow_schema().names
     file_id = data_file_id(unit.name)
     assert file_id is not None
     return WriteStat(
@@ -265,6 +280,7 @@ def _copy(table: Table, unit: _Unit) -> WriteStat:
         num_inserts=unit.records,
         total_write_bytes=unit.size,
         file_size=unit.size,
+        column_stats=file_stats(footer, stats_columns(table.options, names)),
     )
 
 

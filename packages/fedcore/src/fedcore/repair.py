@@ -160,21 +160,20 @@ def repair_metadata(
     dry_run: bool = False,
     allow_missing: bool = False,
     progress: Callable[[int], None] | None = None,
-    hook: Callable[[str], None] | None = None,
 ) -> RepairReport:
     """Rebuild ``table``'s metadata table from storage (see the module docstring).
 
     ``dry_run``: report what would be written, write nothing. ``allow_missing``: rebuild
     even when files holding the newest version of their file group are missing from
-    storage. ``progress`` gets the count of objects each listed folder added; ``hook``
-    is called with "listed", "rebuilt" and "switched" (for crash tests)."""
+    storage. ``progress`` gets the count of objects each listed folder added; the table's
+    step hook (crash tests: ``handle.with_step_hook``) is called with "listed", "rebuilt"
+    and "switched"."""
     start = time.monotonic()
     require_metadata_table(table, "repair")
     timeline = table.timeline()
     history = load_history(table, timeline)
     inventory = take_inventory(table, progress)
-    if hook is not None:
-        hook("listed")
+    table.step("listed")
     report = RepairReport(table.name, history.upto, dry_run, inventory)
     if history.upto is None:
         report.seconds = time.monotonic() - start
@@ -196,7 +195,7 @@ def repair_metadata(
         )
     if not dry_run:
         index = MetadataTable(table.fs.table_fs, table.path, lambda: timeline, cache=IndexCache())
-        rebuild(index, history.upto, state, history.pending, history.schema, hook)
+        rebuild(index, history.upto, state, history.pending, history.schema, table.step)
         newer = [t for t in index.manifest_times() if t > history.upto]
         if newer:
             raise RepairError(

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
 def rollback(table: TableHandle, instant_time: str) -> str:
     """Roll back ``instant_time``; returns the rollback instant's time."""
+    table.check_writable()
     parse_instant_time(instant_time)
     timeline = table.timeline()
     instant = timeline.find(instant_time)

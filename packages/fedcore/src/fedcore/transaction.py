@@ -31,7 +31,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Final
 
@@ -58,7 +58,7 @@ from fedcore.timeline import (
 )
 
 if TYPE_CHECKING:
-    from fedcore.handle import TableHandle
+    from fedcore.handle import StepHook, TableHandle
 
 log = logging.getLogger("fedcore.transaction")
 
@@ -67,7 +67,6 @@ _COMMIT_OUTCOME: Final = b"commit\n"
 _ROLLBACK_OUTCOME: Final = b"rollback\n"
 
 #: Called with a step name as the write reaches it; crash-injection tests raise from it.
-StepHook = Callable[[str], None]
 
 
 def _now_ms() -> int:
@@ -119,7 +118,8 @@ class Transaction:
     """
 
     def __init__(self, table: TableHandle, action: str, hook: StepHook | None = None) -> None:
-        table.check_writable()
+        """``hook``: called with each step's name (a write's: its table's step hook, for
+        crash-injection tests; the cleans and rollbacks a write runs do not call it)."""
         self.table = table
         self.action = action
         self._hook = hook or (lambda step: None)
@@ -137,15 +137,21 @@ class Transaction:
         try:
             self.begin()
         except BaseException as error:  # a crash at "requested": as if inside the block
-            self.__exit__(type(error), error, error.__traceback__)
+            self.end(error)
             raise
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
     ) -> None:
+        self.end(error)
+
+    def end(self, error: BaseException | None = None) -> None:
+        """Leave the transaction: an ordinary exception (``error``) rolls the instant back at
+        once; a ``BaseException`` leaves it to the next writer's recovery; the heartbeat
+        stops either way."""
         try:
-            if kind is not None and issubclass(kind, Exception):
+            if isinstance(error, Exception):
                 try:
                     self.abort()
                 except Exception as failure:  # the original error matters more; recovery retries

@@ -35,7 +35,6 @@ from fedcore.records import (
     record_chunks,
     to_arrow_table,
 )
-from fedcore.transaction import StepHook
 from fedcore.write_job import (
     BULK_INSERT,
     DELETE,
@@ -66,7 +65,6 @@ class WriteClient:
         table: the table (from ``load_table`` or ``create_table``).
         options: Hudi's keys (``hoodie.parquet.max.file.size``, heartbeat, cleaning, archival)
             over the table's own; checked here. Storage keys must match the table's layout.
-        hook: called with each commit-protocol step name (crash-injection tests).
         progress: called as (files written, files to write) while a write runs.
     """
 
@@ -75,7 +73,6 @@ class WriteClient:
         table: TableHandle,
         options: Mapping[str, str] | None = None,
         *,
-        hook: StepHook | None = None,
         progress: Progress | None = None,
     ) -> None:
         """``options`` (Hudi's keys) apply to this client's writes over the table's own; storage
@@ -83,7 +80,6 @@ class WriteClient:
         table.check_writable()
         self.table = table.with_options(options)
         self.options = self.table.options
-        self._hook = hook
         self._progress = progress or (lambda done, total: None)
 
     def __repr__(self) -> str:
@@ -151,7 +147,7 @@ class WriteClient:
         prepared = [self._prepare(first, job)]
         del first  # each chunk is let go once its files are written
         with job:
-            job.begin(self._hook)
+            job.begin()
             later = (self._prepare(chunk, job) for chunk in chunks)
             return self._write(job, prepared.pop(), later)
 

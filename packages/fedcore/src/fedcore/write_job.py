@@ -53,7 +53,7 @@ from fedcore.metadata.format import ADD, REPLACE, Op
 from fedcore.records import check_keys, conform, partition_rows, strip_meta
 from fedcore.services import run_table_services
 from fedcore.timeline import COMMIT, REPLACE_COMMIT, WRITE_ACTIONS, Timeline
-from fedcore.transaction import Heartbeat, StepHook, Transaction, roll_back_failed_writes
+from fedcore.transaction import Heartbeat, Transaction, roll_back_failed_writes
 from fedcore.upgrade import upgrade_config
 
 Operation: TypeAlias = Literal[
@@ -163,14 +163,14 @@ class WriteJob:
 
     # --- driver ------------------------------------------------------------------------------
 
-    def begin(self, hook: StepHook | None = None) -> str:
+    def begin(self) -> str:
         """Request the instant (its heartbeat starts beating); returns its time."""
-        self._transaction = Transaction(self.table, self.action, hook)
+        self._transaction = Transaction(self.table, self.action, self.table.step)
         try:
             self.instant = self._transaction.begin()
         except BaseException as error:  # a crash at "requested": undone as if inside the job
             transaction, self._transaction = self._transaction, None
-            transaction.__exit__(type(error), error, error.__traceback__)
+            transaction.end(error)
             raise
         return self.instant
 
@@ -189,7 +189,7 @@ class WriteJob:
         self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
     ) -> None:
         if self._transaction is not None:
-            self._transaction.__exit__(kind, error, traceback)
+            self._transaction.end(error)
 
     def abort(self) -> None:
         """Roll the instant back now (its files, markers and metadata-table delta)."""

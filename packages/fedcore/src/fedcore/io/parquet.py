@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import functools
 import json
 import math
 from collections.abc import Collection, Mapping, Sequence
@@ -178,8 +179,11 @@ def _json_value(value: Any) -> Any:
     return None  # (no other value is exact)
 
 
+@functools.lru_cache(maxsize=2**16)
 def read_file_stats(text: str) -> tuple[int, Mapping[str, list[Any]]]:
     """The rows and the per-column ``[least, greatest, nulls]`` of ``file_stats`` output, as
-    JSON values (the reader types them by the table's schema)."""
+    JSON values (the reader types them by the table's schema). Decoded once per process: a
+    long-lived planner meets the same files' statistics query after query (callers never
+    change what it returns)."""
     data = json.loads(text)
     return int(data["rows"]), data["columns"]
