@@ -1,4 +1,4 @@
-"""``fed demo``: a whole write-and-query run on an in-process S3 endpoint.
+"""``python -m fed_dev demo``: a whole write-and-query run on an in-process S3 endpoint.
 
 Creates an object-store table whose metadata lives in one bucket and whose data
 spreads over hashed prefixes of another, writes generated trips in several

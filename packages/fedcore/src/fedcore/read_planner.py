@@ -154,13 +154,14 @@ class ScanPlanner:
         partitions, but only where the partition path provably holds the values (see
         ``PartitionScheme.encodes_values`` and ``may_match``), so pruning can drop a file
         only when none of its rows could match."""
+        checked = self.check_columns(columns)  # bad input fails before any lookup
         parsed = [self._typed(Filter.of(f)) for f in filters]
         for f in parsed:
             self._check_column(f.column, "filter on")
         fields = set(self.table.partition_scheme.fields)
         partition_filters = [f for f in parsed if f.column in fields]
         if self.instant is None:
-            return ScanPlan([], tuple(parsed), self.reader, self.check_columns(columns))
+            return ScanPlan([], tuple(parsed), self.reader, checked)
         candidates = self._candidate_partitions(partition_filters)
         files = self._index.files(candidates, as_of=self.as_of)
         skipping = [f for f in parsed if f.column not in self._computed]
@@ -186,7 +187,7 @@ class ScanPlanner:
             for file_id, (instant, name) in sorted(partition_files.latest_slices(self.as_of).items()):
                 if self._may_match(stats.get(name), skipping):
                     slices.append(FileSlice(partition, file_id, instant, name, sizes[name], values or {}))
-        return ScanPlan(slices, tuple(parsed), self.reader, self.check_columns(columns))
+        return ScanPlan(slices, tuple(parsed), self.reader, checked)
 
     def _may_match(self, file_stats: str | None, filters: Sequence[Filter]) -> bool:
         """Whether a base file whose column statistics (as the metadata table recorded them)

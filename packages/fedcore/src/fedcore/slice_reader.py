@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa
+import pyarrow.parquet as pq
+from fsspec.implementations.local import LocalFileSystem
 
 from fedcore import properties as P
 from fedcore.exceptions import UnsupportedTableError
@@ -148,11 +150,26 @@ class SliceReader:
         """The base file's ``stored`` columns, without the row groups whose statistics prove no
         row satisfies ``prune`` (its other rows are filtered by the caller)."""
         fs = self.table.fs
+        target = fs.resolve(file_slice.path)
+        if isinstance(target.fs, LocalFileSystem):  # arrow's own file: its threads may decode
+            with (
+                fs.errors(file_slice.path, target),
+                pa.OSFile(target.fs._strip_protocol(target.path)) as local,
+            ):
+                parquet = open_parquet(local)
+                return read_row_groups(parquet, self._row_groups(parquet, prune), stored, native=True)
         with fs.errors(file_slice.path), open_sized(fs, file_slice.path, file_slice.size) as handle:
             if not prune:
                 return read_parquet(handle, stored)
             parquet = open_parquet(handle)
-            return read_row_groups(parquet, matching_row_groups(parquet.metadata, prune), stored)
+            return read_row_groups(parquet, self._row_groups(parquet, prune), stored)
+
+    @staticmethod
+    def _row_groups(parquet: pq.ParquetFile, prune: Sequence[Filter]) -> Sequence[int]:
+        """The row groups whose statistics do not prove that no row satisfies ``prune``."""
+        if not prune:
+            return range(parquet.metadata.num_row_groups)
+        return matching_row_groups(parquet.metadata, prune)
 
     def _merged(self, file_slice: FileSlice, wanted: list[str] | None) -> list[tuple[pa.Table, str, str]]:
         """A merge-on-read slice: the base rows that stay and the latest log records, each

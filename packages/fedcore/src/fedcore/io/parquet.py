@@ -49,11 +49,18 @@ def read_parquet(source: Source, columns: Sequence[str] | None = None) -> pa.Tab
 
 
 def read_row_groups(
-    parquet: pq.ParquetFile, row_groups: Sequence[int], columns: Sequence[str] | None = None
+    parquet: pq.ParquetFile,
+    row_groups: Sequence[int],
+    columns: Sequence[str] | None = None,
+    *,
+    native: bool = False,
 ) -> pa.Table:
-    """``row_groups`` of ``parquet`` (none: no rows, with the file's schema), or only ``columns`` of them."""
+    """``row_groups`` of ``parquet`` (none: no rows, with the file's schema), or only ``columns``
+    of them. ``native``: ``parquet`` reads an arrow-owned file (``pyarrow.OSFile``), so no
+    Python object is held and arrow may decode its columns on its own threads (a selective
+    scan reads a few files: one thread each was the bottleneck)."""
     wanted = list(columns) if columns is not None else None
-    return parquet.read_row_groups(list(row_groups), columns=wanted, use_threads=False)
+    return parquet.read_row_groups(list(row_groups), columns=wanted, use_threads=native)
 
 
 @dataclass(frozen=True)
