@@ -322,7 +322,8 @@ def check_storage_checksum(strategy: StorageStrategy, config: Mapping[str, str])
 
 
 def with_step_hook(table: H, hook: StepHook) -> H:
-    """``table`` whose writes, cleans, rollbacks, archival and repair call ``hook`` with the
-    name of each step they reach: for crash-injection tests (the hook raises, or kills the
-    process, at the step under test). Not part of any operation's signature."""
+    """``table`` whose writes (each commit-protocol step), archival and repair call ``hook``
+    with the name of each step they reach, for crash-injection tests (the hook raises, or
+    kills the process, at the step under test); the cleans and rollbacks a write runs after
+    its commit do not. Not part of any operation's signature."""
     return table._copy(table.options, hook)

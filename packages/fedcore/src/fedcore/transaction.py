@@ -66,8 +66,6 @@ STEPS: Final = ("requested", "inflight", "data", "metadata", "claims", "outcome"
 _COMMIT_OUTCOME: Final = b"commit\n"
 _ROLLBACK_OUTCOME: Final = b"rollback\n"
 
-#: Called with a step name as the write reaches it; crash-injection tests raise from it.
-
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
