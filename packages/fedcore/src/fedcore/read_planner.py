@@ -85,16 +85,15 @@ class ScanPlanner:
         as_of: str | None,
         timeline: Timeline,
         index: FileIndex,
-        merging: bool,
         reader: SliceReader,
     ) -> None:
         self.table = table
         self.as_of = as_of
         self._timeline = timeline
         self._index = index
-        #: Whether log files are merged: merge-on-read snapshots only.
-        self.merging = merging
         self.reader = reader
+        #: Whether log files are merged: merge-on-read snapshots only (those have merge rules).
+        self.merging = reader.rules is not None
         self.instant = reader.instant
         self._types = reader.types
         self._computed = reader.computed
@@ -144,7 +143,7 @@ class ScanPlanner:
         merging = merge_on_read and query_type == "snapshot"
         rules = _merge_rules(table, types) if merging else None
         reader = SliceReader(table, instant, types, rules, committed, computed)
-        return cls(table, as_of, timeline, index, merging, reader)
+        return cls(table, as_of, timeline, index, reader)
 
     def plan(self, filters: Sequence[FilterSpec] = (), columns: Sequence[str] | None = None) -> ScanPlan:
         """The file slices to read and the filters to apply to their rows (``columns``: what a

@@ -144,16 +144,18 @@ class WriteClient:
         )
         first = next(chunks)
         job = WriteJob.open(self.table, operation, first.schema)
-        prepared = [self._prepare(first, job)]
+        planner = WritePlanner(job)  # one per write: its chunks' keys and their file groups
+        prepared = [self._prepare(first, planner)]
         del first  # each chunk is let go once its files are written
         with job:
             job.begin()
-            later = (self._prepare(chunk, job) for chunk in chunks)
-            return self._write(job, prepared.pop(), later)
+            later = (self._prepare(chunk, planner) for chunk in chunks)
+            return self._write(planner, prepared.pop(), later)
 
-    def _prepare(self, data: pa.Table, job: WriteJob) -> Prepared:
+    def _prepare(self, data: pa.Table, planner: WritePlanner) -> Prepared:
         """Records checked and conformed to the table's schema, with their partitions and
         (where the operation looks them up) keys, one record per key."""
+        job = planner.job
         config, operation = self.table.config, job.operation
         if operation == DELETE:
             check_columns(data, [*config.record_key_fields, *config.partition_fields], "key")
@@ -164,18 +166,17 @@ class WriteClient:
         if operation in (INSERT, BULK_INSERT):
             check_keys(data, config.record_key_fields)  # spelled per file group, in the writing threads
         else:
-            planner = WritePlanner(job)
             keys = planner.record_keys(data)  # checks them too
             kept = planner.keep_latest(data, partitions.codes, keys)
             if len(kept) != data.num_rows:
                 data, keys, partitions = data.take(kept), keys.take(kept), partitions.take(kept)
         return Prepared(data, keys, partitions.groups())
 
-    # --- planning ----------------------------------------------------------------------------
+    # --- writing -----------------------------------------------------------------------------
 
-    def _write(self, job: WriteJob, first: Prepared, later: Iterator[Prepared]) -> WriteResult:
-        assert job.timeline is not None
-        plan, replaced, supersedes, current = WritePlanner(job).plan(first)
+    def _write(self, planner: WritePlanner, first: Prepared, later: Iterator[Prepared]) -> WriteResult:
+        job = planner.job
+        plan, replaced, supersedes, current = planner.plan(first)
         operation = job.operation
         per_file = job.rows_per_file()
         # A streamed bulk insert plans its later chunks as they come: the inflight file lists
