@@ -19,7 +19,7 @@ def python_blocks() -> list[str]:
 
 
 def test_the_readme_has_the_examples_this_test_runs() -> None:
-    assert len(python_blocks()) == 4
+    assert len(python_blocks()) == 5
 
 
 def test_tables_example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -36,6 +36,18 @@ def test_tables_example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     off_table = [p for p in (tmp_path / "lake" / "tables").rglob("*.parquet") if ".hoodie" not in p.parts]
     assert off_table == [], "data files stay off the table path"
     assert list((tmp_path / "lake" / "storage").rglob("*.parquet"))
+
+
+def test_iceberg_view_example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    exec(python_blocks()[0], {})  # the table the view is published of
+    names: dict[str, Any] = {}
+    exec(python_blocks()[2], names)
+    usa = names["usa"].select(["trip_id", "fare"]).sort_by("trip_id").to_pylist()
+    fed = names["table"].read(filters=[("country", "=", "usa")], columns=["trip_id", "fare"])
+    assert usa == fed.sort_by("trip_id").to_pylist()
+    assert usa, "the example's table has trips in the usa"
+    assert names["result"].snapshots == 1
 
 
 def test_engine_api_example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -63,7 +75,7 @@ def test_storage_strategy_example(s3_server: LoopbackS3) -> None:
 
 
 def test_storage_options_example() -> None:
-    options = eval(python_blocks()[2])
+    options = eval(python_blocks()[3])
     merged = options_for("s3://lake-eu/trips", options)
     assert merged["profile"] == "lake"
     assert merged["s3_additional_kwargs"]["SSEKMSKeyId"] == "key-eu"

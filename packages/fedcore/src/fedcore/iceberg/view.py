@@ -1,0 +1,545 @@
+"""Publishing the Iceberg view: one Iceberg snapshot per fed instant, written from fed's own
+metadata, never from a listing.
+
+Layout, under the table path (metadata only, as everything under ``.hoodie/``)::
+
+    .hoodie/iceberg/metadata/v<N>.metadata.json     table metadata, version N
+    .hoodie/iceberg/metadata/version-hint.text      N (a hint: readers probe past it)
+    .hoodie/iceberg/metadata/snap-<id>-<uuid>.avro  a snapshot's manifest list
+    .hoodie/iceberg/metadata/<uuid>-m<shard>.avro   the manifest of one fed partition
+
+The view's commit point is the exclusive create of ``v<N+1>.metadata.json``: two publishers
+racing for the same version never both win, and the loser starts again from the winner's.
+
+Each manifest holds the base files of one fed partition (its shard: a hash of the partition
+path), so a snapshot rewrites the manifests of the partitions its instant wrote and carries
+every other manifest over: a publish costs requests in proportion to what the instants
+changed, not to the size of the table, and a reader that prunes to one partition opens one
+manifest. The files an instant added, replaced and retired come from its commit metadata;
+where that chain is broken (the first publish, or a rollback of an instant the view showed),
+the view is rebuilt from the metadata table's latest file slices, diffed against what it
+showed so that every file keeps its Iceberg history."""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import xxhash
+from pyiceberg.manifest import (
+    DataFile,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestFile,
+    write_manifest,
+    write_manifest_list,
+)
+from pyiceberg.partitioning import PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil, TableMetadataV2
+from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
+from pyiceberg.table.snapshots import (
+    Operation,
+    Snapshot,
+    SnapshotSummaryCollector,
+    Summary,
+    update_snapshot_summaries,
+)
+from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+from pyiceberg.table.update import (
+    AddPartitionSpecUpdate,
+    AddSchemaUpdate,
+    AddSnapshotUpdate,
+    RemoveSnapshotsUpdate,
+    SetCurrentSchemaUpdate,
+    SetDefaultSpecUpdate,
+    SetPropertiesUpdate,
+    SetSnapshotRefUpdate,
+    TableUpdate,
+    update_table_metadata,
+)
+
+from fedcore import properties as P
+from fedcore.commit_metadata import CommitMetadata
+from fedcore.exceptions import StorageFileExistsError, UnsupportedTableError
+from fedcore.filenames import BASE_FILE_RE
+from fedcore.handle import TableHandle
+from fedcore.iceberg.data_files import DataFiles, parse_stats, partition_spec
+from fedcore.iceberg.fileio import FedFileIO
+from fedcore.iceberg.schema import iceberg_schema, name_mapping_json, same_fields
+from fedcore.io.atomic import create_exclusive
+from fedcore.io.errors import storage_errors
+from fedcore.io.filesystems import open_sized
+from fedcore.io.parquet import file_stats, read_parquet_metadata
+from fedcore.records import with_meta_fields
+from fedcore.timeline import MERGE_ON_READ_WRITE_ACTIONS, ROLLBACK, WRITE_ACTIONS, Instant
+
+#: The view's folder, under the table path.
+FOLDER = ".hoodie/iceberg"
+#: Snapshot summary keys naming what a snapshot shows.
+INSTANT_KEY = "fed.instant"
+ACTION_KEY = "fed.action"
+#: Table property: which of fed's query types the view shows.
+QUERY_TYPE_KEY = "fed.query-type"
+_HINT = "version-hint.text"
+_VERSION_RE = re.compile(r"v(\d+)\.metadata\.json")
+_SHARD_RE = re.compile(r"-m([0-9a-f]{16})\.avro$")
+#: How often a publisher that lost a race for the next version starts again.
+_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class ViewState:
+    """The view as published: its newest metadata file and the fed instant it shows."""
+
+    location: str | None  # URI of the newest vN.metadata.json; None before the first publish
+    version: int  # N (0 before the first publish)
+    metadata: TableMetadata | None
+    instant: str | None  # the fed instant of the current snapshot
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    """What a publish did: the view now shows ``instant`` (None: an empty table), through the
+    metadata at ``metadata_location``; ``snapshots`` were added to get there."""
+
+    instant: str | None
+    metadata_location: str | None
+    snapshots: int
+
+
+def metadata_folder(table: TableHandle) -> str:
+    return f"{table.path}/{FOLDER}/metadata"
+
+
+def current_view(table: TableHandle) -> ViewState:
+    """The newest published version: the version hint, then a probe past it (the hint is
+    written after the version, so it may lag by one or more)."""
+    fs = table.fs.table_fs
+    folder = metadata_folder(table)
+    with storage_errors(folder):
+        try:
+            version = int(fs.cat_file(f"{folder}/{_HINT}").decode().strip())
+        except FileNotFoundError:
+            version = 0
+        except ValueError:
+            version = 0
+        while fs.exists(f"{folder}/v{version + 1}.metadata.json"):
+            version += 1
+        if version == 0:
+            return ViewState(None, 0, None, None)
+        location = f"{folder}/v{version}.metadata.json"
+        metadata = TableMetadataUtil.parse_raw(fs.cat_file(location))
+    return ViewState(location, version, metadata, shown_instant(metadata))
+
+
+def shown_instant(metadata: TableMetadata) -> str | None:
+    """The fed instant the view's current snapshot shows."""
+    snapshot = metadata.current_snapshot()
+    return _instant_of(snapshot) if snapshot is not None else None
+
+
+def _instant_of(snapshot: Snapshot) -> str | None:
+    return snapshot.summary.additional_properties.get(INSTANT_KEY) if snapshot.summary else None
+
+
+def publish(table: TableHandle) -> PublishResult:
+    """Bring the view up to the table's latest completed write: one snapshot per write
+    instant since the one it shows. Returns at once when it is up to date."""
+    for _ in range(_ATTEMPTS):
+        state = current_view(table)
+        try:
+            return _Publisher(table, state).run()
+        except StorageFileExistsError:
+            continue  # another publisher wrote this version first: start from theirs
+    raise UnsupportedTableError(
+        f"table {table.name}: {_ATTEMPTS} publishers' versions of the Iceberg view landed first; "
+        "nothing was published"
+    )
+
+
+@dataclass
+class _Change:
+    """What one snapshot does to one manifest shard: file groups retired, files added."""
+
+    removed: set[tuple[str, str]] = field(default_factory=set)  # (partition, file id)
+    added: list[DataFile] = field(default_factory=list)
+
+
+class _Publisher:
+    def __init__(self, table: TableHandle, state: ViewState) -> None:
+        self.table = table
+        self.state = state
+        self.io = FedFileIO(table.fs.table_fs)
+        self.folder = metadata_folder(table)
+        self.merge_on_read = table.config.table_type == P.TABLE_TYPE_MOR
+        self.timeline = table.timeline()
+        self._types: dict[str, pa.DataType] = {}
+        #: The version this publish replaces, logged in the first metadata it makes.
+        self._replaces = state.location
+
+    def run(self) -> PublishResult:
+        actions = MERGE_ON_READ_WRITE_ACTIONS if self.merge_on_read else WRITE_ACTIONS
+        writes = self.timeline.completed(actions)
+        state = self.state
+        latest = writes[-1].time if writes else None
+        if state.metadata is not None and state.instant == latest:
+            return PublishResult(latest, state.location, 0)
+        metadata = state.metadata
+        if latest is None:
+            if metadata is not None:  # every write rolled back: an empty snapshot
+                return self._commit(self._full(metadata, None), 1)
+            schema = self.table.schema(self.timeline)
+            if schema is None:
+                return PublishResult(None, None, 0)
+            return self._commit(self._create(self._arrow(schema)), 0)
+        if metadata is None:
+            metadata = self._create(self._arrow_at(writes[-1]))
+            return self._commit(self._full(metadata, writes[-1]), 1)
+        pending = self._incremental_instants(writes)
+        if pending is None:
+            return self._commit(self._full(metadata, writes[-1]), 1)
+        for instant in pending:
+            metadata = self._incremental(metadata, instant)
+        return self._commit(metadata, len(pending))
+
+    # -- which instants --------------------------------------------------------------------
+
+    def _incremental_instants(self, writes: list[Instant]) -> list[Instant] | None:
+        """The writes after the one the view shows, when each can be applied in turn from its
+        commit metadata; None when the chain is broken (the instant shown was rolled back, or
+        archived with a rollback since)."""
+        shown = self.state.instant
+        if shown is None:
+            return None
+        times = {w.time for w in writes}
+        if shown not in times:
+            active_from = min((i.time for i in self.timeline), default="")
+            rolled_back_since = any(
+                i.action == ROLLBACK and i.time > shown for i in self.timeline.completed((ROLLBACK,))
+            )
+            if shown >= active_from or rolled_back_since:
+                return None
+        return [w for w in writes if w.time > shown]
+
+    # -- snapshots -------------------------------------------------------------------------
+
+    def _incremental(self, metadata: TableMetadata, instant: Instant) -> TableMetadata:
+        commit = self.table.commit_metadata(instant)
+        metadata = self._evolve(metadata, self._arrow_at(instant))
+        files = self._data_files(metadata)
+        changes: dict[str, _Change] = {}
+        for stat in commit.stats:
+            name = stat.path.rpartition("/")[2]
+            if BASE_FILE_RE.fullmatch(name) is None:
+                continue  # a log file: the view shows base files only
+            change = changes.setdefault(_shard(stat.partition_path), _Change())
+            change.removed.add((stat.partition_path, stat.file_id))
+            uri = self.table.fs.to_physical(stat.path)
+            rows, stats = self._stats(stat.path, stat.file_size, stat.column_stats)
+            change.added.append(files.entry(uri, stat.partition_path, stat.file_size, rows, stats))
+        for partition, file_ids in commit.replaced.items():
+            change = changes.setdefault(_shard(partition), _Change())
+            change.removed.update((partition, file_id) for file_id in file_ids)
+        return self._snapshot(metadata, instant, commit, changes, full=False)
+
+    def _full(self, metadata: TableMetadata, instant: Instant | None) -> TableMetadata:
+        """A snapshot of the table as its metadata table shows it now (every partition)."""
+        if instant is not None:
+            metadata = self._evolve(metadata, self._arrow_at(instant))
+        files = self._data_files(metadata)
+        current = self._manifests(metadata)
+        changes: dict[str, _Change] = {shard: _Change() for shard in current}
+        # Every file group the view shows is retired, then every live one added back: the
+        # manifest writer keeps a file both retired and added as it was (see ``_rewrite``).
+        for manifest in current.values():
+            for entry in manifest.fetch_manifest_entry(self.io, discard_deleted=True):
+                partition, file_id = self._file_group(entry.data_file.file_path)
+                changes[_shard(partition)].removed.add((partition, file_id))
+        if instant is not None:
+            index = self.table.file_index_at(self.timeline)
+            for partition, partition_files in index.files().items():
+                change = changes.setdefault(_shard(partition), _Change())
+                for _file_id, (_base, name) in sorted(partition_files.latest_slices().items()):
+                    path = f"{partition}/{name}" if partition else name
+                    size = partition_files.files[name]
+                    rows, stats = self._stats(path, size, partition_files.stats.get(name))
+                    uri = self.table.fs.to_physical(path)
+                    change.added.append(files.entry(uri, partition, size, rows, stats))
+        commit = self.table.commit_metadata(instant) if instant is not None else None
+        return self._snapshot(metadata, instant, commit, changes, full=True)
+
+    def _snapshot(
+        self,
+        metadata: TableMetadata,
+        instant: Instant | None,
+        commit: CommitMetadata | None,
+        changes: Mapping[str, _Change],
+        full: bool,
+    ) -> TableMetadata:
+        snapshot_id = _snapshot_id()
+        sequence = int(getattr(metadata, "last_sequence_number", 0)) + 1  # (the view is format 2)
+        schema = metadata.schema()
+        spec = metadata.spec()
+        current = self._manifests(metadata)
+        collector = SnapshotSummaryCollector()
+        manifests: list[ManifestFile] = [
+            m for shard, m in current.items() if shard not in changes and _live(m)
+        ]
+        added = deleted = 0
+        for shard, change in sorted(changes.items()):
+            written, fresh, gone = self._rewrite(
+                current.get(shard), shard, change, snapshot_id, schema, spec, collector
+            )
+            added, deleted = added + fresh, deleted + gone
+            if written is not None:
+                manifests.append(written)
+        operation = (
+            Operation.APPEND if not deleted else Operation.DELETE if not added else Operation.OVERWRITE
+        )
+        summary_fields = collector.build()
+        if instant is not None:
+            summary_fields[INSTANT_KEY] = instant.time
+            summary_fields[ACTION_KEY] = instant.action
+        if commit is not None:
+            summary_fields["fed.operation"] = commit.operation
+        if full:
+            summary_fields["fed.rebuilt"] = "true"
+        previous = metadata.current_snapshot()
+        summary = update_snapshot_summaries(
+            Summary(operation=operation, **summary_fields),
+            previous.summary if previous is not None and previous.summary is not None else None,
+        )
+        manifest_list = f"{self.folder}/snap-{snapshot_id}-{uuid.uuid4()}.avro"
+        parent = previous.snapshot_id if previous is not None else None
+        with write_manifest_list(
+            format_version=2,
+            output_file=self.io.new_output(manifest_list),
+            snapshot_id=snapshot_id,
+            parent_snapshot_id=parent,
+            sequence_number=sequence,
+            avro_compression="deflate",
+        ) as writer:
+            writer.add_manifests(sorted(manifests, key=lambda m: m.manifest_path))
+        snapshot = Snapshot(
+            snapshot_id=snapshot_id,
+            parent_snapshot_id=parent,
+            sequence_number=sequence,
+            timestamp_ms=max(int(time.time() * 1000), metadata.last_updated_ms + 1),
+            manifest_list=manifest_list,
+            summary=summary,
+            schema_id=schema.schema_id,
+        )
+        updates: list[TableUpdate] = [
+            AddSnapshotUpdate(snapshot=snapshot),
+            SetSnapshotRefUpdate(
+                ref_name=MAIN_BRANCH,
+                type=SnapshotRefType.BRANCH,
+                snapshot_id=snapshot_id,
+                max_ref_age_ms=None,
+                max_snapshot_age_ms=None,
+                min_snapshots_to_keep=None,
+            ),
+        ]
+        expired = self._expired(metadata)
+        if expired:
+            updates.append(RemoveSnapshotsUpdate(snapshot_ids=expired))
+        replaces, self._replaces = self._replaces, None
+        return update_table_metadata(metadata, tuple(updates), metadata_location=replaces)
+
+    def _rewrite(
+        self,
+        manifest: ManifestFile | None,
+        shard: str,
+        change: _Change,
+        snapshot_id: int,
+        schema: Schema,
+        spec: PartitionSpec,
+        collector: SnapshotSummaryCollector,
+    ) -> tuple[ManifestFile | None, int, int]:
+        """One shard's manifest after ``change``: (the manifest or None when it has no entry
+        left, files added, files deleted). A file both retired and added back is kept as it
+        was (an EXISTING entry with its own history)."""
+        kept: list[ManifestEntry] = []
+        gone: list[ManifestEntry] = []
+        old = manifest.fetch_manifest_entry(self.io, discard_deleted=True) if manifest is not None else []
+        if manifest is not None and manifest.partition_spec_id != spec.spec_id:
+            old = []  # files of another spec: re-added under the new one below
+        new_paths = {df.file_path for df in change.added}
+        old_paths = set()
+        for entry in old:
+            path = entry.data_file.file_path
+            old_paths.add(path)
+            if path in new_paths:
+                kept.append(entry)
+            elif self._file_group(path) in change.removed:
+                gone.append(entry)
+            else:
+                kept.append(entry)
+        fresh = [df for df in change.added if df.file_path not in old_paths]
+        if not kept and not gone and not fresh:
+            return None, 0, 0
+        path = f"{self.folder}/{uuid.uuid4()}-m{shard}.avro"
+        with write_manifest(
+            format_version=2,
+            spec=spec,
+            schema=schema,
+            output_file=self.io.new_output(path),
+            snapshot_id=snapshot_id,
+            avro_compression="deflate",
+        ) as writer:
+            for entry in kept:
+                writer.existing(entry)
+            for entry in gone:
+                writer.delete(entry)
+                collector.remove_file(entry.data_file, schema, spec)
+            for df in fresh:
+                writer.add(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, data_file=df))
+                collector.add_file(df, schema, spec)
+        return writer.to_manifest_file(), len(fresh), len(gone)
+
+    def _expired(self, metadata: TableMetadata) -> list[int]:
+        """Snapshots of instants archived off the active timeline (the current one stays):
+        the view keeps the history fed keeps."""
+        active_from = min((i.time for i in self.timeline), default=None)
+        current = metadata.current_snapshot_id
+        out = []
+        for snapshot in metadata.snapshots:
+            shown = _instant_of(snapshot)
+            if snapshot.snapshot_id != current and active_from and (shown is None or shown < active_from):
+                out.append(snapshot.snapshot_id)
+        return out
+
+    # -- schema, spec, files ---------------------------------------------------------------
+
+    def _arrow_at(self, instant: Instant) -> pa.Schema:
+        schema = self.table.schema(self.timeline, as_of=instant.time)
+        if schema is None:
+            raise UnsupportedTableError(f"table {self.table.name}: instant {instant.time} records no schema")
+        return self._arrow(schema)
+
+    def _arrow(self, schema: pa.Schema) -> pa.Schema:
+        """The columns the base files hold: Hudi's meta columns first where they are written."""
+        return with_meta_fields(schema) if P.POPULATE_META_FIELDS.of(self.table.config) else schema
+
+    def _create(self, arrow: pa.Schema) -> TableMetadata:
+        schema = iceberg_schema(arrow, None, 0)
+        spec = partition_spec(self.table.partition_scheme, schema)
+        self._types = {f.name: f.type for f in arrow}
+        return TableMetadataV2(
+            location=self.table.path,
+            schemas=[schema],
+            current_schema_id=schema.schema_id,
+            last_column_id=schema.highest_field_id,
+            partition_specs=[spec],
+            default_spec_id=spec.spec_id,
+            last_partition_id=max((f.field_id for f in spec.fields), default=999),
+            sort_orders=[UNSORTED_SORT_ORDER],
+            default_sort_order_id=UNSORTED_SORT_ORDER.order_id,
+            properties=self._properties(schema),
+            table_uuid=uuid.uuid4(),
+        )
+
+    def _properties(self, schema: Schema) -> dict[str, str]:
+        return {
+            "schema.name-mapping.default": name_mapping_json(schema),
+            QUERY_TYPE_KEY: "read_optimized" if self.merge_on_read else "snapshot",
+            "fed.table-type": self.table.config.table_type,
+        }
+
+    def _evolve(self, metadata: TableMetadata, arrow: pa.Schema) -> TableMetadata:
+        """``metadata`` with the schema and partition-spec updates that make it describe
+        ``arrow`` (the schema of the instant a snapshot shows)."""
+        self._types = {f.name: f.type for f in arrow}
+        current = metadata.schema()
+        schema = iceberg_schema(arrow, current, metadata.last_column_id)
+        updates: list[TableUpdate] = []
+        if not same_fields(schema, current):
+            schema = Schema(*schema.fields, schema_id=max(s.schema_id for s in metadata.schemas) + 1)
+            updates += [
+                AddSchemaUpdate(schema_=schema),
+                SetCurrentSchemaUpdate(schema_id=-1),
+                SetPropertiesUpdate(updates=self._properties(schema)),
+            ]
+        spec = partition_spec(self.table.partition_scheme, schema)
+        if not _same_spec(spec, metadata.spec()):
+            spec_id = max(s.spec_id for s in metadata.partition_specs) + 1
+            spec = PartitionSpec(*spec.fields, spec_id=spec_id)
+            updates += [AddPartitionSpecUpdate(spec=spec), SetDefaultSpecUpdate(spec_id=-1)]
+        if not updates:
+            return metadata
+        replaces, self._replaces = self._replaces, None
+        return update_table_metadata(metadata, tuple(updates), metadata_location=replaces)
+
+    def _data_files(self, metadata: TableMetadata) -> DataFiles:
+        return DataFiles(self.table.partition_scheme, metadata.schema(), metadata.spec(), self._types)
+
+    def _stats(self, path: str, size: int, recorded: str | None) -> tuple[int, Mapping[str, list[Any]]]:
+        """A base file's rows and column statistics: as recorded, else from its footer."""
+        parsed = parse_stats(recorded)
+        if parsed is not None:
+            return parsed
+        with self.table.fs.errors(path), open_sized(self.table.fs, path, size) as handle:
+            footer = read_parquet_metadata(handle)
+        text = file_stats(footer, footer.schema.names)
+        parsed = parse_stats(text)
+        return parsed if parsed is not None else (footer.num_rows, {})
+
+    def _manifests(self, metadata: TableMetadata) -> dict[str, ManifestFile]:
+        """The current snapshot's manifests by shard."""
+        snapshot = metadata.current_snapshot()
+        if snapshot is None:
+            return {}
+        out: dict[str, ManifestFile] = {}
+        for manifest in snapshot.manifests(self.io):
+            match = _SHARD_RE.search(manifest.manifest_path)
+            if match is None:
+                raise UnsupportedTableError(
+                    f"table {self.table.name}: manifest {manifest.manifest_path} of the Iceberg view was "
+                    "not written by fed"
+                )
+            out[match[1]] = manifest
+        return out
+
+    def _file_group(self, uri: str) -> tuple[str, str]:
+        logical = self.table.fs.to_logical(uri)
+        partition, _, name = logical.rpartition("/")
+        match = BASE_FILE_RE.fullmatch(name)
+        if match is None:
+            raise UnsupportedTableError(f"table {self.table.name}: {uri} in the Iceberg view is no base file")
+        return partition, match[1]
+
+    # -- commit ----------------------------------------------------------------------------
+
+    def _commit(self, metadata: TableMetadata, snapshots: int) -> PublishResult:
+        """Create the next version exclusively (``StorageFileExistsError``: another publisher's
+        landed first), then move the version hint."""
+        version = self.state.version + 1
+        location = f"{self.folder}/v{version}.metadata.json"
+        create_exclusive(self.table.fs.table_fs, location, metadata.model_dump_json().encode())
+        with storage_errors(location):
+            self.table.fs.table_fs.pipe_file(f"{self.folder}/{_HINT}", str(version).encode())
+        return PublishResult(shown_instant(metadata), location, snapshots)
+
+
+def _shard(partition: str) -> str:
+    return str(xxhash.xxh64_hexdigest(partition.encode()))
+
+
+def _live(manifest: ManifestFile) -> bool:
+    return bool((manifest.added_files_count or 0) + (manifest.existing_files_count or 0))
+
+
+def _same_spec(a: PartitionSpec, b: PartitionSpec) -> bool:
+    return [(f.source_id, f.name, str(f.transform)) for f in a.fields] == [
+        (f.source_id, f.name, str(f.transform)) for f in b.fields
+    ]
+
+
+def _snapshot_id() -> int:
+    return uuid.uuid4().int & ((1 << 63) - 1)
