@@ -1,5 +1,5 @@
-"""``fed`` commands that look after a table's files: repair, verify and migrate; and its
-config: upgrade.
+"""``fed`` commands that look after a table's files: repair, verify and migrate; its
+config: upgrade; and its registration for other engines: sync.
 
 Each goes over every file of a table (repair and verify list every prefix under its
 storage roots; migrate copies or rewrites each file), so each shows a progress bar
@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from fedcore import properties as P
 from fedcore.cli_table import open_table, parse_pairs, storage_options
-from fedcore.exceptions import FedError
+from fedcore.exceptions import FedError, MetastoreError
 from fedcore.io.filesystems import storage_options_of
 from fedcore.migrate import migrate
 from fedcore.repair import repair_metadata
@@ -72,6 +72,20 @@ def maintenance_commands(commands: Any) -> None:
         "file is touched",
     )
     upgrade.set_defaults(run=_upgrade)
+
+    hive_sync = add(
+        "sync",
+        "publish the table's Iceberg view and register it in a Hive metastore (Trino, Hive and "
+        "Spark's Iceberg catalogs read it from there)",
+    )
+    hive_sync.add_argument(
+        "--metastore", required=True, metavar="thrift://HOST:PORT", help="the Hive metastore"
+    )
+    hive_sync.add_argument("--database", default=P.DEFAULT_HIVE_SYNC_DATABASE, help="default: %(default)s")
+    hive_sync.add_argument(
+        "--table", dest="table_name", help="the metastore's table name (default: the table's)"
+    )
+    hive_sync.set_defaults(run=_sync)
 
     move = commands.add_parser(
         "migrate",
@@ -147,6 +161,23 @@ def _upgrade(args: argparse.Namespace) -> int:
         print(f"table {table.name} is up to date")
     for key, (old, new) in changed.items():
         print(f"table {table.name}: {key} {old} -> {new}")
+    return 0
+
+
+def _sync(args: argparse.Namespace) -> int:
+    try:  # PyIceberg is an extra
+        from fedcore.iceberg.sync import SyncTarget, sync
+    except ImportError as exc:
+        raise MetastoreError(
+            f"fed sync needs fedcore[iceberg] (pip install 'fedcore[iceberg]'): {exc}"
+        ) from exc
+    table = open_table(args)
+    result = sync(table, SyncTarget((args.metastore,), args.database, args.table_name or table.name))
+    state = "registered" if result.registered else "already registered"
+    print(
+        f"table {table.name}: instant {result.instant} {state} as {result.database}.{result.table} "
+        f"in {result.metastore} ({result.metadata_location})"
+    )
     return 0
 
 

@@ -175,6 +175,10 @@ class TableServiceWarning(UserWarning):
     next write. Attached to the write's result and logged."""
 
 
+class MetastoreError(FedError):
+    """A Hive metastore could not be reached, or refused to register a table's Iceberg view."""
+
+
 # --- metadata table ----------------------------------------------------------------------
 
 

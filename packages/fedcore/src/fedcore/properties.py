@@ -153,8 +153,23 @@ class ListOption(str):
             return None
         names = tuple(name.strip() for name in str(raw).split(","))
         if any(not name for name in names):
-            raise ConfigError(self, f"{raw!r} is not a comma-separated list of column names")
+            raise ConfigError(self, f"{raw!r} is not a comma-separated list of names")
         return names
+
+
+class TextOption(str):
+    """A Hudi key whose value is one non-empty name (None when not set)."""
+
+    def __reduce__(self) -> tuple[type[TextOption], tuple[str]]:
+        return (type(self), (str(self),))
+
+    def of(self, options: Mapping[str, str]) -> str | None:
+        raw = options.get(self)
+        if raw is None:
+            return None
+        if not str(raw).strip():
+            raise ConfigError(self, "must not be empty")
+        return str(raw).strip()
 
 
 #: Table config read as flags: partition columns kept only in paths; meta columns filled.
@@ -194,6 +209,15 @@ CLEAN_AUTOMATIC: Final = BoolOption("hoodie.clean.automatic", True)
 ARCHIVE_MIN_INSTANTS: Final = IntOption("hoodie.keep.min.commits", 20, 1)
 ARCHIVE_MAX_INSTANTS: Final = IntOption("hoodie.keep.max.commits", 30, 2)
 ARCHIVE_AUTOMATIC: Final = BoolOption("hoodie.archive.automatic", True)
+#: Hudi's Hive sync, done fed's way: after each commit, the Iceberg view is published and
+#: registered in a Hive metastore (``fedcore.iceberg.sync``). Only the metastore mode exists;
+#: the URIs are tried in order; the table name defaults to the fed table's.
+HIVE_SYNC_ENABLE: Final = BoolOption("hoodie.datasource.hive_sync.enable", False)
+HIVE_SYNC_MODE: Final = ChoiceOption("hoodie.datasource.hive_sync.mode", "hms", {"hms": "hms"})
+HIVE_SYNC_METASTORE_URIS: Final = ListOption("hoodie.datasource.hive_sync.metastore.uris")
+HIVE_SYNC_DATABASE: Final = TextOption("hoodie.datasource.hive_sync.database")
+HIVE_SYNC_TABLE: Final = TextOption("hoodie.datasource.hive_sync.table")
+DEFAULT_HIVE_SYNC_DATABASE: Final = "default"
 
 # --- Storage strategy (fedcore / RFC-60) ------------------------------------------
 STORAGE_STRATEGY_CLASS: Final = "hoodie.storage.strategy.class"
@@ -242,7 +266,7 @@ STORAGE_STRATEGY_ENTRY_POINT_GROUP: Final = "fedcore.storage_strategies"
 
 #: The settings a caller may give when opening or writing a table (storage keys aside):
 #: anything else would be silently ignored, so it is refused.
-RUNTIME_OPTIONS: Final[tuple[IntOption | BoolOption | ChoiceOption | ListOption, ...]] = (
+RUNTIME_OPTIONS: Final[tuple[IntOption | BoolOption | ChoiceOption | ListOption | TextOption, ...]] = (
     METADATA_COMPACT_DELTAS,
     COLUMN_STATS_ENABLE,
     COLUMN_STATS_COLUMNS,
@@ -259,6 +283,11 @@ RUNTIME_OPTIONS: Final[tuple[IntOption | BoolOption | ChoiceOption | ListOption,
     ARCHIVE_MIN_INSTANTS,
     ARCHIVE_MAX_INSTANTS,
     ARCHIVE_AUTOMATIC,
+    HIVE_SYNC_ENABLE,
+    HIVE_SYNC_MODE,
+    HIVE_SYNC_METASTORE_URIS,
+    HIVE_SYNC_DATABASE,
+    HIVE_SYNC_TABLE,
 )
 RUNTIME_KEYS: Final = frozenset(str(option) for option in RUNTIME_OPTIONS)
 
@@ -268,6 +297,8 @@ def check_options(options: Mapping[str, str]) -> None:
     never in a table service after its commit."""
     for option in RUNTIME_OPTIONS:
         option.of(options)
+    if HIVE_SYNC_ENABLE.of(options) and not HIVE_SYNC_METASTORE_URIS.of(options):
+        raise ConfigError(HIVE_SYNC_METASTORE_URIS, f"is required when {HIVE_SYNC_ENABLE}=true")
     keep_min, keep_max = ARCHIVE_MIN_INSTANTS.of(options), ARCHIVE_MAX_INSTANTS.of(options)
     if keep_min >= keep_max:
         raise ConfigError(

@@ -74,4 +74,16 @@ def run_table_services(table: TableHandle) -> list[str]:
     service("metadata-table compaction", run_compaction)
     if P.ARCHIVE_AUTOMATIC.of(options):
         service("archival", lambda: archive(table, options, timeline=state["timeline"]))
+    if P.HIVE_SYNC_ENABLE.of(options):
+        service("publishing to the Hive metastore", lambda: _hive_sync(table))
     return warnings
+
+
+def _hive_sync(table: TableHandle) -> None:
+    try:  # PyIceberg is an extra: a table without hive sync needs none of it
+        from fedcore.iceberg.sync import SyncTarget, sync
+    except ImportError as exc:
+        raise ImportError(f"{P.HIVE_SYNC_ENABLE} needs fedcore[iceberg] installed ({exc})") from exc
+    target = SyncTarget.of(table, table.options)
+    if target is not None:
+        sync(table, target)

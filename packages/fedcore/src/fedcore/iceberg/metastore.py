@@ -1,0 +1,212 @@
+"""Registering the Iceberg view in a Hive metastore, atomically.
+
+The metastore table is an Iceberg table in the Hive catalog's own form (``table_type=ICEBERG``,
+``metadata_location``), so Trino's, Hive's and Spark's Iceberg catalogs find it. Every update
+names the metadata location it replaces (``expected_parameter_key`` / ``_value``): the
+metastore applies it only if that is still the table's location, so two publishers never
+lose an update and a reader sees one version or the next, never a mix. Hive checks that
+expectation from 4.0 on (HIVE-26882); an older metastore would apply any update blindly, so
+it is refused."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+from hive_metastore.ThriftHiveMetastore import Client
+from hive_metastore.ttypes import (
+    AlreadyExistsException,
+    Database,
+    EnvironmentContext,
+    GetTableRequest,
+    MetaException,
+    NoSuchObjectException,
+    Table,
+)
+from pyiceberg.catalog.hive import _construct_hive_storage_descriptor
+from pyiceberg.schema import Schema
+from thrift.protocol import TBinaryProtocol
+from thrift.Thrift import TException
+from thrift.transport import TSocket, TTransport
+
+from fedcore.exceptions import MetastoreError
+
+METADATA_LOCATION = "metadata_location"
+PREVIOUS_METADATA_LOCATION = "previous_metadata_location"
+#: The fed instant the registered version shows, and the fed table it is a view of.
+INSTANT_PARAMETER = "fed.instant"
+TABLE_PATH_PARAMETER = "fed.table.path"
+_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class Registration:
+    """What the metastore holds for a table after ``register``."""
+
+    database: str
+    table: str
+    metadata_location: str
+    changed: bool  # False: it already held this location
+
+
+class Metastore:
+    """A Thrift connection to a Hive metastore (``thrift://host:port``); a with-block."""
+
+    def __init__(self, uri: str, timeout_ms: int = 30_000) -> None:
+        parsed = urlparse(uri)
+        if parsed.scheme != "thrift" or not parsed.hostname or not parsed.port:
+            raise MetastoreError(f"metastore URI {uri!r} is not thrift://HOST:PORT")
+        self.uri = uri
+        socket = TSocket.TSocket(parsed.hostname, parsed.port)
+        socket.setTimeout(timeout_ms)
+        self._transport = TTransport.TBufferedTransport(socket)
+        self._client = Client(TBinaryProtocol.TBinaryProtocol(self._transport))
+
+    def __enter__(self) -> Metastore:
+        try:
+            self._transport.open()
+        except TException as exc:
+            raise MetastoreError(f"cannot reach the metastore at {self.uri}: {exc}") from exc
+        self._check_version()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._transport.close()
+
+    def _check_version(self) -> None:
+        try:
+            version = str(self._client.getVersion())
+        except TException as exc:
+            raise MetastoreError(
+                f"the metastore at {self.uri} does not say its version ({exc}); fed publishes to Hive "
+                "metastores 4.0 and later, which check the location an update replaces"
+            ) from exc
+        major = version.split(".", 1)[0]
+        if not major.isdigit() or int(major) < 4:
+            raise MetastoreError(
+                f"the metastore at {self.uri} is Hive {version}: before 4.0 it applies an update without "
+                "checking the location it replaces (HIVE-26882), so two publishers could lose an update"
+            )
+
+    def location(self, database: str, table: str) -> str | None:
+        """The metadata location the metastore holds for ``database.table`` (None: no table)."""
+        found = self._table(database, table)
+        return None if found is None else (found.parameters or {}).get(METADATA_LOCATION)
+
+    def register(
+        self,
+        database: str,
+        table: str,
+        *,
+        table_path: str,
+        schema: Schema,
+        metadata_location: str,
+        instant: str | None,
+        is_newer: Any,
+    ) -> Registration:
+        """Make ``database.table`` point at ``metadata_location``, replacing whatever location it
+        held, unless that one is newer (``is_newer(held)``: another publisher got further)."""
+        self._ensure_database(database)
+        for _ in range(_ATTEMPTS):
+            found = self._table(database, table)
+            if found is None:
+                if self._create(database, table, table_path, schema, metadata_location, instant):
+                    return Registration(database, table, metadata_location, True)
+                continue  # created by another publisher meanwhile: update theirs
+            params = dict(found.parameters or {})
+            if (
+                params.get("table_type", "").upper() != "ICEBERG"
+                or params.get(TABLE_PATH_PARAMETER) != table_path
+            ):
+                raise MetastoreError(
+                    f"{database}.{table} in the metastore at {self.uri} is not the Iceberg view of "
+                    f"{table_path}; name another table (hoodie.datasource.hive_sync.table, --table)"
+                )
+            held = params.get(METADATA_LOCATION)
+            if held == metadata_location or (held is not None and is_newer(held)):
+                return Registration(database, table, held or metadata_location, False)
+            found.sd = _construct_hive_storage_descriptor(schema, table_path)
+            found.parameters = {
+                **params,
+                METADATA_LOCATION: metadata_location,
+                PREVIOUS_METADATA_LOCATION: held or "",
+                INSTANT_PARAMETER: instant or "",
+            }
+            context = EnvironmentContext(
+                {"expected_parameter_key": METADATA_LOCATION, "expected_parameter_value": held or ""}
+            )
+            try:
+                self._client.alter_table_with_environment_context(database, table, found, context)
+                return Registration(database, table, metadata_location, True)
+            except MetaException as exc:
+                if "has been modified" not in str(exc.message):
+                    raise MetastoreError(
+                        f"the metastore at {self.uri} refused {database}.{table}: {exc.message}"
+                    ) from exc
+                continue  # another publisher moved it first: look again
+            except TException as exc:
+                raise MetastoreError(
+                    f"the metastore at {self.uri} failed on {database}.{table}: {exc}"
+                ) from exc
+        raise MetastoreError(
+            f"{database}.{table} in the metastore at {self.uri} kept moving under {_ATTEMPTS} attempts "
+            "to update it"
+        )
+
+    def _table(self, database: str, table: str) -> Table | None:
+        try:
+            found: Table = self._client.get_table_req(GetTableRequest(dbName=database, tblName=table)).table
+            return found
+        except NoSuchObjectException:
+            return None
+        except TException as exc:
+            raise MetastoreError(
+                f"the metastore at {self.uri} failed to look up {database}.{table}: {exc}"
+            ) from exc
+
+    def _ensure_database(self, database: str) -> None:
+        try:
+            self._client.get_database(database)
+            return
+        except NoSuchObjectException:
+            pass
+        except TException as exc:
+            raise MetastoreError(f"the metastore at {self.uri} failed on database {database}: {exc}") from exc
+        try:
+            self._client.create_database(Database(name=database, description="fed tables' Iceberg views"))
+        except TException as exc:  # another publisher may have created it first
+            try:
+                self._client.get_database(database)
+            except TException:
+                raise MetastoreError(
+                    f"the metastore at {self.uri} refused to create database {database}: {exc}"
+                ) from exc
+
+    def _create(
+        self, database: str, table: str, table_path: str, schema: Schema, location: str, instant: str | None
+    ) -> bool:
+        entry = Table(
+            tableName=table,
+            dbName=database,
+            tableType="EXTERNAL_TABLE",
+            sd=_construct_hive_storage_descriptor(schema, table_path),
+            parameters={
+                "EXTERNAL": "TRUE",
+                "table_type": "ICEBERG",
+                METADATA_LOCATION: location,
+                INSTANT_PARAMETER: instant or "",
+                TABLE_PATH_PARAMETER: table_path,
+            },
+        )
+        try:
+            self._client.create_table(entry)
+            return True
+        except AlreadyExistsException:
+            return False
+        except TException as exc:
+            if self._table(database, table) is not None:
+                return False  # another publisher created it first (some metastores say so this way)
+            raise MetastoreError(
+                f"the metastore at {self.uri} refused to create {database}.{table}: {exc}"
+            ) from exc
