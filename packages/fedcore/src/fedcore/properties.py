@@ -210,7 +210,7 @@ ARCHIVE_MIN_INSTANTS: Final = IntOption("hoodie.keep.min.commits", 20, 1)
 ARCHIVE_MAX_INSTANTS: Final = IntOption("hoodie.keep.max.commits", 30, 2)
 ARCHIVE_AUTOMATIC: Final = BoolOption("hoodie.archive.automatic", True)
 #: Hudi's Hive sync, done fed's way: after each commit, the Iceberg view is published and
-#: registered in a Hive metastore (``fedcore.iceberg.sync``). Only the metastore mode exists;
+#: registered in a Hive metastore (``fedcore.iceberg.hive_sync``). Only the metastore mode exists;
 #: the URIs are tried in order; the table name defaults to the fed table's.
 HIVE_SYNC_ENABLE: Final = BoolOption("hoodie.datasource.hive_sync.enable", False)
 HIVE_SYNC_MODE: Final = ChoiceOption("hoodie.datasource.hive_sync.mode", "hms", {"hms": "hms"})

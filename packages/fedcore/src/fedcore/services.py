@@ -81,7 +81,7 @@ def run_table_services(table: TableHandle) -> list[str]:
 
 def _hive_sync(table: TableHandle) -> None:
     try:  # PyIceberg is an extra: a table without hive sync needs none of it
-        from fedcore.iceberg.sync import SyncTarget, sync
+        from fedcore.iceberg.hive_sync import SyncTarget, sync
     except ImportError as exc:
         raise ImportError(f"{P.HIVE_SYNC_ENABLE} needs fedcore[iceberg] installed ({exc})") from exc
     target = SyncTarget.of(table, table.options)

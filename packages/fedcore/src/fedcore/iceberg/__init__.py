@@ -3,12 +3,25 @@ the base files of the table's latest file slices by their physical URIs, one Ice
 snapshot per fed instant, so Iceberg engines (Trino, Hive, Spark, PyIceberg) read the table
 through its metadata, never by listing the storage path.
 
-``publish`` brings the view up to the table's latest completed instant; ``fedcore.sync``
-registers it in a Hive metastore. Needs ``fedcore[iceberg]`` (PyIceberg writes the Avro
-manifests and the table metadata)."""
+``publish`` brings the view up to the table's latest completed instant; ``sync`` publishes
+and registers it in a Hive metastore. This package is the view's public API: engine adapters
+(fed-trino-client) import it beside ``fedcore.engine``. Needs ``fedcore[iceberg]`` (PyIceberg
+writes the Avro manifests and the table metadata)."""
 
 from __future__ import annotations
 
-from fedcore.iceberg.view import PublishResult, ViewState, current_view, publish
+from fedcore.iceberg.hive_sync import SyncResult, SyncTarget, registered_instant, registered_tables, sync
+from fedcore.iceberg.view import PublishResult, ViewState, current_view, latest_instant, publish
 
-__all__ = ["PublishResult", "ViewState", "current_view", "publish"]
+__all__ = [
+    "PublishResult",
+    "SyncResult",
+    "SyncTarget",
+    "ViewState",
+    "current_view",
+    "latest_instant",
+    "publish",
+    "registered_instant",
+    "registered_tables",
+    "sync",
+]

@@ -89,10 +89,27 @@ class Metastore:
                 "checking the location it replaces (HIVE-26882), so two publishers could lose an update"
             )
 
-    def location(self, database: str, table: str) -> str | None:
-        """The metadata location the metastore holds for ``database.table`` (None: no table)."""
+    def parameters(self, database: str, table: str) -> dict[str, str] | None:
+        """The parameters of ``database.table`` (None: no such table)."""
         found = self._table(database, table)
-        return None if found is None else (found.parameters or {}).get(METADATA_LOCATION)
+        return None if found is None else dict(found.parameters or {})
+
+    def fed_tables(self, database: str) -> dict[str, str]:
+        """The fed views registered in ``database``: metastore table name -> fed table path."""
+        try:
+            names = self._client.get_all_tables(database)
+        except NoSuchObjectException:
+            return {}
+        except TException as exc:
+            raise MetastoreError(
+                f"the metastore at {self.uri} failed to list database {database}: {exc}"
+            ) from exc
+        out = {}
+        for name in names:
+            params = self.parameters(database, name) or {}
+            if params.get(TABLE_PATH_PARAMETER):
+                out[name] = params[TABLE_PATH_PARAMETER]
+        return out
 
     def register(
         self,

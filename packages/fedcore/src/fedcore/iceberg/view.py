@@ -3,12 +3,12 @@ metadata, never from a listing.
 
 Layout, under the table path (metadata only, as everything under ``.hoodie/``)::
 
-    .hoodie/iceberg/metadata/v<N>.metadata.json     table metadata, version N
+    .hoodie/iceberg/metadata/<N>-<T>.metadata.json  table metadata, version N (T: the table's tag)
     .hoodie/iceberg/metadata/version-hint.text      N (a hint: readers probe past it)
     .hoodie/iceberg/metadata/snap-<id>-<uuid>.avro  a snapshot's manifest list
     .hoodie/iceberg/metadata/<uuid>-m<shard>.avro   the manifest of one fed partition
 
-The view's commit point is the exclusive create of ``v<N+1>.metadata.json``: two publishers
+The view's commit point is the exclusive create of version N+1's metadata file: two publishers
 racing for the same version never both win, and the loser starts again from the winner's.
 
 Each manifest holds the base files of one fed partition (its shard: a hash of the partition
@@ -66,7 +66,7 @@ from pyiceberg.table.update import (
 
 from fedcore import properties as P
 from fedcore.commit_metadata import CommitMetadata
-from fedcore.exceptions import StorageFileExistsError, UnsupportedTableError
+from fedcore.exceptions import StorageFileExistsError, StorageFileNotFoundError, UnsupportedTableError
 from fedcore.filenames import BASE_FILE_RE
 from fedcore.handle import TableHandle
 from fedcore.iceberg.data_files import DataFiles, parse_stats, partition_spec
@@ -87,7 +87,7 @@ ACTION_KEY = "fed.action"
 #: Table property: which of fed's query types the view shows.
 QUERY_TYPE_KEY = "fed.query-type"
 _HINT = "version-hint.text"
-_VERSION_RE = re.compile(r"v(\d+)\.metadata\.json")
+_VERSION_RE = re.compile(r"/(\d+)-[0-9a-f]{16}\.metadata\.json$")
 _SHARD_RE = re.compile(r"-m([0-9a-f]{16})\.avro$")
 #: How often a publisher that lost a race for the next version starts again.
 _ATTEMPTS = 5
@@ -97,7 +97,7 @@ _ATTEMPTS = 5
 class ViewState:
     """The view as published: its newest metadata file and the fed instant it shows."""
 
-    location: str | None  # URI of the newest vN.metadata.json; None before the first publish
+    location: str | None  # URI of the newest version's metadata file; None before the first publish
     version: int  # N (0 before the first publish)
     metadata: TableMetadata | None
     instant: str | None  # the fed instant of the current snapshot
@@ -117,6 +117,21 @@ def metadata_folder(table: TableHandle) -> str:
     return f"{table.path}/{FOLDER}/metadata"
 
 
+def metadata_file(table: TableHandle, version: int) -> str:
+    """Version ``version``'s metadata file. Its name carries a tag of the table's path: Trino
+    caches metadata files by path without the bucket (and by time and length), so two tables
+    at one key in two buckets, published in the same second, were confused (seen here with
+    Trino 476); with the tag, no two tables share a metadata file name."""
+    tag = str(xxhash.xxh64_hexdigest(table.path.encode()))
+    return f"{metadata_folder(table)}/{version:05d}-{tag}.metadata.json"  # Iceberg's own form
+
+
+def version_of(location: str) -> int:
+    """The version number of a metadata file of the view (-1 for another file)."""
+    match = _VERSION_RE.search(location)
+    return int(match[1]) if match else -1
+
+
 def current_view(table: TableHandle) -> ViewState:
     """The newest published version: the version hint, then a probe past it (the hint is
     written after the version, so it may lag by one or more)."""
@@ -129,11 +144,11 @@ def current_view(table: TableHandle) -> ViewState:
             version = 0
         except ValueError:
             version = 0
-        while fs.exists(f"{folder}/v{version + 1}.metadata.json"):
+        while fs.exists(metadata_file(table, version + 1)):
             version += 1
         if version == 0:
             return ViewState(None, 0, None, None)
-        location = f"{folder}/v{version}.metadata.json"
+        location = metadata_file(table, version)
         metadata = TableMetadataUtil.parse_raw(fs.cat_file(location))
     return ViewState(location, version, metadata, shown_instant(metadata))
 
@@ -146,6 +161,13 @@ def shown_instant(metadata: TableMetadata) -> str | None:
 
 def _instant_of(snapshot: Snapshot) -> str | None:
     return snapshot.summary.additional_properties.get(INSTANT_KEY) if snapshot.summary else None
+
+
+def latest_instant(table: TableHandle) -> str | None:
+    """The instant a publish now would show: the table's latest completed write."""
+    actions = MERGE_ON_READ_WRITE_ACTIONS if table.config.table_type == P.TABLE_TYPE_MOR else WRITE_ACTIONS
+    writes = table.timeline().completed(actions)
+    return writes[-1].time if writes else None
 
 
 def publish(table: TableHandle) -> PublishResult:
@@ -180,6 +202,7 @@ class _Publisher:
         self.merge_on_read = table.config.table_type == P.TABLE_TYPE_MOR
         self.timeline = table.timeline()
         self._types: dict[str, pa.DataType] = {}
+        self._schemas: dict[str, pa.Schema] = {}  # a commit's Avro schema -> its files' schema
         #: The version this publish replaces, logged in the first metadata it makes.
         self._replaces = state.location
 
@@ -418,9 +441,21 @@ class _Publisher:
     # -- schema, spec, files ---------------------------------------------------------------
 
     def _arrow_at(self, instant: Instant) -> pa.Schema:
-        schema = self.table.schema(self.timeline, as_of=instant.time)
+        """The schema of the files as of ``instant``: a base file's footer (the exact types
+        readers meet; the commit's Avro schema is coarser), read once per distinct schema the
+        commits record. Where that instant's files were cleaned since, the newest files say."""
+        recorded = self.table.commit_metadata(instant).schema or ""
+        schema = self._schemas.get(recorded)
         if schema is None:
-            raise UnsupportedTableError(f"table {self.table.name}: instant {instant.time} records no schema")
+            try:
+                schema = self.table.schema(self.timeline, as_of=instant.time)
+            except StorageFileNotFoundError:
+                schema = self.table.schema(self.timeline)
+            if schema is None:
+                raise UnsupportedTableError(
+                    f"table {self.table.name}: instant {instant.time} records no schema"
+                )
+            self._schemas[recorded] = schema
         return self._arrow(schema)
 
     def _arrow(self, schema: pa.Schema) -> pa.Schema:
@@ -520,7 +555,7 @@ class _Publisher:
         """Create the next version exclusively (``StorageFileExistsError``: another publisher's
         landed first), then move the version hint."""
         version = self.state.version + 1
-        location = f"{self.folder}/v{version}.metadata.json"
+        location = metadata_file(self.table, version)
         create_exclusive(self.table.fs.table_fs, location, metadata.model_dump_json().encode())
         with storage_errors(location):
             self.table.fs.table_fs.pipe_file(f"{self.folder}/{_HINT}", str(version).encode())

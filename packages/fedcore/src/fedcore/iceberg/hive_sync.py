@@ -6,17 +6,14 @@ catches up); ``fed sync`` does it by hand."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from fedcore import properties as P
 from fedcore.exceptions import MetastoreError
 from fedcore.handle import TableHandle
-from fedcore.iceberg.metastore import Metastore
-from fedcore.iceberg.view import current_view, publish
-
-_VERSION_RE = re.compile(r"/v(\d+)\.metadata\.json$")
+from fedcore.iceberg.metastore import INSTANT_PARAMETER, Metastore
+from fedcore.iceberg.view import current_view, publish, version_of
 
 
 @dataclass(frozen=True)
@@ -62,7 +59,7 @@ def sync(table: TableHandle, target: SyncTarget) -> SyncResult:
         raise MetastoreError(f"table {table.name} has no schema yet: nothing to register")
     state = current_view(table)
     assert state.metadata is not None
-    ours = _version(result.metadata_location)
+    ours = version_of(result.metadata_location)
     errors = []
     for uri in target.uris:
         try:
@@ -74,7 +71,7 @@ def sync(table: TableHandle, target: SyncTarget) -> SyncResult:
                     schema=state.metadata.schema(),
                     metadata_location=result.metadata_location,
                     instant=result.instant,
-                    is_newer=lambda held: _version(held) > ours,
+                    is_newer=lambda held: version_of(held) > ours,
                 )
         except MetastoreError as exc:
             errors.append(str(exc))
@@ -90,6 +87,14 @@ def sync(table: TableHandle, target: SyncTarget) -> SyncResult:
     raise MetastoreError("; ".join(errors))
 
 
-def _version(location: str) -> int:
-    match = _VERSION_RE.search(location)
-    return int(match[1]) if match else -1
+def registered_instant(uri: str, database: str, table: str) -> str | None:
+    """The fed instant ``database.table`` shows in the metastore at ``uri`` (None: not there)."""
+    with Metastore(uri) as metastore:
+        params = metastore.parameters(database, table)
+    return None if params is None else params.get(INSTANT_PARAMETER) or None
+
+
+def registered_tables(uri: str, database: str) -> dict[str, str]:
+    """The fed tables registered in ``database``: metastore name -> fed table path."""
+    with Metastore(uri) as metastore:
+        return metastore.fed_tables(database)

@@ -1,0 +1,180 @@
+"""A real Trino server (476) on loopback, for tests and benchmarks.
+
+Trino's server and its connector plugins come from Maven Central through ``mvn`` (cached in
+``~/.m2``; unpacked once under ``~/.cache/fed-dev``); it runs on Java 24 or later (the
+Temurin 25 JDK these machines carry beside the default Java 17, or ``TRINO_JAVA_HOME``). One
+node, coordinator and worker at once, with an Iceberg catalog (and optionally a Hive
+catalog) on a Hive metastore and a loopback S3 server."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.request
+import uuid
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from fed_dev.metastore import MissingToolError
+from fed_dev.process import ProcessServer, free_port
+from fed_dev.servers import ACCESS_KEY, REGION, SECRET_KEY, S3Endpoint
+
+VERSION = "476"
+#: Maven coordinates of the server and of each connector plugin used.
+_SERVER = f"io.trino:trino-server-core:{VERSION}:tar.gz"
+_PLUGINS = {"iceberg": f"io.trino:trino-iceberg:{VERSION}:zip", "hive": f"io.trino:trino-hive:{VERSION}:zip"}
+_CACHE = Path(os.environ.get("FED_DEV_CACHE", Path.home() / ".cache" / "fed-dev"))
+
+
+def java_home() -> str:
+    """A JDK of version 24 or later: ``TRINO_JAVA_HOME``, else one under /usr/lib/jvm."""
+    given = os.environ.get("TRINO_JAVA_HOME")
+    candidates = (
+        [given]
+        if given
+        else sorted(glob.glob("/usr/lib/jvm/*-2[4-9]*")) + sorted(glob.glob("/usr/lib/jvm/*-3[0-9]*"))
+    )
+    for home in candidates:
+        if home and Path(home, "bin", "java").exists():
+            return home
+    raise MissingToolError(
+        "Trino 476 runs on Java 24 or later: none found under /usr/lib/jvm; install one (e.g. Temurin 25) "
+        "or set TRINO_JAVA_HOME to its folder"
+    )
+
+
+def _artifact(coordinates: str) -> Path:
+    """A Maven artifact's file in ~/.m2, fetched by mvn on first use."""
+    group, artifact, version, kind = coordinates.split(":")
+    path = (
+        Path.home()
+        / ".m2"
+        / "repository"
+        / group.replace(".", "/")
+        / artifact
+        / version
+        / f"{artifact}-{version}.{kind}"
+    )
+    if path.exists():
+        return path
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise MissingToolError("Trino's server comes from Maven Central: install Maven (mvn)")
+    done = subprocess.run(
+        [mvn, "-q", "dependency:get", f"-Dartifact={coordinates}", "-Dtransitive=false"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0 or not path.exists():
+        raise MissingToolError(f"mvn could not fetch {coordinates}: {done.stdout[-2000:]}")
+    return path
+
+
+def trino_home(plugins: tuple[str, ...] = ("iceberg",)) -> Path:
+    """Trino's server with the given connector plugins, unpacked once into the cache."""
+    home = _CACHE / f"trino-server-{VERSION}"
+    if not (home / "bin" / "launcher").exists():
+        tarball = _artifact(_SERVER)
+        _CACHE.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix="trino-", dir=_CACHE))
+        subprocess.run(["tar", "xzf", str(tarball), "-C", str(staging)], check=True)
+        unpacked = next(staging.iterdir())
+        unpacked.rename(home)
+        shutil.rmtree(staging)
+    for name in plugins:
+        target = home / "plugin" / f"trino-{name}-{VERSION}"
+        if not target.exists():
+            staging = Path(tempfile.mkdtemp(prefix=f"plugin-{name}-", dir=home / "plugin"))
+            with zipfile.ZipFile(_artifact(_PLUGINS[name])) as archive:
+                archive.extractall(staging)
+            next(staging.iterdir()).rename(target)
+            shutil.rmtree(staging)
+    return home
+
+
+class TrinoServer(ProcessServer):
+    """``start()`` (or a with-block); ``port`` is its HTTP port on 127.0.0.1. Catalogs:
+    ``iceberg`` (and ``hive`` with ``hive=True``) on the metastore at ``metastore_uri``,
+    reading ``s3://`` through the S3 endpoint ``s3``."""
+
+    def __init__(self, metastore_uri: str, s3: S3Endpoint, *, hive: bool = False) -> None:
+        super().__init__()
+        self.metastore_uri = metastore_uri
+        self.s3 = s3
+        self.hive = hive
+        self.port = 0
+
+    def start(self, timeout: float = 180.0) -> TrinoServer:
+        home = trino_home(("iceberg", "hive") if self.hive else ("iceberg",))
+        java = java_home()
+        root = self.folder
+        etc = root / "etc"
+        (etc / "catalog").mkdir(parents=True)
+        self.port = free_port()
+        _write(etc / "node.properties", {
+            "node.environment": "test", "node.id": str(uuid.uuid4()), "node.data-dir": str(root / "data"),
+        })  # fmt: skip
+        _write(etc / "config.properties", {
+            "coordinator": "true",
+            "node-scheduler.include-coordinator": "true",
+            "http-server.http.port": str(self.port),
+            "discovery.uri": f"http://127.0.0.1:{self.port}",
+            "query.max-memory": "1GB",
+            "query.max-memory-per-node": "1GB",
+        })  # fmt: skip
+        (etc / "jvm.config").write_text(
+            "\n".join(
+                [
+                    "-server",
+                    "-Xmx3G",
+                    "-XX:+UseG1GC",
+                    "-XX:+ExitOnOutOfMemoryError",
+                    "-Djdk.attach.allowAttachSelf=true",
+                ]
+            )
+            + "\n"
+        )
+        s3 = {
+            "fs.native-s3.enabled": "true",
+            "s3.endpoint": self.s3.endpoint_url,
+            "s3.path-style-access": "true",
+            "s3.region": REGION,
+            "s3.aws-access-key": ACCESS_KEY,
+            "s3.aws-secret-key": SECRET_KEY,
+            "hive.metastore.uri": self.metastore_uri,
+        }
+        _write(etc / "catalog" / "iceberg.properties", {
+            "connector.name": "iceberg",
+            "iceberg.catalog.type": "hive_metastore",
+            "iceberg.security": "read_only",  # the view is fed's to write
+            **s3,
+        })  # fmt: skip
+        if self.hive:
+            _write(etc / "catalog" / "hive.properties", {"connector.name": "hive", **s3})
+        env = {**os.environ, "JAVA_HOME": java, "PATH": f"{java}/bin:{os.environ.get('PATH', '')}"}
+        launcher = [str(home / "bin" / "launcher"), "run", f"--etc-dir={etc}", f"--data-dir={root / 'data'}"]
+        process = self.spawn(launcher, env)
+        deadline = time.monotonic() + timeout
+        while not self._ready():
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise self.failed("Trino")
+            time.sleep(0.5)
+        return self
+
+    def _ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/v1/info", timeout=2) as response:
+                return json.load(response).get("starting") is False
+        except OSError:
+            return False
+
+
+def _write(path: Path, settings: Mapping[str, str]) -> None:
+    path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))

@@ -1,0 +1,195 @@
+"""Trino reads exactly fedcore's rows through the Iceberg view, after every kind of write and
+table service, on every layout; a one-partition query touches only that partition's files
+and never lists the storage bucket; a query right after a write sees it; a publish racing
+queries never shows Trino a mixed state."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from typing import Any
+
+import pytest
+
+import fed_trino
+from fed_dev.metastore import HiveMetastore
+from fed_dev.servers import LoopbackS3
+from fed_dev.testing import trips
+from fed_dev.trino import TrinoServer
+from fedcore import Table, create_table
+from fedcore import properties as P
+from fedcore.archival import archive
+from fedcore.cleaning import clean
+from fedcore.rollback import rollback
+
+LAYOUTS = {
+    "object_store": {P.STORAGE_STRATEGY_CLASS: "object_store"},
+    "bounded_prefix": {P.STORAGE_STRATEGY_CLASS: "object_store", P.STORAGE_PREFIX_COUNT: "4"},
+    "hive": {},
+}
+KEEP = {
+    P.ARCHIVE_MIN_INSTANTS: "3",
+    P.ARCHIVE_MAX_INSTANTS: "5",
+    P.CLEANER_COMMITS_RETAINED: "1",
+    P.HEARTBEAT_INTERVAL_MS: "100",
+}
+_names = itertools.count()
+
+
+def make(s3: LoopbackS3, layout: str, **extra: str) -> tuple[Table, str, str]:
+    """A new table on S3 (its own buckets); its metastore name and its storage bucket."""
+    n = next(_names)
+    tables, storage = s3.create_bucket(f"tables{n}"), s3.create_bucket(f"storage{n}")
+    props = dict(LAYOUTS[layout])
+    if props:
+        props[P.STORAGE_PATH] = storage
+    table = create_table(
+        f"{tables}/trips",
+        name="trips",
+        record_key_fields=["trip_id"],
+        partition_fields=["country"],
+        precombine_field="ts",
+        properties={**props, **KEEP, **extra},
+        storage_options=s3.storage_options(),
+    )
+    return table, f"trips_{n}", storage if props else tables
+
+
+def connect(server: TrinoServer, metastore: HiveMetastore, s3: LoopbackS3, **tables: str) -> Any:
+    return fed_trino.connect(
+        port=server.port,
+        schema="lake",
+        metastore=metastore.uri,
+        tables=tables,
+        storage_options=s3.storage_options(),
+    )
+
+
+def query(connection: Any, sql: str) -> list[tuple[Any, ...]]:
+    cursor = connection.cursor()
+    cursor.execute(sql)
+    return sorted(tuple(row) for row in cursor.fetchall())
+
+
+def fed_rows(table: Table, **kwargs: Any) -> list[tuple[Any, ...]]:
+    data = table.read(columns=["trip_id", "country", "ts", "fare"], **kwargs)
+    return sorted(tuple(row.values()) for row in data.to_pylist())
+
+
+def assert_same(connection: Any, name: str, table: Table) -> None:
+    columns = "trip_id, country, ts, fare"
+    assert query(connection, f"SELECT {columns} FROM {name}") == fed_rows(table)
+    assert query(connection, f"SELECT {columns} FROM {name} WHERE country = 'us'") == fed_rows(
+        table, filters=[("country", "=", "us")]
+    )
+    assert query(connection, f"SELECT {columns} FROM {name} WHERE fare >= 15") == fed_rows(
+        table, filters=[("fare", ">=", 15.0)]
+    )
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_trino_reads_fedcores_rows_after_every_write_and_service(
+    trino_server: TrinoServer, metastore: HiveMetastore, s3_server: LoopbackS3, layout: str
+) -> None:
+    table, name, _ = make(s3_server, layout)
+    connection = connect(trino_server, metastore, s3_server, **{name: table.path})
+    table.write(trips(range(8), ["us", "de"] * 4), "bulk_insert")
+    assert_same(connection, name, table)
+    table.write(trips(range(4, 12), ["us", "de"] * 4, ts=2, fare=100.0), "upsert")
+    assert_same(connection, name, table)
+    table.write(trips([0, 2], ["us", "us"]), "delete")
+    assert_same(connection, name, table)
+    table.write(trips(range(50, 53), "fr"), "insert_overwrite")
+    assert_same(connection, name, table)
+    clean(table, retained=1)
+    assert_same(connection, name, table)
+    upserted = table.write(trips([50], "fr", ts=9, fare=7.0), "upsert").instant
+    assert_same(connection, name, table)
+    rollback(table, upserted)
+    assert_same(connection, name, table)
+    for n in range(6):
+        table.write(trips([n + 100], "us", fare=float(n)), "upsert")
+    archive(table)
+    assert_same(connection, name, table)
+
+
+def test_a_one_partition_query_reads_only_its_files_and_lists_nothing(
+    trino_server: TrinoServer, metastore: HiveMetastore, s3_server: LoopbackS3
+) -> None:
+    table, name, storage = make(s3_server, "object_store")
+    connection = connect(trino_server, metastore, s3_server, **{name: table.path})
+    table.write(trips(range(40), ["us", "de", "fr", "br"] * 10), "bulk_insert")
+    table.write(trips(range(40, 60), ["us", "de"] * 10), "insert")
+    query(connection, f"SELECT count(*) FROM {name}")  # published; metadata cached by Trino
+    bucket = storage.removeprefix("s3://")
+    us_files = {
+        table.fs.to_physical(s.path).removeprefix("s3://")
+        for s in table.scan([("country", "=", "us")]).plan_files()
+    }
+    s3_server.requests.reset()
+    got = query(connection, f"SELECT trip_id, fare FROM {name} WHERE country = 'us'")
+    assert got == sorted((r[0], r[3]) for r in fed_rows(table, filters=[("country", "=", "us")]))
+    assert not [p for p in s3_server.requests.listed if p.startswith(bucket)], s3_server.requests.listed
+    read = {key for key in s3_server.requests.gets if key.startswith(bucket)}
+    assert read, "the query read the partition's files"
+    assert read <= us_files, read - us_files
+
+
+def test_a_query_right_after_a_write_sees_it(
+    trino_server: TrinoServer, metastore: HiveMetastore, s3_server: LoopbackS3
+) -> None:
+    table, name, _ = make(s3_server, "object_store")
+    table.write(trips(range(3), "us"), "bulk_insert")
+    fresh = connect(trino_server, metastore, s3_server, **{name: table.path})
+    assert query(fresh, f"SELECT count(*) FROM {name}") == [(3,)]
+    table.write(trips(range(3, 5), "de"), "insert")  # no hive sync on this write
+    stale = fed_trino.connect(port=trino_server.port, schema="lake", read_your_writes=False)
+    assert query(stale, f"SELECT count(*) FROM {name}") == [(3,)]  # what the metastore shows
+    assert query(fresh, f"SELECT count(*) FROM {name}") == [(5,)]  # published before the query
+    # Every fed table registered in the schema, asked of the metastore.
+    every = fed_trino.connect(
+        port=trino_server.port,
+        schema="lake",
+        metastore=metastore.uri,
+        storage_options=s3_server.storage_options(),
+    )
+    assert every.fed_tables[name] == table.path
+
+
+def test_publishes_racing_queries_never_show_a_mixed_state(
+    trino_server: TrinoServer, metastore: HiveMetastore, s3_server: LoopbackS3
+) -> None:
+    sync = {
+        P.HIVE_SYNC_ENABLE: "true",
+        P.HIVE_SYNC_METASTORE_URIS: metastore.uri,
+        P.HIVE_SYNC_DATABASE: "lake",
+    }
+    table, name, _ = make(s3_server, "object_store", **{**sync, P.HIVE_SYNC_TABLE: f"race_{next(_names)}"})
+    name = table.options[P.HIVE_SYNC_TABLE]
+    table.write(trips(range(20), ["us", "de"] * 10), "bulk_insert")
+    reader = fed_trino.connect(port=trino_server.port, schema="lake", read_your_writes=False)
+    seen: list[tuple[Any, ...]] = []
+    done = threading.Event()
+
+    def write() -> None:
+        try:
+            for n in range(6):  # each upsert rewrites both partitions' file groups
+                table.write(
+                    trips(range(20), ["us", "de"] * 10, ts=n + 2, fare=float(100 * (n + 1))), "upsert"
+                )
+        finally:
+            done.set()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    while not done.is_set():
+        seen += query(reader, f"SELECT count(*), sum(fare), min(fare), max(fare) FROM {name}")
+    writer.join()
+    # Each instant's state: 20 rows, every fare from the same write.
+    states = {
+        (20, float(sum(f + i for i in range(20))), float(f), float(f + 19))
+        for f in [10.0] + [100.0 * (n + 1) for n in range(6)]
+    }
+    assert seen
+    assert set(seen) <= states, set(seen) - states
+    assert query(reader, f"SELECT count(*), max(fare) FROM {name}") == [(20, 619.0)]
