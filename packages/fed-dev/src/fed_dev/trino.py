@@ -102,13 +102,21 @@ def trino_home(plugins: tuple[str, ...] = ("iceberg",)) -> Path:
 class TrinoServer(ProcessServer):
     """``start()`` (or a with-block); ``port`` is its HTTP port on 127.0.0.1. Catalogs:
     ``iceberg`` (and ``hive`` with ``hive=True``) on the metastore at ``metastore_uri``,
-    reading ``s3://`` through the S3 endpoint ``s3``."""
+    reading ``s3://`` through the S3 endpoint ``s3``; ``iceberg``: more Iceberg catalog settings."""
 
-    def __init__(self, metastore_uri: str, s3: S3Endpoint, *, hive: bool = False) -> None:
+    def __init__(
+        self,
+        metastore_uri: str,
+        s3: S3Endpoint,
+        *,
+        hive: bool = False,
+        iceberg: Mapping[str, str] | None = None,
+    ) -> None:
         super().__init__()
         self.metastore_uri = metastore_uri
         self.s3 = s3
         self.hive = hive
+        self.iceberg = dict(iceberg or {})  # more settings of the Iceberg catalog
         self.port = 0
 
     def start(self, timeout: float = 180.0) -> TrinoServer:
@@ -155,6 +163,7 @@ class TrinoServer(ProcessServer):
             "iceberg.catalog.type": "hive_metastore",
             "iceberg.security": "read_only",  # the view is fed's to write
             **s3,
+            **self.iceberg,
         })  # fmt: skip
         if self.hive:
             _write(etc / "catalog" / "hive.properties", {"connector.name": "hive", **s3})

@@ -7,10 +7,10 @@ import io
 from typing import Any
 
 from fsspec import AbstractFileSystem
-from pyiceberg.io import FileIO, InputFile, OutputFile, OutputStream
-from pyiceberg.io.fsspec import FsspecInputFile
+from pyiceberg.io import FileIO, InputFile, InputStream, OutputFile, OutputStream
 
 from fedcore.io.errors import storage_errors
+from fedcore.io.filesystems import read_object
 
 
 class FedFileIO(FileIO):
@@ -21,7 +21,7 @@ class FedFileIO(FileIO):
         self._fs = fs
 
     def new_input(self, location: str) -> InputFile:
-        return FsspecInputFile(location, self._fs)
+        return _WholeInput(location, self._fs)
 
     def new_output(self, location: str) -> OutputFile:
         return _BufferedOutput(location, self._fs)
@@ -30,6 +30,29 @@ class FedFileIO(FileIO):
         path = location if isinstance(location, str) else location.location
         with storage_errors(path):
             self._fs.rm_file(path)
+
+
+class _WholeInput(InputFile):
+    """A metadata file read in one GET (no HEAD for its size first): they are small."""
+
+    def __init__(self, location: str, fs: AbstractFileSystem) -> None:
+        super().__init__(location)
+        self._fs = fs
+        self._data: bytes | None = None
+
+    def _read(self) -> bytes:
+        if self._data is None:
+            self._data = read_object(self._fs, self.location)
+        return self._data
+
+    def __len__(self) -> int:
+        return len(self._read())
+
+    def exists(self) -> bool:
+        return bool(self._fs.exists(self.location))
+
+    def open(self, seekable: bool = True) -> InputStream:
+        return io.BytesIO(self._read())
 
 
 class _BufferedOutput(OutputFile):
@@ -50,7 +73,7 @@ class _BufferedOutput(OutputFile):
         return bool(self._fs.exists(self.location))
 
     def to_input_file(self) -> InputFile:
-        return FsspecInputFile(self.location, self._fs)
+        return _WholeInput(self.location, self._fs)
 
     def create(self, overwrite: bool = False) -> OutputStream:
         return _Upload(self)

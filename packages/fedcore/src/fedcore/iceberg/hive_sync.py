@@ -13,7 +13,7 @@ from fedcore import properties as P
 from fedcore.exceptions import MetastoreError
 from fedcore.handle import TableHandle
 from fedcore.iceberg.metastore import INSTANT_PARAMETER, Metastore
-from fedcore.iceberg.view import current_view, publish, version_of
+from fedcore.iceberg.view import publish, version_of
 
 
 @dataclass(frozen=True)
@@ -55,10 +55,8 @@ class SyncResult:
 def sync(table: TableHandle, target: SyncTarget) -> SyncResult:
     """Publish the view, then point the metastore's table at it."""
     result = publish(table)
-    if result.metadata_location is None:
+    if result.metadata_location is None or result.metadata is None:
         raise MetastoreError(f"table {table.name} has no schema yet: nothing to register")
-    state = current_view(table)
-    assert state.metadata is not None
     ours = version_of(result.metadata_location)
     errors = []
     for uri in target.uris:
@@ -68,7 +66,7 @@ def sync(table: TableHandle, target: SyncTarget) -> SyncResult:
                     target.database,
                     target.table,
                     table_path=table.path,
-                    schema=state.metadata.schema(),
+                    schema=result.metadata.schema(),
                     metadata_location=result.metadata_location,
                     instant=result.instant,
                     is_newer=lambda held: version_of(held) > ours,

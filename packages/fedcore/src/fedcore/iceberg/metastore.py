@@ -38,6 +38,11 @@ PREVIOUS_METADATA_LOCATION = "previous_metadata_location"
 INSTANT_PARAMETER = "fed.instant"
 TABLE_PATH_PARAMETER = "fed.table.path"
 _ATTEMPTS = 5
+#: The metastore must not compute statistics by listing the table's location (its whole
+#: ``.hoodie/`` tree: dozens of LISTs per update): the view's files are not under it anyway.
+_NO_STATS = {"DO_NOT_UPDATE_STATS": "true"}
+#: Metastores whose version was found good, by URI (asked once per process).
+_CHECKED: set[str] = set()
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,8 @@ class Metastore:
         self._transport.close()
 
     def _check_version(self) -> None:
+        if self.uri in _CHECKED:
+            return
         try:
             version = str(self._client.getVersion())
         except TException as exc:
@@ -88,6 +95,7 @@ class Metastore:
                 f"the metastore at {self.uri} is Hive {version}: before 4.0 it applies an update without "
                 "checking the location it replaces (HIVE-26882), so two publishers could lose an update"
             )
+        _CHECKED.add(self.uri)
 
     def parameters(self, database: str, table: str) -> dict[str, str] | None:
         """The parameters of ``database.table`` (None: no such table)."""
@@ -124,10 +132,10 @@ class Metastore:
     ) -> Registration:
         """Make ``database.table`` point at ``metadata_location``, replacing whatever location it
         held, unless that one is newer (``is_newer(held)``: another publisher got further)."""
-        self._ensure_database(database)
         for _ in range(_ATTEMPTS):
             found = self._table(database, table)
             if found is None:
+                self._ensure_database(database)
                 if self._create(database, table, table_path, schema, metadata_location, instant):
                     return Registration(database, table, metadata_location, True)
                 continue  # created by another publisher meanwhile: update theirs
@@ -151,7 +159,11 @@ class Metastore:
                 INSTANT_PARAMETER: instant or "",
             }
             context = EnvironmentContext(
-                {"expected_parameter_key": METADATA_LOCATION, "expected_parameter_value": held or ""}
+                {
+                    **_NO_STATS,
+                    "expected_parameter_key": METADATA_LOCATION,
+                    "expected_parameter_value": held or "",
+                }
             )
             try:
                 self._client.alter_table_with_environment_context(database, table, found, context)
@@ -217,7 +229,7 @@ class Metastore:
             },
         )
         try:
-            self._client.create_table(entry)
+            self._client.create_table_with_environment_context(entry, EnvironmentContext(_NO_STATS))
             return True
         except AlreadyExistsException:
             return False

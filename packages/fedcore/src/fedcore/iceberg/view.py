@@ -74,7 +74,7 @@ from fedcore.iceberg.fileio import FedFileIO
 from fedcore.iceberg.schema import iceberg_schema, name_mapping_json, same_fields
 from fedcore.io.atomic import create_exclusive
 from fedcore.io.errors import storage_errors
-from fedcore.io.filesystems import open_sized
+from fedcore.io.filesystems import open_sized, read_found, read_object
 from fedcore.io.parquet import file_stats, read_parquet_metadata
 from fedcore.records import with_meta_fields
 from fedcore.timeline import MERGE_ON_READ_WRITE_ACTIONS, ROLLBACK, WRITE_ACTIONS, Instant
@@ -86,6 +86,9 @@ INSTANT_KEY = "fed.instant"
 ACTION_KEY = "fed.action"
 #: Table property: which of fed's query types the view shows.
 QUERY_TYPE_KEY = "fed.query-type"
+#: Table property: a hash of the commit Avro schema the current Iceberg schema was made for, so
+#: that a publish whose commits record the same schema needs no file footer to learn it.
+SCHEMA_HASH_KEY = "fed.avro-schema-hash"
 _HINT = "version-hint.text"
 _VERSION_RE = re.compile(r"/(\d+)-[0-9a-f]{16}\.metadata\.json$")
 _SHARD_RE = re.compile(r"-m([0-9a-f]{16})\.avro$")
@@ -111,6 +114,8 @@ class PublishResult:
     instant: str | None
     metadata_location: str | None
     snapshots: int
+    #: The metadata published (its schema is what a catalog registers).
+    metadata: TableMetadata | None = field(default=None, compare=False, repr=False)
 
 
 def metadata_folder(table: TableHandle) -> str:
@@ -137,19 +142,21 @@ def current_view(table: TableHandle) -> ViewState:
     written after the version, so it may lag by one or more)."""
     fs = table.fs.table_fs
     folder = metadata_folder(table)
-    with storage_errors(folder):
-        try:
-            version = int(fs.cat_file(f"{folder}/{_HINT}").decode().strip())
-        except FileNotFoundError:
-            version = 0
-        except ValueError:
-            version = 0
-        while fs.exists(metadata_file(table, version + 1)):
-            version += 1
-        if version == 0:
-            return ViewState(None, 0, None, None)
-        location = metadata_file(table, version)
-        metadata = TableMetadataUtil.parse_raw(fs.cat_file(location))
+    try:
+        version = int(read_object(fs, f"{folder}/{_HINT}").decode().strip())
+    except (FileNotFoundError, ValueError):
+        version = 0
+    # The hinted version and the next, in one round trip; then onward while there are more.
+    found = read_found(fs, [metadata_file(table, v) for v in (version, version + 1) if v])
+    while metadata_file(table, version + 1) in found:
+        version += 1
+        if metadata_file(table, version + 1) not in found:
+            found |= read_found(fs, [metadata_file(table, version + 1)])
+    if version == 0:
+        return ViewState(None, 0, None, None)
+    location = metadata_file(table, version)
+    raw = found[location] if location in found else read_object(fs, location)
+    metadata = TableMetadataUtil.parse_raw(raw.decode())
     return ViewState(location, version, metadata, shown_instant(metadata))
 
 
@@ -203,6 +210,7 @@ class _Publisher:
         self.timeline = table.timeline()
         self._types: dict[str, pa.DataType] = {}
         self._schemas: dict[str, pa.Schema] = {}  # a commit's Avro schema -> its files' schema
+        self._schema_hash = ""  # of the Avro schema of the instant being published
         #: The version this publish replaces, logged in the first metadata it makes.
         self._replaces = state.location
 
@@ -212,7 +220,7 @@ class _Publisher:
         state = self.state
         latest = writes[-1].time if writes else None
         if state.metadata is not None and state.instant == latest:
-            return PublishResult(latest, state.location, 0)
+            return PublishResult(latest, state.location, 0, state.metadata)
         metadata = state.metadata
         if latest is None:
             if metadata is not None:  # every write rolled back: an empty snapshot
@@ -220,6 +228,7 @@ class _Publisher:
             schema = self.table.schema(self.timeline)
             if schema is None:
                 return PublishResult(None, None, 0)
+            self._schema_hash = _hash(self.table.config.get(P.CREATE_SCHEMA) or "")
             return self._commit(self._create(self._arrow(schema)), 0)
         if metadata is None:
             metadata = self._create(self._arrow_at(writes[-1]))
@@ -254,7 +263,7 @@ class _Publisher:
 
     def _incremental(self, metadata: TableMetadata, instant: Instant) -> TableMetadata:
         commit = self.table.commit_metadata(instant)
-        metadata = self._evolve(metadata, self._arrow_at(instant))
+        metadata = self._evolve(metadata, self._arrow_at(instant, metadata))
         files = self._data_files(metadata)
         changes: dict[str, _Change] = {}
         for stat in commit.stats:
@@ -274,7 +283,7 @@ class _Publisher:
     def _full(self, metadata: TableMetadata, instant: Instant | None) -> TableMetadata:
         """A snapshot of the table as its metadata table shows it now (every partition)."""
         if instant is not None:
-            metadata = self._evolve(metadata, self._arrow_at(instant))
+            metadata = self._evolve(metadata, self._arrow_at(instant, metadata))
         files = self._data_files(metadata)
         current = self._manifests(metadata)
         changes: dict[str, _Change] = {shard: _Change() for shard in current}
@@ -440,23 +449,32 @@ class _Publisher:
 
     # -- schema, spec, files ---------------------------------------------------------------
 
-    def _arrow_at(self, instant: Instant) -> pa.Schema:
+    def _arrow_at(self, instant: Instant, metadata: TableMetadata | None = None) -> pa.Schema:
         """The schema of the files as of ``instant``: a base file's footer (the exact types
         readers meet; the commit's Avro schema is coarser), read once per distinct schema the
-        commits record. Where that instant's files were cleaned since, the newest files say."""
+        commits record, and not at all when ``metadata`` was made for the same one. Where that
+        instant's files were cleaned since, the newest files say."""
         recorded = self.table.commit_metadata(instant).schema or ""
+        self._schema_hash = _hash(recorded)
         schema = self._schemas.get(recorded)
+        if (
+            schema is None
+            and metadata is not None
+            and metadata.properties.get(SCHEMA_HASH_KEY) == self._schema_hash
+        ):
+            schema = _arrow_of(metadata.schema())
         if schema is None:
             try:
-                schema = self.table.schema(self.timeline, as_of=instant.time)
+                found = self.table.schema(self.timeline, as_of=instant.time)
             except StorageFileNotFoundError:
-                schema = self.table.schema(self.timeline)
-            if schema is None:
+                found = self.table.schema(self.timeline)
+            if found is None:
                 raise UnsupportedTableError(
                     f"table {self.table.name}: instant {instant.time} records no schema"
                 )
-            self._schemas[recorded] = schema
-        return self._arrow(schema)
+            schema = self._arrow(found)
+        self._schemas[recorded] = schema
+        return schema
 
     def _arrow(self, schema: pa.Schema) -> pa.Schema:
         """The columns the base files hold: Hudi's meta columns first where they are written."""
@@ -485,6 +503,7 @@ class _Publisher:
             "schema.name-mapping.default": name_mapping_json(schema),
             QUERY_TYPE_KEY: "read_optimized" if self.merge_on_read else "snapshot",
             "fed.table-type": self.table.config.table_type,
+            SCHEMA_HASH_KEY: self._schema_hash,
         }
 
     def _evolve(self, metadata: TableMetadata, arrow: pa.Schema) -> TableMetadata:
@@ -501,6 +520,8 @@ class _Publisher:
                 SetCurrentSchemaUpdate(schema_id=-1),
                 SetPropertiesUpdate(updates=self._properties(schema)),
             ]
+        elif metadata.properties.get(SCHEMA_HASH_KEY) != self._schema_hash:
+            updates.append(SetPropertiesUpdate(updates={SCHEMA_HASH_KEY: self._schema_hash}))
         spec = partition_spec(self.table.partition_scheme, schema)
         if not _same_spec(spec, metadata.spec()):
             spec_id = max(s.spec_id for s in metadata.partition_specs) + 1
@@ -559,7 +580,16 @@ class _Publisher:
         create_exclusive(self.table.fs.table_fs, location, metadata.model_dump_json().encode())
         with storage_errors(location):
             self.table.fs.table_fs.pipe_file(f"{self.folder}/{_HINT}", str(version).encode())
-        return PublishResult(shown_instant(metadata), location, snapshots)
+        return PublishResult(shown_instant(metadata), location, snapshots, metadata)
+
+
+def _hash(text: str) -> str:
+    return str(xxhash.xxh64_hexdigest(text.encode()))
+
+
+def _arrow_of(schema: Schema) -> pa.Schema:
+    """An Iceberg schema's Arrow form, as ``iceberg_schema`` maps it back to the same fields."""
+    return schema.as_arrow()
 
 
 def _shard(partition: str) -> str:
