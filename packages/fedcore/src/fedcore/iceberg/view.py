@@ -477,8 +477,10 @@ class _Publisher:
         return schema
 
     def _arrow(self, schema: pa.Schema) -> pa.Schema:
-        """The columns the base files hold: Hudi's meta columns first where they are written."""
-        return with_meta_fields(schema) if P.POPULATE_META_FIELDS.of(self.table.config) else schema
+        """The columns the base files hold: Hudi's five meta columns first. Hudi writes them
+        even with ``hoodie.populate.meta.fields=false`` (null then: fed's reads compute four of
+        them, the view shows what the files hold)."""
+        return with_meta_fields(schema)
 
     def _create(self, arrow: pa.Schema) -> TableMetadata:
         schema = iceberg_schema(arrow, None, 0)
