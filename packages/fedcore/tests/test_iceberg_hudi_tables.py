@@ -38,8 +38,12 @@ def test_a_hudi_tables_view_reads_like_fedcore_or_is_refused(archive: Path, tmp_
         pytest.skip(f"{name_of(archive)}: fedcore refuses it (test_hudi_conformance says why)")
     try:
         result = publish(table)
-    except FedError as exc:
-        assert current_view(table).location is None, f"refused ({exc}) but published"
+    except FedError:
+        refused = True
+    else:
+        refused = False
+    if refused:
+        assert current_view(table).location is None, "refused, yet published"
         return
     if result.metadata_location is None:
         assert expected.num_rows == 0
