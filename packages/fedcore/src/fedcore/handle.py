@@ -198,6 +198,11 @@ class TableHandle:
             self._commits[path] = metadata
         return metadata
 
+    @property
+    def write_actions(self) -> frozenset[str]:
+        """The actions whose instants make up a snapshot of this table (its writes)."""
+        return MERGE_ON_READ_WRITE_ACTIONS if self.config.table_type == P.TABLE_TYPE_MOR else WRITE_ACTIONS
+
     def schema(self, timeline: Timeline | None = None, as_of: str | None = None) -> pa.Schema | None:
         """The data schema (without Hudi's meta columns) as of ``as_of`` (None: now).
 
@@ -205,8 +210,7 @@ class TableHandle:
         table whose newest writes are log files, from the newest commit's Avro schema; for a
         table no write has completed on, from the schema it was created with (None if none)."""
         timeline = self.timeline() if timeline is None else timeline
-        actions = MERGE_ON_READ_WRITE_ACTIONS if self.config.table_type == P.TABLE_TYPE_MOR else WRITE_ACTIONS
-        writes = timeline.completed(actions, as_of=as_of)
+        writes = timeline.completed(self.write_actions, as_of=as_of)
         for instant in reversed(writes):
             for stat in self.commit_metadata(instant).stats:
                 if BASE_FILE_RE.fullmatch(stat.path.rpartition("/")[2]) is None:

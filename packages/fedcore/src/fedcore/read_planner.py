@@ -35,8 +35,6 @@ from fedcore.retention import check_not_archived
 from fedcore.slice_reader import Committed, SliceReader
 from fedcore.timeline import (
     COMPACTION,
-    MERGE_ON_READ_WRITE_ACTIONS,
-    WRITE_ACTIONS,
     Timeline,
     parse_instant_time,
 )
@@ -113,7 +111,7 @@ class ScanPlanner:
         merge_on_read = table.config.table_type == P.TABLE_TYPE_MOR
         timeline = table.timeline(latest_read=as_of is None)
         timeline.check_readable(table.name, merge_on_read)
-        actions = MERGE_ON_READ_WRITE_ACTIONS if merge_on_read else WRITE_ACTIONS
+        actions = table.write_actions
         writes = timeline.completed(actions, as_of=as_of)
         index = table.file_index_at(timeline)
         # The instant read: the last write completed as of ``as_of``; None before the first

@@ -77,7 +77,7 @@ from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import open_sized, read_found, read_object
 from fedcore.io.parquet import file_stats, read_parquet_metadata
 from fedcore.records import with_meta_fields
-from fedcore.timeline import MERGE_ON_READ_WRITE_ACTIONS, ROLLBACK, WRITE_ACTIONS, Instant
+from fedcore.timeline import ROLLBACK, Instant
 
 #: The view's folder, under the table path.
 FOLDER = ".hoodie/iceberg"
@@ -146,12 +146,11 @@ def current_view(table: TableHandle) -> ViewState:
         version = int(read_object(fs, f"{folder}/{_HINT}").decode().strip())
     except (FileNotFoundError, ValueError):
         version = 0
-    # The hinted version and the next, in one round trip; then onward while there are more.
+    # The hinted version and the next in one round trip; then one more while there are more.
     found = read_found(fs, [metadata_file(table, v) for v in (version, version + 1) if v])
     while metadata_file(table, version + 1) in found:
         version += 1
-        if metadata_file(table, version + 1) not in found:
-            found |= read_found(fs, [metadata_file(table, version + 1)])
+        found |= read_found(fs, [metadata_file(table, version + 1)])
     if version == 0:
         return ViewState(None, 0, None, None)
     location = metadata_file(table, version)
@@ -172,8 +171,7 @@ def _instant_of(snapshot: Snapshot) -> str | None:
 
 def latest_instant(table: TableHandle) -> str | None:
     """The instant a publish now would show: the table's latest completed write."""
-    actions = MERGE_ON_READ_WRITE_ACTIONS if table.config.table_type == P.TABLE_TYPE_MOR else WRITE_ACTIONS
-    writes = table.timeline().completed(actions)
+    writes = table.timeline().completed(table.write_actions)
     return writes[-1].time if writes else None
 
 
@@ -215,8 +213,7 @@ class _Publisher:
         self._replaces = state.location
 
     def run(self) -> PublishResult:
-        actions = MERGE_ON_READ_WRITE_ACTIONS if self.merge_on_read else WRITE_ACTIONS
-        writes = self.timeline.completed(actions)
+        writes = self.timeline.completed(self.table.write_actions)
         state = self.state
         latest = writes[-1].time if writes else None
         if state.metadata is not None and state.instant == latest:
@@ -462,7 +459,7 @@ class _Publisher:
             and metadata is not None
             and metadata.properties.get(SCHEMA_HASH_KEY) == self._schema_hash
         ):
-            schema = _arrow_of(metadata.schema())
+            schema = metadata.schema().as_arrow()  # maps back to the same Iceberg fields
         if schema is None:
             try:
                 found = self.table.schema(self.timeline, as_of=instant.time)
@@ -587,11 +584,6 @@ class _Publisher:
 
 def _hash(text: str) -> str:
     return str(xxhash.xxh64_hexdigest(text.encode()))
-
-
-def _arrow_of(schema: Schema) -> pa.Schema:
-    """An Iceberg schema's Arrow form, as ``iceberg_schema`` maps it back to the same fields."""
-    return schema.as_arrow()
 
 
 def _shard(partition: str) -> str:
