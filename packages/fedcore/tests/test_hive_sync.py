@@ -17,7 +17,13 @@ from fed_dev.testing import Backend
 from fedcore import properties as P
 from fedcore.cli import main
 from fedcore.iceberg import current_view
-from fedcore.iceberg.metastore import INSTANT_PARAMETER, METADATA_LOCATION, Metastore
+from fedcore.iceberg.metastore import (
+    HIVE_STORAGE_HANDLER,
+    INSTANT_PARAMETER,
+    METADATA_LOCATION,
+    STORAGE_HANDLER_PARAMETER,
+    Metastore,
+)
 from fedcore.table import load_table
 
 from .test_iceberg_view import iceberg, make, ordered
@@ -66,6 +72,15 @@ def test_fed_sync_registers_the_view_and_reports_the_instant(
     # What an Iceberg catalog does: open the location the metastore holds.
     view = StaticTable.from_metadata(params[METADATA_LOCATION], properties=_reader(backend))
     assert ordered(view.scan().to_arrow()) == ordered(table.read())
+    assert STORAGE_HANDLER_PARAMETER not in params
+    assert main([*args, "--hive"]) == 0  # the same version, now also in Hive's form
+    assert "registered as" in capsys.readouterr().out
+    params = registered(metastore, name)
+    assert params[STORAGE_HANDLER_PARAMETER] == HIVE_STORAGE_HANDLER
+    assert params[METADATA_LOCATION] == current_view(table).location
+    table.write(trips(range(6, 9), "us"), "insert")
+    assert main(args) == 0  # a later sync without --hive keeps the form
+    assert registered(metastore, name)[STORAGE_HANDLER_PARAMETER] == HIVE_STORAGE_HANDLER
 
 
 def test_a_write_with_hive_sync_options_registers_itself(backend: Backend, metastore: HiveMetastore) -> None:

@@ -28,7 +28,8 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """fed-dev's command line."""
     parser = _Parser(prog="fed-dev", description="fed's development tools")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     demo = commands.add_parser(
@@ -37,7 +38,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo.add_argument("--rows", type=_positive, default=10_000)
     demo.add_argument("--days", type=_positive, default=7)
     demo.add_argument("--plot", metavar="PNG", help="also draw files per prefix into this file")
-    args = parser.parse_args(argv)
+    docker = commands.add_parser("docker", help="write the docker/ stack's service configuration files")
+    docker.add_argument("--out", default="docker", help="the stack's folder (default: %(default)s)")
+    job = commands.add_parser(
+        "pipeline", help="the end-to-end PySpark job: write a table through fed-spark, publishing each commit"
+    )
+    job.add_argument("--table", required=True, help="the table path, s3://BUCKET/NAME")
+    job.add_argument("--storage", required=True, help="the storage path, s3://BUCKET")
+    job.add_argument("--metastore", required=True, help="thrift://HOST:PORT")
+    job.add_argument("--s3-endpoint", help="the S3 server's URL (default: AWS)")
+    job.add_argument("--database", default="lake", help="the metastore database (default: %(default)s)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.command == "docker":
+        from pathlib import Path
+
+        from fed_dev.docker import write
+
+        for path in write(Path(args.out)):
+            print(path)
+        return 0
+    if args.command == "pipeline":
+        return _pipeline(args)
     with tqdm(total=0, unit="file", desc="writing", disable=None, file=sys.stderr, leave=False) as bar:
 
         def progress(done: int, total: int) -> None:
@@ -51,6 +76,41 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"fed-dev: error: {exc}", file=sys.stderr)
             return 2
     print(f"\nDemo finished in {result.seconds:.1f} s")
+    return 0
+
+
+def _pipeline(args: argparse.Namespace) -> int:
+    import os
+
+    from pyspark.sql import SparkSession
+
+    from fed_dev import pipeline
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # Credentials and region: the AWS_* variables, as every AWS client reads them.
+    options = {"s3": {"client_kwargs": {"endpoint_url": args.s3_endpoint}}} if args.s3_endpoint else None
+    spark = SparkSession.builder.master("local[2]").appName("fed-pipeline").getOrCreate()
+    try:
+
+        def done(operation: str, table: object) -> None:
+            print(f"{operation}: committed and published", flush=True)
+
+        table = pipeline.run(
+            spark,
+            args.table,
+            args.storage,
+            args.metastore,
+            storage_options=options,
+            database=args.database,
+            after_write=done,
+        )
+        print("\n".join(pipeline.report(spark, table)))
+    except FedError as exc:
+        print(f"fed-dev: error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        spark.stop()
     return 0
 
 

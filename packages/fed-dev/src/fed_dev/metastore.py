@@ -9,46 +9,25 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import tempfile
 import time
-from importlib.resources import files
-from pathlib import Path
-from xml.sax.saxutils import escape
 
+from fed_dev import maven, stack
+from fed_dev.maven import MissingToolError
 from fed_dev.process import ProcessServer, free_port, listening
 from fed_dev.servers import ACCESS_KEY, REGION, SECRET_KEY, S3Endpoint
 
-_POM = files("fed_dev") / "jvm" / "metastore-pom.xml"
-#: Bindings that would fight log4j2's for slf4j (the server logs to its own file).
-_EXCLUDED_JARS = ("slf4j-log4j12", "slf4j-reload4j", "reload4j")
+
+def s3_settings(s3: S3Endpoint) -> stack.S3Settings:
+    """How a JVM service reaches the loopback S3 server ``s3``."""
+    return stack.S3Settings(s3.endpoint_url, ACCESS_KEY, SECRET_KEY, REGION)
 
 
-class MissingToolError(RuntimeError):
-    """A program the metastore needs (java, mvn) is not installed."""
-
-
-def metastore_classpath() -> str:
-    """The metastore's classpath, resolved by Maven (its jars fetched once into ~/.m2)."""
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise MissingToolError("the Hive metastore's jars come from Maven Central: install Maven (mvn)")
-    with tempfile.TemporaryDirectory(prefix="fed-metastore-pom-") as folder:
-        pom = Path(folder) / "pom.xml"
-        pom.write_bytes(_POM.read_bytes())
-        out = Path(folder) / "classpath.txt"
-        done = subprocess.run(
-            [mvn, "-q", "-f", str(pom), "dependency:build-classpath", f"-Dmdep.outputFile={out}"],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode != 0 or not out.exists():
-            raise MissingToolError(f"mvn could not resolve the Hive metastore's jars: {done.stdout[-2000:]}")
-        jars = [
-            j for j in out.read_text().strip().split(os.pathsep) if not any(x in j for x in _EXCLUDED_JARS)
-        ]
-    return os.pathsep.join(jars)
+def java() -> str:
+    """The default ``java`` (17), which runs Hive."""
+    found = shutil.which("java")
+    if found is None:
+        raise MissingToolError("Hive runs on Java 17: install a JDK (java)")
+    return found
 
 
 class HiveMetastore(ProcessServer):
@@ -66,47 +45,24 @@ class HiveMetastore(ProcessServer):
         return f"thrift://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 120.0) -> HiveMetastore:
-        java = shutil.which("java")
-        if java is None:
-            raise MissingToolError("the Hive metastore runs on Java 17: install a JDK (java)")
-        classpath = metastore_classpath()
+        command = java()
+        classpath = maven.classpath(maven.JVM / "metastore-pom.xml", "the Hive metastore")
         conf = self.folder / "conf"
         conf.mkdir()
         self.port = free_port()
-        (conf / "metastore-site.xml").write_text(_site(self.folder, self.port, self._s3))
+        site = stack.metastore_site(
+            database=str(self.folder / "db"),
+            warehouse=f"file://{self.folder / 'warehouse'}",
+            host="127.0.0.1",
+            port=self.port,
+            s3=None if self._s3 is None else s3_settings(self._s3),
+        )
+        (conf / "metastore-site.xml").write_text(stack.hadoop_xml(site))
         main = "org.apache.hadoop.hive.metastore.HiveMetaStore"
-        process = self.spawn([java, "-Xmx1g", "-cp", f"{conf}{os.pathsep}{classpath}", main])
+        process = self.spawn([command, "-Xmx1g", "-cp", f"{conf}{os.pathsep}{classpath}", main])
         deadline = time.monotonic() + timeout
         while not listening(self.port):
             if process.poll() is not None or time.monotonic() > deadline:
                 raise self.failed("the Hive metastore")
             time.sleep(0.3)
         return self
-
-
-def _site(root: Path, port: int, s3: S3Endpoint | None) -> str:
-    settings = {
-        "javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={root / 'db'};create=true",
-        "javax.jdo.option.ConnectionDriverName": "org.apache.derby.jdbc.EmbeddedDriver",
-        "datanucleus.schema.autoCreateAll": "true",
-        "metastore.schema.verification": "false",
-        "metastore.warehouse.dir": f"file://{root / 'warehouse'}",
-        "metastore.thrift.bind.host": "127.0.0.1",
-        "metastore.thrift.port": str(port),
-        "metastore.event.db.notification.api.auth": "false",
-    }
-    if s3 is not None:  # the metastore's own credentials for the locations it checks
-        settings |= {
-            "fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
-            "fs.s3a.endpoint": s3.endpoint_url,
-            "fs.s3a.endpoint.region": REGION,
-            "fs.s3a.path.style.access": "true",
-            "fs.s3a.connection.ssl.enabled": "false",
-            "fs.s3a.access.key": ACCESS_KEY,
-            "fs.s3a.secret.key": SECRET_KEY,
-        }
-    body = "".join(
-        f"<property><name>{escape(k)}</name><value>{escape(v)}</value></property>\n"
-        for k, v in settings.items()
-    )
-    return f"<configuration>\n{body}</configuration>\n"

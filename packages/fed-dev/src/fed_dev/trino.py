@@ -21,15 +21,16 @@ import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from fed_dev.metastore import MissingToolError
+from fed_dev import maven, stack
+from fed_dev.maven import MissingToolError
+from fed_dev.metastore import s3_settings
 from fed_dev.process import ProcessServer, free_port
-from fed_dev.servers import ACCESS_KEY, REGION, SECRET_KEY, S3Endpoint
+from fed_dev.servers import S3Endpoint
 
-VERSION = "476"
+VERSION = stack.TRINO_VERSION
 #: Maven coordinates of the server and of each connector plugin used.
 _SERVER = f"io.trino:trino-server-core:{VERSION}:tar.gz"
 _PLUGINS = {"iceberg": f"io.trino:trino-iceberg:{VERSION}:zip", "hive": f"io.trino:trino-hive:{VERSION}:zip"}
-_CACHE = Path(os.environ.get("FED_DEV_CACHE", Path.home() / ".cache" / "fed-dev"))
 
 
 def java_home() -> str:
@@ -49,41 +50,13 @@ def java_home() -> str:
     )
 
 
-def _artifact(coordinates: str) -> Path:
-    """A Maven artifact's file in ~/.m2, fetched by mvn on first use."""
-    group, artifact, version, kind = coordinates.split(":")
-    path = (
-        Path.home()
-        / ".m2"
-        / "repository"
-        / group.replace(".", "/")
-        / artifact
-        / version
-        / f"{artifact}-{version}.{kind}"
-    )
-    if path.exists():
-        return path
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise MissingToolError("Trino's server comes from Maven Central: install Maven (mvn)")
-    done = subprocess.run(
-        [mvn, "-q", "dependency:get", f"-Dartifact={coordinates}", "-Dtransitive=false"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0 or not path.exists():
-        raise MissingToolError(f"mvn could not fetch {coordinates}: {done.stdout[-2000:]}")
-    return path
-
-
 def trino_home(plugins: tuple[str, ...] = ("iceberg",)) -> Path:
     """Trino's server with the given connector plugins, unpacked once into the cache."""
-    home = _CACHE / f"trino-server-{VERSION}"
+    home = maven.CACHE / f"trino-server-{VERSION}"
     if not (home / "bin" / "launcher").exists():
-        tarball = _artifact(_SERVER)
-        _CACHE.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix="trino-", dir=_CACHE))
+        tarball = maven.artifact(_SERVER, "Trino's server")
+        maven.CACHE.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix="trino-", dir=maven.CACHE))
         subprocess.run(["tar", "xzf", str(tarball), "-C", str(staging)], check=True)
         unpacked = next(staging.iterdir())
         unpacked.rename(home)
@@ -92,7 +65,7 @@ def trino_home(plugins: tuple[str, ...] = ("iceberg",)) -> Path:
         target = home / "plugin" / f"trino-{name}-{VERSION}"
         if not target.exists():
             staging = Path(tempfile.mkdtemp(prefix=f"plugin-{name}-", dir=home / "plugin"))
-            with zipfile.ZipFile(_artifact(_PLUGINS[name])) as archive:
+            with zipfile.ZipFile(maven.artifact(_PLUGINS[name], f"Trino's {name} plugin")) as archive:
                 archive.extractall(staging)
             next(staging.iterdir()).rename(target)
             shutil.rmtree(staging)
@@ -149,24 +122,12 @@ class TrinoServer(ProcessServer):
             )
             + "\n"
         )
-        s3 = {
-            "fs.native-s3.enabled": "true",
-            "s3.endpoint": self.s3.endpoint_url,
-            "s3.path-style-access": "true",
-            "s3.region": REGION,
-            "s3.aws-access-key": ACCESS_KEY,
-            "s3.aws-secret-key": SECRET_KEY,
-            "hive.metastore.uri": self.metastore_uri,
-        }
-        _write(etc / "catalog" / "iceberg.properties", {
-            "connector.name": "iceberg",
-            "iceberg.catalog.type": "hive_metastore",
-            "iceberg.security": "read_only",  # the view is fed's to write
-            **s3,
-            **self.iceberg,
-        })  # fmt: skip
+        s3 = s3_settings(self.s3)
+        catalog = stack.trino_iceberg_catalog(metastore_uri=self.metastore_uri, s3=s3)
+        _write(etc / "catalog" / "iceberg.properties", {**catalog, **self.iceberg})
         if self.hive:
-            _write(etc / "catalog" / "hive.properties", {"connector.name": "hive", **s3})
+            hive = {"connector.name": "hive", **stack.trino_s3(metastore_uri=self.metastore_uri, s3=s3)}
+            _write(etc / "catalog" / "hive.properties", hive)
         env = {**os.environ, "JAVA_HOME": java, "PATH": f"{java}/bin:{os.environ.get('PATH', '')}"}
         launcher = [str(home / "bin" / "launcher"), "run", f"--etc-dir={etc}", f"--data-dir={root / 'data'}"]
         process = self.spawn(launcher, env)
@@ -186,4 +147,4 @@ class TrinoServer(ProcessServer):
 
 
 def _write(path: Path, settings: Mapping[str, str]) -> None:
-    path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+    path.write_text(stack.properties(settings))

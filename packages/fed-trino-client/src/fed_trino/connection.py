@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 import trino.dbapi
 
-import fedcore
 from fedcore.engine import StorageOptions
-from fedcore.exceptions import ConfigError, FedError, MetastoreError
-from fedcore.iceberg import SyncTarget, latest_instant, registered_instant, registered_tables, sync
+from fedcore.exceptions import ConfigError
+from fedcore.iceberg import FreshCursor, ReadYourWrites
 
 
 class FedConnection(trino.dbapi.Connection):  # type: ignore[misc,unused-ignore]
@@ -32,77 +30,19 @@ class FedConnection(trino.dbapi.Connection):  # type: ignore[misc,unused-ignore]
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
-        self.read_your_writes = read_your_writes
         self.metastore = metastore
-        self._storage_options = storage_options
-        self._handles: dict[str, fedcore.Table] = {}
+        self.freshness: ReadYourWrites | None = None
         if not read_your_writes:
             self.fed_tables: dict[str, str] = dict(tables or {})
             return
         if metastore is None:
             raise ConfigError("metastore", "read_your_writes needs the Hive metastore Trino's catalog uses")
-        self.fed_tables = dict(tables) if tables is not None else registered_tables(metastore, self.schema)
-        self._patterns = {
-            name: re.compile(rf"(?<![\w$]){re.escape(name)}(?![\w$])", re.IGNORECASE)
-            for name in self.fed_tables
-        }
+        self.freshness = ReadYourWrites(metastore, self.schema, tables, storage_options=storage_options)
+        self.fed_tables = self.freshness.tables
 
     def cursor(self, *args: Any, **kwargs: Any) -> Any:
         cursor = super().cursor(*args, **kwargs)
-        if not self.read_your_writes:
-            return cursor
-        return _FreshCursor(cursor, self)
-
-    def refresh(self, statement: str) -> list[str]:
-        """Publish the fed tables ``statement`` names whose newest instant the metastore does
-        not show yet; the names of those published."""
-        published = []
-        assert self.metastore is not None
-        for name, path in self.fed_tables.items():
-            if not self._patterns[name].search(statement):
-                continue
-            table = self._table(name, path)
-            latest = latest_instant(table)
-            try:
-                if latest is None or registered_instant(self.metastore, self.schema, name) == latest:
-                    continue
-                sync(table, SyncTarget((self.metastore,), self.schema, name))
-            except FedError as exc:
-                raise MetastoreError(
-                    f"table {self.schema}.{name} ({path}): publishing instant {latest} before the query "
-                    f"failed: {exc}"
-                ) from exc
-            published.append(name)
-        return published
-
-    def _table(self, name: str, path: str) -> fedcore.Table:
-        table = self._handles.get(name)
-        if table is None:
-            table = self._handles[name] = fedcore.load_table(path, storage_options=self._storage_options)
-        return table
-
-
-class _FreshCursor:
-    """A Trino cursor that brings the fed tables a statement names up to date first."""
-
-    def __init__(self, cursor: Any, connection: FedConnection) -> None:
-        self._cursor = cursor
-        self._connection = connection
-
-    def execute(self, operation: str, params: Any = None) -> Any:
-        self._connection.refresh(operation)
-        self._cursor.execute(operation, params)
-        return self
-
-    def executemany(self, operation: str, seq_of_params: Any) -> Any:
-        self._connection.refresh(operation)
-        return self._cursor.executemany(operation, seq_of_params)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._cursor, name)
-
-    def __iter__(self) -> Any:
-        return iter(self._cursor)
+        return cursor if self.freshness is None else FreshCursor(cursor, self.freshness)
 
 
 def connect(

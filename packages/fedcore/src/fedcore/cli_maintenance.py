@@ -85,6 +85,12 @@ def maintenance_commands(commands: Any) -> None:
     hive_sync.add_argument(
         "--table", dest="table_name", help="the metastore's table name (default: the table's)"
     )
+    hive_sync.add_argument(
+        "--hive",
+        action="store_true",
+        help="register in Iceberg's Hive-engine form (storage handler, SerDe), so Hive reads it too; "
+        "later syncs keep that form",
+    )
     hive_sync.set_defaults(run=_sync)
 
     move = commands.add_parser(
@@ -172,7 +178,8 @@ def _sync(args: argparse.Namespace) -> int:
             f"fed sync needs fedcore[iceberg] (pip install 'fedcore[iceberg]'): {exc}"
         ) from exc
     table = open_table(args)
-    result = sync(table, SyncTarget((args.metastore,), args.database, args.table_name or table.name))
+    target = SyncTarget((args.metastore,), args.database, args.table_name or table.name, hive=args.hive)
+    result = sync(table, target)
     state = "registered" if result.registered else "already registered"
     print(
         f"table {table.name}: instant {result.instant} {state} as {result.database}.{result.table} "

@@ -33,7 +33,7 @@ from fedcore.exceptions import (
 )
 from fedcore.filenames import BASE_FILE_RE
 from fedcore.io.federated import FederatedFileSystem
-from fedcore.io.filesystems import StorageOptions, open_sized, read_object
+from fedcore.io.filesystems import StorageOptions, filesystem_for, open_sized, read_object
 from fedcore.io.parquet import read_parquet_schema
 from fedcore.io.uris import normalize_uri
 from fedcore.metadata import FileIndex, ListingFileIndex, MetadataTable
@@ -77,6 +77,15 @@ class TableHandle:
         self.options: dict[str, str] = {**config, **{str(k): str(v) for k, v in (options or {}).items()}}
         P.check_options(self.options)
         check_supported(config, strategy)
+
+    @classmethod
+    def open(cls: type[H], path: str, storage_options: StorageOptions | None = None) -> H:
+        """The table at ``path`` as its config says (its persisted strategy, checked)."""
+        table_path = normalize_uri(path)
+        config = TableConfig.load(filesystem_for(table_path, storage_options), table_path)
+        strategy = load_storage_strategy(table_path, config)
+        check_storage_checksum(strategy, config)
+        return cls(table_path, config, strategy, storage_options)
 
     def __getstate__(self) -> dict[str, Any]:
         """A handle pickled for an engine's tasks carries what defines the table; each

@@ -25,7 +25,6 @@ from fedcore.file_slice import FileSlice, QueryType
 from fedcore.filters import FilterSpec
 from fedcore.handle import (
     TableHandle,
-    check_storage_checksum,
     persisted_storage_properties,
     storage_checksum,
 )
@@ -248,8 +247,4 @@ def load_table(
     storage_options: StorageOptions | None = None,
 ) -> Table:
     """Open an existing table; storage keys in ``properties`` must match the persisted ones."""
-    table_path = normalize_uri(path)
-    config = TableConfig.load(filesystem_for(table_path, storage_options), table_path)
-    strategy = load_storage_strategy(table_path, config)
-    check_storage_checksum(strategy, config)
-    return Table(table_path, config, strategy, storage_options).with_options(properties)
+    return Table.open(path, storage_options).with_options(properties)

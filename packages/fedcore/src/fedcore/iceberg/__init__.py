@@ -5,16 +5,19 @@ through its metadata, never by listing the storage path.
 
 ``publish`` brings the view up to the table's latest completed instant; ``sync`` publishes
 and registers it in a Hive metastore. This package is the view's public API: engine adapters
-(fed-trino-client) import it beside ``fedcore.engine``. Needs ``fedcore[iceberg]`` (PyIceberg
+(fed-trino-client, fed-hive-client) import it beside ``fedcore.engine``. Needs ``fedcore[iceberg]`` (PyIceberg
 writes the Avro manifests and the table metadata)."""
 
 from __future__ import annotations
 
+from fedcore.iceberg.freshness import FreshCursor, ReadYourWrites
 from fedcore.iceberg.hive_sync import SyncResult, SyncTarget, registered_instant, registered_tables, sync
 from fedcore.iceberg.view import PublishResult, ViewState, current_view, latest_instant, publish
 
 __all__ = [
+    "FreshCursor",
     "PublishResult",
+    "ReadYourWrites",
     "SyncResult",
     "SyncTarget",
     "ViewState",

@@ -18,11 +18,13 @@ from fedcore.iceberg.view import publish, version_of
 
 @dataclass(frozen=True)
 class SyncTarget:
-    """Where a table's view is registered: metastore URIs (tried in order), database, table."""
+    """Where a table's view is registered: metastore URIs (tried in order), database, table;
+    ``hive``: in Iceberg's Hive-engine form, so Hive reads it too (an entry keeps that form)."""
 
     uris: tuple[str, ...]
     database: str
     table: str
+    hive: bool = False
 
     @classmethod
     def of(cls, table: TableHandle, options: Mapping[str, str]) -> SyncTarget | None:
@@ -70,6 +72,7 @@ def sync(table: TableHandle, target: SyncTarget) -> SyncResult:
                     metadata_location=result.metadata_location,
                     instant=result.instant,
                     is_newer=lambda held: version_of(held) > ours,
+                    hive=target.hive,
                 )
         except MetastoreError as exc:
             errors.append(str(exc))

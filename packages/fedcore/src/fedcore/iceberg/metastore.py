@@ -6,7 +6,11 @@ names the metadata location it replaces (``expected_parameter_key`` / ``_value``
 metastore applies it only if that is still the table's location, so two publishers never
 lose an update and a reader sees one version or the next, never a mix. Hive checks that
 expectation from 4.0 on (HIVE-26882); an older metastore would apply any update blindly, so
-it is refused."""
+it is refused.
+
+An entry registered for Hive (``hive=True``) takes the form Iceberg's own Hive catalog writes
+with ``engine.hive.enabled``: Iceberg's storage handler, SerDe and input/output formats, which
+Hive needs to read it and the other engines ignore. Later updates keep that form."""
 
 from __future__ import annotations
 
@@ -22,6 +26,8 @@ from hive_metastore.ttypes import (
     GetTableRequest,
     MetaException,
     NoSuchObjectException,
+    SerDeInfo,
+    StorageDescriptor,
     Table,
 )
 from pyiceberg.catalog.hive import _construct_hive_storage_descriptor
@@ -37,6 +43,12 @@ PREVIOUS_METADATA_LOCATION = "previous_metadata_location"
 #: The fed instant the registered version shows, and the fed table it is a view of.
 INSTANT_PARAMETER = "fed.instant"
 TABLE_PATH_PARAMETER = "fed.table.path"
+#: Iceberg's Hive-engine form: the handler Hive opens the table with, and what it names.
+STORAGE_HANDLER_PARAMETER = "storage_handler"
+HIVE_STORAGE_HANDLER = "org.apache.iceberg.mr.hive.HiveIcebergStorageHandler"
+_HIVE_SERDE = "org.apache.iceberg.mr.hive.HiveIcebergSerDe"
+_HIVE_INPUT_FORMAT = "org.apache.iceberg.mr.hive.HiveIcebergInputFormat"
+_HIVE_OUTPUT_FORMAT = "org.apache.iceberg.mr.hive.HiveIcebergOutputFormat"
 _ATTEMPTS = 5
 #: The metastore must not compute statistics by listing the table's location (its whole
 #: ``.hoodie/`` tree: dozens of LISTs per update): the view's files are not under it anyway.
@@ -52,7 +64,7 @@ class Registration:
     database: str
     table: str
     metadata_location: str
-    changed: bool  # False: it already held this location
+    changed: bool  # False: it already held this location (in this form)
 
 
 class Metastore:
@@ -129,14 +141,16 @@ class Metastore:
         metadata_location: str,
         instant: str | None,
         is_newer: Any,
+        hive: bool = False,
     ) -> Registration:
         """Make ``database.table`` point at ``metadata_location``, replacing whatever location it
-        held, unless that one is newer (``is_newer(held)``: another publisher got further)."""
+        held, unless that one is newer (``is_newer(held)``: another publisher got further).
+        ``hive``: in Iceberg's Hive-engine form (kept once there, whatever later callers say)."""
         for _ in range(_ATTEMPTS):
             found = self._table(database, table)
             if found is None:
                 self._ensure_database(database)
-                if self._create(database, table, table_path, schema, metadata_location, instant):
+                if self._create(database, table, table_path, schema, metadata_location, instant, hive):
                     return Registration(database, table, metadata_location, True)
                 continue  # created by another publisher meanwhile: update theirs
             params = dict(found.parameters or {})
@@ -149,15 +163,23 @@ class Metastore:
                     f"{table_path}; name another table (hoodie.datasource.hive_sync.table, --table)"
                 )
             held = params.get(METADATA_LOCATION)
+            was_hive = params.get(STORAGE_HANDLER_PARAMETER) == HIVE_STORAGE_HANDLER
             if held == metadata_location or (held is not None and is_newer(held)):
-                return Registration(database, table, held or metadata_location, False)
-            found.sd = _construct_hive_storage_descriptor(schema, table_path)
-            found.parameters = {
-                **params,
-                METADATA_LOCATION: metadata_location,
-                PREVIOUS_METADATA_LOCATION: held or "",
-                INSTANT_PARAMETER: instant or "",
-            }
+                if was_hive or not hive:
+                    return Registration(database, table, held or metadata_location, False)
+                # Only the form changes: the held (newer) version stays, with its columns.
+                found.sd = _hive_form(found.sd)
+                found.parameters = {**params, STORAGE_HANDLER_PARAMETER: HIVE_STORAGE_HANDLER}
+            else:
+                found.sd = _descriptor(schema, table_path, hive or was_hive)
+                found.parameters = {
+                    **params,
+                    METADATA_LOCATION: metadata_location,
+                    PREVIOUS_METADATA_LOCATION: held or "",
+                    INSTANT_PARAMETER: instant or "",
+                }
+                if hive or was_hive:
+                    found.parameters[STORAGE_HANDLER_PARAMETER] = HIVE_STORAGE_HANDLER
             context = EnvironmentContext(
                 {
                     **_NO_STATS,
@@ -167,7 +189,7 @@ class Metastore:
             )
             try:
                 self._client.alter_table_with_environment_context(database, table, found, context)
-                return Registration(database, table, metadata_location, True)
+                return Registration(database, table, found.parameters[METADATA_LOCATION], True)
             except MetaException as exc:
                 if "has been modified" not in str(exc.message):
                     raise MetastoreError(
@@ -213,20 +235,30 @@ class Metastore:
                 ) from exc
 
     def _create(
-        self, database: str, table: str, table_path: str, schema: Schema, location: str, instant: str | None
+        self,
+        database: str,
+        table: str,
+        table_path: str,
+        schema: Schema,
+        location: str,
+        instant: str | None,
+        hive: bool,
     ) -> bool:
+        parameters = {
+            "EXTERNAL": "TRUE",
+            "table_type": "ICEBERG",
+            METADATA_LOCATION: location,
+            INSTANT_PARAMETER: instant or "",
+            TABLE_PATH_PARAMETER: table_path,
+        }
+        if hive:
+            parameters[STORAGE_HANDLER_PARAMETER] = HIVE_STORAGE_HANDLER
         entry = Table(
             tableName=table,
             dbName=database,
             tableType="EXTERNAL_TABLE",
-            sd=_construct_hive_storage_descriptor(schema, table_path),
-            parameters={
-                "EXTERNAL": "TRUE",
-                "table_type": "ICEBERG",
-                METADATA_LOCATION: location,
-                INSTANT_PARAMETER: instant or "",
-                TABLE_PATH_PARAMETER: table_path,
-            },
+            sd=_descriptor(schema, table_path, hive),
+            parameters=parameters,
         )
         try:
             self._client.create_table_with_environment_context(entry, EnvironmentContext(_NO_STATS))
@@ -239,3 +271,16 @@ class Metastore:
             raise MetastoreError(
                 f"the metastore at {self.uri} refused to create {database}.{table}: {exc}"
             ) from exc
+
+
+def _descriptor(schema: Schema, table_path: str, hive: bool) -> StorageDescriptor:
+    """The entry's columns and location, in the Hive-engine form or PyIceberg's own."""
+    descriptor = _construct_hive_storage_descriptor(schema, table_path)
+    return _hive_form(descriptor) if hive else descriptor
+
+
+def _hive_form(descriptor: StorageDescriptor) -> StorageDescriptor:
+    descriptor.serdeInfo = SerDeInfo(serializationLib=_HIVE_SERDE)
+    descriptor.inputFormat = _HIVE_INPUT_FORMAT
+    descriptor.outputFormat = _HIVE_OUTPUT_FORMAT
+    return descriptor
