@@ -94,9 +94,9 @@ def _pipeline(args: argparse.Namespace) -> int:
     try:
 
         def done(operation: str, table: object) -> None:
-            print(f"{operation}: committed and published", flush=True)
+            print(f"{operation}: committed", flush=True)
 
-        table = pipeline.run(
+        table, warnings = pipeline.run(
             spark,
             args.table,
             args.storage,
@@ -105,6 +105,8 @@ def _pipeline(args: argparse.Namespace) -> int:
             database=args.database,
             after_write=done,
         )
+        for warning in warnings:
+            print(f"fed-dev: warning: {warning}", file=sys.stderr)
         print("\n".join(pipeline.report(spark, table)))
     except FedError as exc:
         print(f"fed-dev: error: {exc}", file=sys.stderr)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from fedcore import Table, load_table
 from fedcore import properties as P
 from fedcore.engine import StorageOptions
+from fedcore.exceptions import FedError
 from fedcore.iceberg import SyncTarget, sync
 
 if TYPE_CHECKING:
@@ -65,29 +66,33 @@ def run(
     storage_options: StorageOptions | None = None,
     database: str = DATABASE,
     after_write: Callable[[str, Table], None] | None = None,
-) -> Table:
+) -> tuple[Table, list[str]]:
     """Run the job: each write through ``fed_spark.write``, then ``after_write(operation,
     table)``; after the first, the table is registered for Hive (the later commits' own syncs
-    keep that form)."""
+    keep that form). The table, and the writes' warnings (a sync that failed after its commit:
+    the commit stands, the engines see it after the next sync)."""
     import fed_spark
 
     fed_spark.register(spark, storage_options=storage_options)
     options = write_options(storage_path, metastore, database)
     table: Table | None = None
+    warnings: list[str] = []
     for n, (operation, rows) in enumerate(batches()):
         frame = spark.createDataFrame(rows, SCHEMA)
         summary = fed_spark.write(
             frame, table_path, {**options, "hoodie.datasource.write.operation": operation}
         )
-        if summary.warnings:  # a failed sync is a warning: the commit stands, the view lags
-            raise RuntimeError(f"{operation}: {'; '.join(summary.warnings)}")
+        warnings += [f"{operation}: {warning}" for warning in summary.warnings]
         table = load_table(table_path, storage_options=storage_options)
         if n == 0:
-            sync(table, SyncTarget((metastore,), database, TABLE, hive=True))
+            try:
+                sync(table, SyncTarget((metastore,), database, TABLE, hive=True))
+            except FedError as exc:  # the write stands: Hive reads the table once this is redone
+                warnings.append(f"registering {database}.{TABLE} for Hive: {exc}")
         if after_write is not None:
             after_write(operation, table)
     assert table is not None
-    return table
+    return table, warnings
 
 
 def on_spark(spark: SparkSession, table_path: str, sql: str) -> list[tuple[Any, ...]]:
