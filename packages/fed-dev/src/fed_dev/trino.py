@@ -139,11 +139,36 @@ class TrinoServer(ProcessServer):
         return self
 
     def _ready(self) -> bool:
+        """Started, and answering queries: a node that says it is no longer starting may not
+        have announced itself yet ("No nodes available to run query"), so a query must run."""
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/v1/info", timeout=2) as response:
-                return json.load(response).get("starting") is False
-        except OSError:
+                if json.load(response).get("starting") is not False:
+                    return False
+            return self._answers("SELECT 1")
+        except (OSError, ValueError):
             return False
+
+    def _answers(self, sql: str) -> bool:
+        """Whether Trino runs ``sql`` to the end without an error (its HTTP protocol, followed
+        page by page)."""
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/v1/statement",
+            data=sql.encode(),
+            headers={"X-Trino-User": "fed-dev"},
+            method="POST",
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                page = json.load(response)
+            if page.get("error"):
+                return False
+            following = page.get("nextUri")
+            if not following:
+                return True
+            request = urllib.request.Request(following, headers={"X-Trino-User": "fed-dev"})
+        return False
 
 
 def _write(path: Path, settings: Mapping[str, str]) -> None:

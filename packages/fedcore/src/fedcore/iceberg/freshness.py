@@ -50,28 +50,29 @@ class ReadYourWrites:
 
     def refresh(self, statement: str) -> list[str]:
         """Publish the fed tables ``statement`` names whose newest instant the metastore does
-        not show yet; the names of those published."""
+        not show yet; the names of those published. One metastore connection a statement."""
+        named = [(name, path) for name, path in self.tables.items() if self._patterns[name].search(statement)]
+        if not named:
+            return []
         published = []
-        for name, path in self.tables.items():
-            if not self._patterns[name].search(statement):
-                continue
-            table = self._table(name, path)
-            latest = latest_instant(table)
-            try:
-                if latest is None or self._current(name, latest):
-                    continue
-                sync(table, SyncTarget((self.metastore,), self.database, name, hive=self._hive))
-            except FedError as exc:
-                raise MetastoreError(
-                    f"table {self.database}.{name} ({path}): publishing instant {latest} before the query "
-                    f"failed: {exc}"
-                ) from exc
-            published.append(name)
+        with Metastore(self.metastore) as metastore:
+            for name, path in named:
+                table = self._table(name, path)
+                latest = latest_instant(table)
+                try:
+                    if latest is None or self._current(metastore.parameters(self.database, name), latest):
+                        continue
+                    sync(table, SyncTarget((self.metastore,), self.database, name, hive=self._hive))
+                except FedError as exc:
+                    raise MetastoreError(
+                        f"table {self.database}.{name} ({path}): publishing instant {latest} before the "
+                        f"query failed: {exc}"
+                    ) from exc
+                published.append(name)
         return published
 
-    def _current(self, name: str, latest: str) -> bool:
-        with Metastore(self.metastore) as metastore:
-            held = metastore.parameters(self.database, name) or {}
+    def _current(self, held: Mapping[str, str] | None, latest: str) -> bool:
+        held = held or {}
         hive_ready = not self._hive or held.get(STORAGE_HANDLER_PARAMETER) == HIVE_STORAGE_HANDLER
         return held.get(INSTANT_PARAMETER) == latest and hive_ready
 
