@@ -5,7 +5,7 @@ blocks: ``#HUDI#``, the block's length, the log format version, the block type,
 a header (instant time, schema, the target of a command), the content, a footer
 and the block's total length. Data blocks hold records (Avro or Parquet), delete
 blocks hold keys, command blocks roll back earlier blocks of a failed instant.
-This module only frames and decodes blocks; ``log_merge`` decides which apply.
+This module frames, decodes and encodes blocks; ``log_merge`` decides which apply.
 
 Formats come from libraries: Parquet blocks are whole Parquet files (pyarrow),
 Avro blocks are Avro datums, each after a 4-byte length, decoded by fastavro as
@@ -23,13 +23,17 @@ import enum
 import io
 import json
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
 import fastavro
 import fastavro.read
 import fastavro.schema
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from fedcore.avro_schema import arrow_type
 from fedcore.exceptions import CorruptLogFileError, UnsupportedLogBlockError
@@ -375,3 +379,125 @@ def wrapper_of(arrow: pa.DataType) -> str | None:
     if pa.types.is_timestamp(arrow):
         return "TimestampMicrosWrapper"
     return None
+
+
+# --- writing -------------------------------------------------------------------------------
+#
+# The inverse of the above, for merge-on-read writes: blocks framed as Hudi's log writer frames
+# them (log format version 1), their contents encoded over whole Arrow arrays.
+
+
+def encode_block(kind: BlockType, header: Mapping[HeaderKey, str], content: bytes) -> bytes:
+    """One framed block: ``#HUDI#``, its length, version and type, the header, the content, an
+    empty footer, and the block's size from its magic on (Hudi's reverse reader uses it)."""
+    body = b"".join(
+        [
+            struct.pack(">ii", LOG_FORMAT_VERSION, kind),
+            _encode_metadata(header),
+            struct.pack(">q", len(content)),
+            content,
+            _encode_metadata({}),
+        ]
+    )
+    length = len(body) + 8  # the reverse pointer is part of the block
+    return MAGIC + struct.pack(">q", length) + body + struct.pack(">q", len(MAGIC) + length)
+
+
+def _encode_metadata(entries: Mapping[HeaderKey, str]) -> bytes:
+    parts = [struct.pack(">i", len(entries))]
+    for key, value in entries.items():  # a handful of header entries per block
+        encoded = value.encode()
+        parts.append(struct.pack(">ii", key, len(encoded)) + encoded)
+    return b"".join(parts)
+
+
+def parquet_data_block(records: pa.Table, instant: str, avro_schema: str, compression: str = "gzip") -> bytes:
+    """A Parquet data block of ``records`` (meta columns included), written by ``instant``;
+    ``avro_schema``: the writer schema (JSON) Hudi's readers take from the header."""
+    out = pa.BufferOutputStream()
+    pq.write_table(records, out, compression=compression)
+    header = {HeaderKey.INSTANT_TIME: instant, HeaderKey.SCHEMA: avro_schema}
+    return encode_block(BlockType.PARQUET_DATA, header, out.getvalue().to_pybytes())
+
+
+def rollback_block(instant: str, target: str) -> bytes:
+    """A command block by which ``instant`` rolls back the blocks ``target`` appended."""
+    header = {
+        HeaderKey.INSTANT_TIME: instant,
+        HeaderKey.TARGET_INSTANT_TIME: target,
+        HeaderKey.COMMAND_BLOCK_TYPE: ROLLBACK_COMMAND,
+    }
+    return encode_block(BlockType.COMMAND, header, b"")
+
+
+def delete_block(
+    keys: pa.Array, partitions: pa.Array, ordering: pa.Array | None, instant: str, avro_schema: str
+) -> bytes:
+    """A delete block of ``keys`` in ``partitions`` (string arrays), each with its ordering value
+    (``ordering``: integers or strings, wrapped as Hudi wraps them; None: no ordering values),
+    encoded as ``HoodieDeleteRecordList`` version 3."""
+    count = len(keys)
+    if len(partitions) != count or (ordering is not None and len(ordering) != count):
+        raise ValueError("a delete block needs as many partitions and ordering values as keys")
+    parts = [_optional_string(keys), _optional_string(partitions), _ordering_union(ordering, count)]
+    items = pc.binary_join_element_wise(*parts, _EMPTY)
+    offsets = np.frombuffer(items.buffers()[1], np.int32, count + 1, items.offset * 4)
+    encoded = items.buffers()[2].to_pybytes()[offsets[0] : offsets[-1]] if count else b""
+    datum = (_zigzag(count) + encoded + b"\x00") if count else b"\x00"  # one array block, then its end
+    content = struct.pack(">ii", BLOCK_CONTENT_VERSION, len(datum)) + datum
+    header = {HeaderKey.INSTANT_TIME: instant, HeaderKey.SCHEMA: avro_schema}
+    return encode_block(BlockType.DELETE, header, content)
+
+
+_EMPTY: Final = pa.scalar(b"", pa.binary())
+_NULL_BRANCH: Final = pa.scalar(b"\x00", pa.binary())
+
+
+def _constant(value: bytes, count: int) -> pa.Array:
+    return pa.repeat(pa.scalar(value, pa.binary()), count)
+
+
+def _strings(values: pa.Array) -> pa.Array:
+    """Each value as an Avro ``string``: its length, then its UTF-8 bytes (null: empty)."""
+    data = values.cast(pa.string()).cast(pa.binary()).fill_null(b"")
+    lengths = pc.binary_length(data).to_numpy(zero_copy_only=False)
+    return pc.binary_join_element_wise(_varints(lengths), data, _EMPTY)
+
+
+def _optional_string(values: pa.Array) -> pa.Array:
+    """Each value as an Avro ``["null", "string"]`` union: its branch, then the string."""
+    tagged = pc.binary_join_element_wise(_constant(_zigzag(1), len(values)), _strings(values), _EMPTY)
+    return pc.if_else(values.is_null(), _NULL_BRANCH, tagged)
+
+
+def _ordering_union(ordering: pa.Array | None, count: int) -> pa.Array:
+    """``orderingVal``: null, or the wrapper of the value's type (its union branch, then the
+    wrapped value)."""
+    if ordering is None:
+        return _constant(b"\x00", count)
+    wrapper = wrapper_of(ordering.type)
+    if wrapper in ("IntWrapper", "LongWrapper"):
+        value = _varints(ordering.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False))
+    elif wrapper == "StringWrapper":
+        value = _strings(ordering)
+    else:
+        raise UnsupportedLogBlockError(f"fedcore writes no delete block with {ordering.type} ordering values")
+    branch = 1 + [name for name, _, _ in ORDERING_WRAPPERS].index(wrapper)
+    tagged = pc.binary_join_element_wise(_constant(_zigzag(branch), count), value, _EMPTY)
+    return pc.if_else(ordering.is_null(), _NULL_BRANCH, tagged)
+
+
+def _varints(values: Any) -> pa.Array:
+    """Avro's zigzag variable-length longs of ``values``, one binary value each, computed over
+    the whole array: 7 bits a byte, low bits first, the high bit set on all but the last."""
+    signed = np.asarray(values, np.int64)
+    u = ((signed << 1) ^ (signed >> 63)).view(np.uint64)
+    shifts = np.arange(10, dtype=np.uint64) * np.uint64(7)
+    groups = (u[:, None] >> shifts[None, :]) & np.uint64(0x7F)
+    more = (u[:, None] >> (shifts[None, :] + np.uint64(7))) != 0
+    sizes = more.sum(axis=1) + 1
+    used = np.arange(10)[None, :] < sizes[:, None]
+    data = (groups | (more.astype(np.uint64) << np.uint64(7))).astype(np.uint8)[used]
+    offsets = np.zeros(len(u) + 1, np.int32)
+    np.cumsum(sizes, out=offsets[1:])
+    return pa.Array.from_buffers(pa.binary(), len(u), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
