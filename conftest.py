@@ -13,8 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from fed_dev.hive import HiveServer2
+from fed_dev.metastore import HiveMetastore
 from fed_dev.servers import LoopbackS3
 from fed_dev.testing import Backend
+from fed_dev.trino import TrinoServer
 
 SHARED = Path(__file__).resolve().parent.parent / "shared"
 
@@ -22,6 +25,27 @@ SHARED = Path(__file__).resolve().parent.parent / "shared"
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[LoopbackS3]:
     with LoopbackS3() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def metastore(s3_server: LoopbackS3) -> Iterator[HiveMetastore]:
+    """A real Hive 4.0.1 metastore on loopback (the engine suites' catalog)."""
+    with HiveMetastore(s3_server) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def trino_server(metastore: HiveMetastore, s3_server: LoopbackS3) -> Iterator[TrinoServer]:
+    """A real Trino 476, its Iceberg catalog on ``metastore``."""
+    with TrinoServer(metastore.uri, s3_server) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def hiveserver2(metastore: HiveMetastore, s3_server: LoopbackS3) -> Iterator[HiveServer2]:
+    """A real HiveServer2 4.0.1 on ``metastore``."""
+    with HiveServer2(metastore.uri, s3_server) as server:
         yield server
 
 

@@ -1,5 +1,6 @@
 """The whole stack on loopback, each part started once for the suite: the moto S3 server, a
-Hive 4.0.1 metastore, Trino 476, HiveServer2 4.0.1 and a local SparkSession (PySpark 4)."""
+Hive 4.0.1 metastore, Trino 476 and HiveServer2 4.0.1 (the repository's conftest) and a local
+SparkSession (PySpark 4)."""
 
 from __future__ import annotations
 
@@ -10,29 +11,6 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
-
-from fed_dev.hive import HiveServer2
-from fed_dev.metastore import HiveMetastore
-from fed_dev.servers import LoopbackS3
-from fed_dev.trino import TrinoServer
-
-
-@pytest.fixture(scope="session")
-def metastore(s3_server: LoopbackS3) -> Iterator[HiveMetastore]:
-    with HiveMetastore(s3_server) as server:
-        yield server
-
-
-@pytest.fixture(scope="session")
-def trino_server(metastore: HiveMetastore, s3_server: LoopbackS3) -> Iterator[TrinoServer]:
-    with TrinoServer(metastore.uri, s3_server) as server:
-        yield server
-
-
-@pytest.fixture(scope="session")
-def hiveserver2(metastore: HiveMetastore, s3_server: LoopbackS3) -> Iterator[HiveServer2]:
-    with HiveServer2(metastore.uri, s3_server) as server:
-        yield server
 
 
 @pytest.fixture(scope="session")

@@ -14,18 +14,13 @@ import fed_hive
 from fed_dev.hive import HiveServer2
 from fed_dev.metastore import HiveMetastore
 from fed_dev.servers import LoopbackS3
-from fed_dev.testing import trips
-from fedcore import Table, create_table
+from fed_dev.testing import ENGINE_LAYOUTS, query, trips, trips_rows, trips_table
+from fedcore import Table
 from fedcore import properties as P
 from fedcore.cleaning import clean
 from fedcore.iceberg import SyncTarget, sync
 from fedcore.iceberg.metastore import HIVE_STORAGE_HANDLER, Metastore
 
-LAYOUTS = {
-    "object_store": {P.STORAGE_STRATEGY_CLASS: "object_store"},
-    "bounded_prefix": {P.STORAGE_STRATEGY_CLASS: "object_store", P.STORAGE_PREFIX_COUNT: "4"},
-    "hive": {},
-}
 COLUMNS = "trip_id, country, ts, fare"
 _names = itertools.count()
 
@@ -33,20 +28,8 @@ _names = itertools.count()
 def make(s3: LoopbackS3, layout: str) -> tuple[Table, str, str]:
     """A new table on S3 (its own buckets); its metastore name and its storage bucket."""
     n = next(_names)
-    tables, storage = s3.create_bucket(f"htables{n}"), s3.create_bucket(f"hstorage{n}")
-    props = dict(LAYOUTS[layout])
-    if props:
-        props[P.STORAGE_PATH] = storage
-    table = create_table(
-        f"{tables}/trips",
-        name="trips",
-        record_key_fields=["trip_id"],
-        partition_fields=["country"],
-        precombine_field="ts",
-        properties={**props, P.CLEANER_COMMITS_RETAINED: "1"},
-        storage_options=s3.storage_options(),
-    )
-    return table, f"trips_{n}", storage if props else tables
+    table, storage = trips_table(s3, layout, f"h{n}", {P.CLEANER_COMMITS_RETAINED: "1"})
+    return table, f"htrips_{n}", storage
 
 
 def connect(server: HiveServer2, metastore: HiveMetastore, s3: LoopbackS3, **tables: str) -> Any:
@@ -59,35 +42,24 @@ def connect(server: HiveServer2, metastore: HiveMetastore, s3: LoopbackS3, **tab
     )
 
 
-def query(connection: Any, sql: str) -> list[tuple[Any, ...]]:
-    cursor = connection.cursor()
-    cursor.execute(sql)
-    return sorted(tuple(row) for row in cursor.fetchall())
-
-
-def fed_rows(table: Table, **kwargs: Any) -> list[tuple[Any, ...]]:
-    data = table.read(columns=["trip_id", "country", "ts", "fare"], **kwargs)
-    return sorted(tuple(row.values()) for row in data.to_pylist())
-
-
 def assert_same(connection: Any, name: str, table: Table) -> None:
     """The whole table, one partition, a data-column filter and an aggregate, as fedcore reads them."""
-    assert query(connection, f"SELECT {COLUMNS} FROM {name}") == fed_rows(table)
-    assert query(connection, f"SELECT {COLUMNS} FROM {name} WHERE country = 'us'") == fed_rows(
+    assert query(connection, f"SELECT {COLUMNS} FROM {name}") == trips_rows(table)
+    assert query(connection, f"SELECT {COLUMNS} FROM {name} WHERE country = 'us'") == trips_rows(
         table, filters=[("country", "=", "us")]
     )
-    assert query(connection, f"SELECT {COLUMNS} FROM {name} WHERE fare >= 15") == fed_rows(
+    assert query(connection, f"SELECT {COLUMNS} FROM {name} WHERE fare >= 15") == trips_rows(
         table, filters=[("fare", ">=", 15.0)]
     )
     expected: dict[str, list[float]] = {}
-    for _, country, _, fare in fed_rows(table):
+    for _, country, _, fare in trips_rows(table):
         expected.setdefault(country, []).append(fare)
     assert query(connection, f"SELECT country, count(*), sum(fare) FROM {name} GROUP BY country") == sorted(
         (country, len(fares), pytest.approx(sum(fares))) for country, fares in expected.items()
     )
 
 
-@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("layout", sorted(ENGINE_LAYOUTS))
 def test_hive_reads_fedcores_rows_after_every_write_and_clean(
     hiveserver2: HiveServer2, metastore: HiveMetastore, s3_server: LoopbackS3, layout: str
 ) -> None:
@@ -131,7 +103,7 @@ def test_a_one_partition_query_opens_only_its_files_and_lists_nothing(
         read = {key for key in s3_server.requests.gets if key.startswith(bucket)}
         assert read, "the query read the partition's files"
         assert read <= us_files, read - us_files
-    expected = fed_rows(table, filters=[("country", "=", "us")])
+    expected = trips_rows(table, filters=[("country", "=", "us")])
     assert got == [(len(expected), pytest.approx(sum(r[3] for r in expected)))]
 
 

@@ -14,19 +14,14 @@ import pytest
 import fed_trino
 from fed_dev.metastore import HiveMetastore
 from fed_dev.servers import LoopbackS3
-from fed_dev.testing import trips
+from fed_dev.testing import ENGINE_LAYOUTS, query, trips, trips_rows, trips_table
 from fed_dev.trino import TrinoServer
-from fedcore import Table, create_table
+from fedcore import Table
 from fedcore import properties as P
 from fedcore.archival import archive
 from fedcore.cleaning import clean
 from fedcore.rollback import rollback
 
-LAYOUTS = {
-    "object_store": {P.STORAGE_STRATEGY_CLASS: "object_store"},
-    "bounded_prefix": {P.STORAGE_STRATEGY_CLASS: "object_store", P.STORAGE_PREFIX_COUNT: "4"},
-    "hive": {},
-}
 KEEP = {
     P.ARCHIVE_MIN_INSTANTS: "3",
     P.ARCHIVE_MAX_INSTANTS: "5",
@@ -39,20 +34,8 @@ _names = itertools.count()
 def make(s3: LoopbackS3, layout: str, **extra: str) -> tuple[Table, str, str]:
     """A new table on S3 (its own buckets); its metastore name and its storage bucket."""
     n = next(_names)
-    tables, storage = s3.create_bucket(f"tables{n}"), s3.create_bucket(f"storage{n}")
-    props = dict(LAYOUTS[layout])
-    if props:
-        props[P.STORAGE_PATH] = storage
-    table = create_table(
-        f"{tables}/trips",
-        name="trips",
-        record_key_fields=["trip_id"],
-        partition_fields=["country"],
-        precombine_field="ts",
-        properties={**props, **KEEP, **extra},
-        storage_options=s3.storage_options(),
-    )
-    return table, f"trips_{n}", storage if props else tables
+    table, storage = trips_table(s3, layout, f"t{n}", {**KEEP, **extra})
+    return table, f"trips_{n}", storage
 
 
 def connect(server: TrinoServer, metastore: HiveMetastore, s3: LoopbackS3, **tables: str) -> Any:
@@ -65,29 +48,18 @@ def connect(server: TrinoServer, metastore: HiveMetastore, s3: LoopbackS3, **tab
     )
 
 
-def query(connection: Any, sql: str) -> list[tuple[Any, ...]]:
-    cursor = connection.cursor()
-    cursor.execute(sql)
-    return sorted(tuple(row) for row in cursor.fetchall())
-
-
-def fed_rows(table: Table, **kwargs: Any) -> list[tuple[Any, ...]]:
-    data = table.read(columns=["trip_id", "country", "ts", "fare"], **kwargs)
-    return sorted(tuple(row.values()) for row in data.to_pylist())
-
-
 def assert_same(connection: Any, name: str, table: Table) -> None:
     columns = "trip_id, country, ts, fare"
-    assert query(connection, f"SELECT {columns} FROM {name}") == fed_rows(table)
-    assert query(connection, f"SELECT {columns} FROM {name} WHERE country = 'us'") == fed_rows(
+    assert query(connection, f"SELECT {columns} FROM {name}") == trips_rows(table)
+    assert query(connection, f"SELECT {columns} FROM {name} WHERE country = 'us'") == trips_rows(
         table, filters=[("country", "=", "us")]
     )
-    assert query(connection, f"SELECT {columns} FROM {name} WHERE fare >= 15") == fed_rows(
+    assert query(connection, f"SELECT {columns} FROM {name} WHERE fare >= 15") == trips_rows(
         table, filters=[("fare", ">=", 15.0)]
     )
 
 
-@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("layout", sorted(ENGINE_LAYOUTS))
 def test_trino_reads_fedcores_rows_after_every_write_and_service(
     trino_server: TrinoServer, metastore: HiveMetastore, s3_server: LoopbackS3, layout: str
 ) -> None:
@@ -128,7 +100,7 @@ def test_a_one_partition_query_reads_only_its_files_and_lists_nothing(
     }
     s3_server.requests.reset()
     got = query(connection, f"SELECT trip_id, fare FROM {name} WHERE country = 'us'")
-    assert got == sorted((r[0], r[3]) for r in fed_rows(table, filters=[("country", "=", "us")]))
+    assert got == sorted((r[0], r[3]) for r in trips_rows(table, filters=[("country", "=", "us")]))
     assert not [p for p in s3_server.requests.listed if p.startswith(bucket)], s3_server.requests.listed
     read = {key for key in s3_server.requests.gets if key.startswith(bucket)}
     assert read, "the query read the partition's files"

@@ -8,8 +8,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from fed_dev.servers import S3Endpoint
+from fedcore import properties as P
 from fedcore.io.filesystems import StorageOptions, filesystem_for
-from fedcore.table import Table
+from fedcore.table import Table, create_table
 
 
 @dataclass
@@ -57,3 +59,48 @@ def rows(table: Table, **kwargs: Any) -> dict[int, tuple[str, float]]:
     """A trips table's rows as {trip_id: (country, fare)}."""
     data = table.read(**kwargs).to_pylist()
     return {r["trip_id"]: (r["country"], r["fare"]) for r in data}
+
+
+# --- what the engine suites (Trino, Hive) share -------------------------------------------
+
+#: The layouts the engine suites run on: hashed prefixes, hashed over 4 prefixes, Hive's.
+ENGINE_LAYOUTS: dict[str, dict[str, str]] = {
+    "object_store": {P.STORAGE_STRATEGY_CLASS: "object_store"},
+    "bounded_prefix": {P.STORAGE_STRATEGY_CLASS: "object_store", P.STORAGE_PREFIX_COUNT: "4"},
+    "hive": {},
+}
+
+
+def trips_table(
+    s3: S3Endpoint, layout: str, buckets: str, properties: dict[str, str] | None = None
+) -> tuple[Table, str]:
+    """A trips table (key ``trip_id``, partitioned by ``country``, ``ts`` the precombine field)
+    in buckets of its own named after ``buckets``, on ``layout``; and the bucket its data
+    files are in."""
+    tables, storage = s3.create_bucket(f"{buckets}-tables"), s3.create_bucket(f"{buckets}-storage")
+    layout_properties = dict(ENGINE_LAYOUTS[layout])
+    if layout_properties:
+        layout_properties[P.STORAGE_PATH] = storage
+    table = create_table(
+        f"{tables}/trips",
+        name="trips",
+        record_key_fields=["trip_id"],
+        partition_fields=["country"],
+        precombine_field="ts",
+        properties={**layout_properties, **(properties or {})},
+        storage_options=s3.storage_options(),
+    )
+    return table, storage if layout_properties else tables
+
+
+def query(connection: Any, sql: str) -> list[tuple[Any, ...]]:
+    """A DB-API connection's rows for ``sql``, as sorted tuples."""
+    cursor = connection.cursor()
+    cursor.execute(sql)
+    return sorted(tuple(row) for row in cursor.fetchall())
+
+
+def trips_rows(table: Table, **kwargs: Any) -> list[tuple[Any, ...]]:
+    """A trips table's rows as fedcore reads them (``read``'s options), as sorted tuples."""
+    data = table.read(columns=["trip_id", "country", "ts", "fare"], **kwargs)
+    return sorted(tuple(row.values()) for row in data.to_pylist())
