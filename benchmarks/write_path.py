@@ -12,11 +12,17 @@ Rows: ``id`` int64 (the record key), ``p`` (8 partitions), ``ts`` int64 (precomb
 - insert of new keys into file groups still below the small-file limit, against pyarrow
   reading those files and writing them back with the new rows added.
 
+Merge-on-read against copy-on-write, same rows, same updates (``--sections merge_on_read``):
+upserts of 1% and 10% (time and bytes written: a log file per touched group against its
+rewrite), a snapshot read of the merge-on-read table with those logs pending against the
+same table compacted, and the compaction against the copy-on-write upsert that rewrites the
+same file groups.
+
 Local files and S3 on loopback (moto, fewer rows: moto stores at a few hundred MB/s). The
 peak memory of a bulk insert and of ``write_to_dataset`` is measured in a process of its
 own (Arrow's allocator peak and the process's peak RSS).
 
-Run: ``python benchmarks/write_path.py [--rows 4000000] [--s3-rows 1000000] [--plot PNG]``
+Run: ``python benchmarks/write_path.py [--rows 4000000] [--s3-rows 1000000] [--sections ...] [--plot PNG]``
 (needs ``fedcore[test]``), or ``tox -e bench``.
 """
 
@@ -217,6 +223,56 @@ def cases(place: Place, n: int, progress: tqdm) -> dict[str, tuple[float, float,
     return results
 
 
+#: A merge-on-read case's goal: the ratio merge-on-read / copy-on-write must not exceed it.
+MOR_GOALS = {
+    "upsert 1%: time": 0.3,
+    "upsert 1%: bytes written": 0.1,
+    "snapshot read: logs pending vs compacted": 1.5,
+}
+
+
+def merge_on_read_cases(place: Place, n: int, progress: tqdm) -> dict[str, tuple[float, float, str]]:
+    """case -> (merge-on-read, copy-on-write or baseline, unit): the same rows bulk inserted
+    into a table of each type, then the same updates upserted into both."""
+    data = rows_of(n)
+    cow = place.table("cow")
+    mor = place.table("mor", **{P.TABLE_TYPE: P.TABLE_TYPE_MOR})
+    cow.bulk_insert(data)
+    mor.bulk_insert(data)
+    results: dict[str, tuple[float, float, str]] = {}
+    cow_rewrite = math.nan
+    for fraction in (0.01, 0.10):
+        batches = [updates_of(n, fraction, seed=100 + attempt) for attempt in range(REPEATS)]
+        times: dict[str, list[float]] = {"mor": [], "cow": []}
+        written: dict[str, int] = {}
+        for batch in batches:  # alternately, so both see the machine alike
+            for name, table in (("mor", mor), ("cow", cow)):
+                start = time.perf_counter()
+                result = table.upsert(batch)
+                times[name].append(time.perf_counter() - start)
+                written.setdefault(name, result.bytes_written)
+        label = f"upsert {fraction:.0%}"
+        results[f"{label}: time"] = (min(times["mor"]), min(times["cow"]), "s")
+        results[f"{label}: bytes written"] = (written["mor"], written["cow"], "B")
+        cow_rewrite = min(times["cow"])  # 10% touches every group: the rewrite compaction replaces
+        progress.update()
+    # A table as an inline compaction every few writes leaves it: the first 1% and 10%
+    # upserts pending in log files (11% of the rows), against the same table compacted.
+    read = place.table("read", **{P.TABLE_TYPE: P.TABLE_TYPE_MOR})
+    read.bulk_insert(data)
+    for fraction in (0.01, 0.10):
+        read.upsert(updates_of(n, fraction, seed=100))
+    pending = best(lambda attempt: read.read())
+    read.compact()
+    compacted = best(lambda attempt: read.read())
+    compaction = timed(mor.compact)
+    results["snapshot read: logs pending vs compacted"] = (pending, compacted, "s")
+    # The first table: three 1% and three 10% upserts in its log files.
+    results["compaction vs copy-on-write upsert of the same groups"] = (compaction, cow_rewrite, "s")
+    progress.update()
+    return results
+
+
 def _upsert(table: Table, batches: list[pa.Table], attempt: int) -> None:
     table.upsert(batches[attempt])
 
@@ -279,18 +335,32 @@ def peak_memory(kind: str, n: int) -> tuple[int, int]:
     return arrow, rss
 
 
-def main(n: int, s3_n: int) -> dict[str, dict[str, tuple[float, float, int]]]:
+def main(
+    n: int, s3_n: int, sections: set[str]
+) -> tuple[dict[str, dict[str, tuple[float, float, int]]], dict[str, dict[str, tuple[float, float, str]]]]:
     found: dict[str, dict[str, tuple[float, float, int]]] = {}
-    with tqdm(total=8, desc="write path cases", unit="case") as progress:
+    merge_on_read: dict[str, dict[str, tuple[float, float, str]]] = {}
+    places = 2 if s3_n else 1
+    total = places * ((4 if "write" in sections else 0) + (3 if "merge_on_read" in sections else 0))
+    with tqdm(total=total, desc="write path cases", unit="case") as progress:
         with tempfile.TemporaryDirectory() as root:
-            found[f"local files, {n:,} rows"] = cases(Place(root, None), n, progress)
+            if "write" in sections:
+                found[f"local files, {n:,} rows"] = cases(Place(root, None), n, progress)
+            if "merge_on_read" in sections:
+                merge_on_read[f"local files, {n:,} rows"] = merge_on_read_cases(
+                    Place(f"{root}/mor", None), n, progress
+                )
         if s3_n:
             with LoopbackS3() as server:
-                bucket = server.create_bucket("write")
-                found[f"S3 (moto), {s3_n:,} rows"] = cases(
-                    Place(bucket, server.storage_options()), s3_n, progress
-                )
-    return found
+                place = Place(server.create_bucket("write"), server.storage_options())
+                if "write" in sections:
+                    found[f"S3 (moto), {s3_n:,} rows"] = cases(place, s3_n, progress)
+                if "merge_on_read" in sections:
+                    mor_place = Place(server.create_bucket("mor"), server.storage_options())
+                    merge_on_read[f"S3 (moto), {s3_n:,} rows"] = merge_on_read_cases(
+                        mor_place, s3_n, progress
+                    )
+    return found, merge_on_read
 
 
 def report(found: dict[str, dict[str, tuple[float, float, int]]], memory: dict[str, tuple[int, int]]) -> None:
@@ -308,6 +378,43 @@ def report(found: dict[str, dict[str, tuple[float, float, int]]], memory: dict[s
             print(
                 f"{name:48} Arrow peak {arrow / 2**20:>6,.0f} MiB   resident growth {rss / 2**20:>6,.0f} MiB"
             )
+
+
+def report_merge_on_read(found: dict[str, dict[str, tuple[float, float, str]]]) -> None:
+    for place, results in found.items():
+        print(f"\nmerge-on-read vs copy-on-write, {place}")
+        print(f"{'':56} {'MOR':>12} {'COW/base':>12} {'ratio':>6} {'goal':>6}")
+        for name, (mor, cow, unit) in results.items():
+            goal = MOR_GOALS.get(name)
+            shown = (lambda v: f"{v:>11.2f}s") if unit == "s" else (lambda v: f"{v / 2**20:>9.2f}MiB")
+            mark = "" if goal is None else f"{'<=' if mor / cow <= goal else '> '}{goal}"
+            print(f"{name:56} {shown(mor)} {shown(cow)} {mor / cow:>5.2f}x {mark:>6}")
+
+
+def plot_merge_on_read(found: dict[str, dict[str, tuple[float, float, str]]], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(found), figsize=(7 * len(found), 3.6), sharey=True, squeeze=False)
+    for ax, (place, results) in zip(axes[0], found.items(), strict=True):
+        names = list(results)
+        ratios = [results[n][0] / results[n][1] for n in names]
+        colors = [
+            "tab:green" if n in MOR_GOALS and r <= MOR_GOALS[n] else "tab:blue"
+            for n, r in zip(names, ratios, strict=True)
+        ]
+        ax.barh(names, ratios, color=colors)
+        for y, name in enumerate(names):
+            if name in MOR_GOALS:
+                ax.plot([MOR_GOALS[name]] * 2, [y - 0.4, y + 0.4], color="tab:red")
+        ax.axvline(1.0, color="grey", linewidth=0.5)
+        ax.set_xlabel("merge-on-read / copy-on-write (red: goal)")
+        ax.set_title(place)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"plot written to {path}")
 
 
 def plot(found: dict[str, dict[str, tuple[float, float, int]]], path: str) -> None:
@@ -333,15 +440,29 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=4_000_000)
     parser.add_argument("--s3-rows", type=int, default=1_000_000, help="0: leave S3 out")
+    parser.add_argument(
+        "--sections",
+        default="write,merge_on_read,memory",
+        help="comma separated: write (against pyarrow), merge_on_read (against copy-on-write), memory",
+    )
     parser.add_argument("--plot", metavar="PNG")
     args = parser.parse_args()
-    results = main(args.rows, args.s3_rows)
-    memory = {
-        "fedcore bulk_insert, a table": peak_memory("fedcore", args.rows),
-        "pyarrow.dataset.write_dataset, a table": peak_memory("pyarrow", args.rows),
-        "fedcore bulk_insert, a stream of batches": peak_memory("fedcore-stream", args.rows),
-        "pyarrow.dataset.write_dataset, a stream": peak_memory("pyarrow-stream", args.rows),
-    }
+    sections = {s.strip() for s in args.sections.split(",") if s.strip()}
+    unknown = sections - {"write", "merge_on_read", "memory"}
+    if unknown:
+        parser.error(f"unknown section(s): {', '.join(sorted(unknown))}")
+    results, merge_on_read = main(args.rows, args.s3_rows, sections)
+    memory = {}
+    if "memory" in sections:
+        memory = {
+            "fedcore bulk_insert, a table": peak_memory("fedcore", args.rows),
+            "pyarrow.dataset.write_dataset, a table": peak_memory("pyarrow", args.rows),
+            "fedcore bulk_insert, a stream of batches": peak_memory("fedcore-stream", args.rows),
+            "pyarrow.dataset.write_dataset, a stream": peak_memory("pyarrow-stream", args.rows),
+        }
     report(results, memory)
-    if args.plot:
+    report_merge_on_read(merge_on_read)
+    if args.plot and results:
         plot(results, args.plot)
+    if args.plot and merge_on_read:
+        plot_merge_on_read(merge_on_read, args.plot.removesuffix(".png") + "-merge-on-read.png")

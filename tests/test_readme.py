@@ -80,3 +80,24 @@ def test_storage_options_example() -> None:
     assert merged["profile"] == "lake"
     assert merged["s3_additional_kwargs"]["SSEKMSKeyId"] == "key-eu"
     assert "s3_additional_kwargs" not in options_for("s3://lake-us/trips", options)
+
+
+def test_merge_on_read_example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (block,) = re.findall(r"^```python merge-on-read\n(.*?)^```$", README.read_text(), flags=re.S | re.M)
+    before: dict[str, Any] = {}
+    exec(block.split("done = ")[0], before)  # up to the compaction, as its comments say
+    assert before["rides"].read().num_rows == 2
+    assert before["rides"].scan(query_type="read_optimized").count() == 3
+    monkeypatch.chdir(tmp_path / "lake")  # the whole example again, on a table of its own
+    names: dict[str, Any] = {}
+    exec(block, names)
+    rides = names["rides"]
+    assert names["done"].log_files == 2
+    assert rides.read(columns=["ride_id", "fare"]).sort_by("ride_id").to_pylist() == [
+        {"ride_id": 1, "fare": 10.0},
+        {"ride_id": 2, "fare": 21.0},
+    ]
+    assert rides.scan(query_type="read_optimized").count() == 2
+    assert not [s for s in rides.file_slices() if s.log_files]
+    assert [i.action for i in rides.timeline()][-1] == "commit"

@@ -40,13 +40,24 @@ class Written:
     path: str
     rows: list[tuple[int, str, float]]  # (id, country, fare), sorted
     pruned: int  # rows with country = COUNTRY
+    #: Merge-on-read tables: the rows of the base files alone (a read-optimized query).
+    read_optimized: list[tuple[int, str, float]] | None = None
 
     def to_json(self) -> dict[str, object]:
         return {"path": self.path, "rows": self.rows, "pruned": self.pruned}
 
 
-def write_sample(path: str, layout: str, storage: Path) -> Table:
-    """The table at ``path`` in ``layout``, data under ``storage``, after three writes."""
+def write_sample(
+    path: str,
+    layout: str,
+    storage: Path,
+    table_type: P.TableType = "COPY_ON_WRITE",
+    options: dict[str, str] | None = None,
+) -> Table:
+    """The table at ``path`` in ``layout``, data under ``storage``, after three writes (and,
+    merge-on-read, a fourth, the deleted key written again, all onto log files; then a
+    compaction, and a delta commit after it: an update in a log file onto a compacted slice,
+    an insert rewriting another). ``options``: the writes' Hudi keys."""
     properties = dict(LAYOUTS[layout])
     if layout in ("object_store", "bounded_prefixes"):
         properties[P.STORAGE_PATH] = f"file://{storage}"
@@ -61,8 +72,9 @@ def write_sample(path: str, layout: str, storage: Path) -> Table:
         record_key_fields=["id"],
         partition_fields=["country"],
         precombine_field="ts",
+        table_type=table_type,
         properties=properties,
-    )
+    ).with_options(options)
     countries = [COUNTRY, "bra", "ind", "chn"]
     table.bulk_insert(
         pa.table(
@@ -76,13 +88,25 @@ def write_sample(path: str, layout: str, storage: Path) -> Table:
     )
     table.upsert(pa.table({"id": [0, 100], "country": [COUNTRY, "bra"], "ts": [2, 2], "fare": [0.5, 100.0]}))
     table.delete(pa.table({"id": [1], "country": ["bra"]}))
+    if table_type == P.TABLE_TYPE_MOR:
+        table.upsert(pa.table({"id": [1, 4], "country": ["bra", COUNTRY], "ts": [3, 3], "fare": [1.5, 4.5]}))
+        table.compact()
+        after = {"id": [8, 101], "country": [COUNTRY, "chn"], "ts": [4, 4], "fare": [8.5, 101.0]}
+        table.upsert(pa.table(after))
     return table
 
 
 def fedcore_reads(table: Table) -> Written:
-    full = table.read(columns=["id", "country", "fare"])
-    rows = sorted(zip(*(full.column(c).to_pylist() for c in ("id", "country", "fare")), strict=True))
-    return Written(table.path, rows, table.scan([("country", "=", COUNTRY)]).count())
+    columns = ["id", "country", "fare"]
+
+    def rows_of(data: pa.Table) -> list[tuple[int, str, float]]:
+        return sorted(zip(*(data.column(c).to_pylist() for c in columns), strict=True))
+
+    optimized = None
+    if table.config.merge_on_read:
+        optimized = rows_of(table.scan(columns=columns, query_type="read_optimized").to_arrow())
+    rows = rows_of(table.read(columns=columns))
+    return Written(table.path, rows, table.scan([("country", "=", COUNTRY)]).count(), optimized)
 
 
 def as_before_federated_types(table: Table) -> None:

@@ -41,6 +41,21 @@ def test_a_hive_layout_table_is_read_exactly(layout_tables: dict[str, Written]) 
     assert hudi_rs_read(written.path, [("country", "=", COUNTRY)]).num_rows == written.pruned > 0
 
 
+@pytest.mark.parametrize("name", ["hive_mor", "hive_mor_avro"])
+def test_a_hive_layout_merge_on_read_table_is_read_exactly(
+    layout_tables: dict[str, Written], name: str
+) -> None:
+    """Data blocks (Parquet, or Avro) and delete blocks fed appended, a deleted key written
+    again, a compaction and a delta commit after it."""
+    written = layout_tables[name]
+    assert rows_of(hudi_rs_read(written.path)) == written.rows
+    assert written.read_optimized is not None
+    assert written.rows != written.read_optimized, "the updates are in log files"
+    assert {(1, "bra", 1.5), (8, COUNTRY, 8.5), (101, "chn", 101.0)} <= set(written.rows)
+    assert (1, "bra", 1.5) in written.read_optimized, "compacted"
+    assert hudi_rs_read(written.path, [("country", "=", COUNTRY)]).num_rows == written.pruned
+
+
 @pytest.mark.parametrize("layout", FEDERATED)
 def test_a_federated_table_is_refused(layout_tables: dict[str, Written], layout: str) -> None:
     assert_refused(layout_tables[layout].path)

@@ -162,3 +162,48 @@ def test_a_killed_driver_leaves_nothing_visible_and_the_next_writer_cleans_up(
     assert table.timeline().pending() == []
     assert [i.action for i in table.timeline().completed()] == ["commit", "rollback", "commit"]
     assert backend.data_files() == referenced(table)
+
+
+def test_merge_on_read_upserts_and_deletes_append_log_files_from_tasks(
+    local_fed: SparkSession, tmp_path: Path
+) -> None:
+    """A merge-on-read table fed-spark creates: distributed upserts append log files onto the
+    groups holding their keys (inserts top up groups without log files, or start new ones),
+    deletes append delete blocks; Spark reads the snapshot and the read-optimized view."""
+    spark = local_fed
+    backend = Backend("local", f"file://{tmp_path}/tables/t", f"file://{tmp_path}/storage", None)
+    options = hudi_options(backend) | {"hoodie.datasource.write.table.type": "MERGE_ON_READ"}
+    fed_spark.write(frame(spark, 0, 400), backend.table_path, options)
+    table = load_table(backend.table_path)
+    assert table.config.table_type == "MERGE_ON_READ"
+    bases = {s.file_id: s.base_file_name for s in table.file_slices()}
+
+    changes = frame(spark, 0, 40, ts=2).withColumn("v", F.lit(-1.0))
+    updated = fed_spark.write(changes, backend.table_path, {"hoodie.datasource.write.operation": "upsert"})
+    assert (updated.updated, updated.inserted) == (40, 0)
+    table = load_table(backend.table_path)
+    slices = table.file_slices()
+    assert {s.file_id: s.base_file_name for s in slices} == bases, "no base file is rewritten"
+    assert sum(len(s.log_files) for s in slices) == updated.files_written > 0
+    assert all(len(s.log_files) <= 1 for s in slices), "one log file per group per write"
+
+    gone = spark.range(40, 60).selectExpr("id", "concat('r', cast(id % 4 as string)) AS region")
+    deleted = fed_spark.write(gone, backend.table_path, {"hoodie.datasource.write.operation": "delete"})
+    assert deleted.deleted == 20
+    # Ids 0..39 again (their updates stand) and 400..419, new: inserts start new file groups,
+    # since every group now has log files.
+    more = frame(spark, 400, 420, ts=3)
+    inserted = fed_spark.write(more, backend.table_path, {"hoodie.datasource.write.operation": "upsert"})
+    assert inserted.inserted == 20
+
+    table = load_table(backend.table_path)
+    expected = sorted([*range(0, 40), *range(60, 420)])
+    assert ids(table) == expected
+    assert {i.action for i in table.timeline()} == {"deltacommit"}
+    snapshot = spark.read.format("fed").load(backend.table_path)
+    assert sorted(r.id for r in snapshot.select("id").collect()) == expected
+    assert snapshot.where("v = -1.0").count() == 40
+    reader = spark.read.format("fed").option("hoodie.datasource.query.type", "read_optimized")
+    optimized = reader.load(backend.table_path)
+    assert sorted(r.id for r in optimized.select("id").collect()) == [*range(0, 400), *range(400, 420)]
+    assert optimized.where("v = -1.0").count() == 0

@@ -272,14 +272,6 @@ def test_merge_on_read_time_travel_skips_a_rolled_back_write(tmp_path: Path) -> 
     assert {"id": 2, "_hoodie_commit_time": "20250126060846931"} in latest
 
 
-def test_merge_on_read_tables_are_read_not_written(tmp_path: Path) -> None:
-    table = load_table(unpack(SHARED / "mor" / "avro" / "v6_trips_8i1u.zip", tmp_path))
-    before = table.read()
-    with pytest.raises(UnsupportedTableError, match="MERGE_ON_READ"):
-        table.upsert(before.slice(0, 1))
-    assert table.read().equals(before)
-
-
 def test_an_empty_table_and_a_read_before_the_first_commit_have_the_schema(tmp_path: Path) -> None:
     empty = load_table(unpack(SHARED / "v6_empty.zip", tmp_path / "empty"))
     assert empty.read().schema.names == [*META, "id", "name", "isActive"]

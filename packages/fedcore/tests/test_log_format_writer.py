@@ -6,7 +6,9 @@ format byte for byte: framed as ``test_log_merge.frame`` frames blocks after Hud
 from __future__ import annotations
 
 import io
+import json
 import struct
+from datetime import timezone
 from typing import Any
 
 import fastavro
@@ -15,10 +17,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from fedcore.avro_schema import to_avro_json
 from fedcore.exceptions import UnsupportedLogBlockError
 from fedcore.log_format import (
     BlockType,
     HeaderKey,
+    avro_data_block,
     data_records,
     delete_block,
     delete_records,
@@ -110,3 +114,64 @@ def test_a_rollback_block_names_its_target() -> None:
     (block,) = read_blocks(written, "t.log")
     assert block.is_rollback
     assert block.target_instant == "20261124000000001"
+
+
+def hudi_avro_content(records: pa.Table, schema: dict[str, Any]) -> bytes:
+    """An Avro data block's content as Hudi's ``HoodieAvroDataBlock`` serialises it: version,
+    count, then each record's length and its encoding (fastavro's, with the block's schema)."""
+    parsed = fastavro.parse_schema(schema)
+    parts = [struct.pack(">ii", 3, records.num_rows)]
+    for row in records.to_pylist():
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, parsed, row)
+        parts.append(struct.pack(">i", len(out.getvalue())) + out.getvalue())
+    return b"".join(parts)
+
+
+ROW = st.fixed_dictionaries(
+    {
+        "key": texts,
+        "n": st.integers(-(2**63), 2**63 - 1) | st.none(),
+        "small": st.integers(-(2**31), 2**31 - 1) | st.none(),
+        "x": st.floats(allow_nan=False) | st.none(),
+        "f": st.floats(width=32, allow_nan=False) | st.none(),
+        "flag": st.booleans() | st.none(),
+        "raw": st.binary(max_size=20) | st.none(),
+        "day": st.dates() | st.none(),
+        "at": st.datetimes(timezones=st.just(timezone.utc)) | st.none(),
+    }
+)
+AVRO_TYPES = pa.schema(
+    [
+        ("key", pa.string()),
+        ("n", pa.int64()),
+        ("small", pa.int32()),
+        ("x", pa.float64()),
+        ("f", pa.float32()),
+        ("flag", pa.bool_()),
+        ("raw", pa.binary()),
+        ("day", pa.date32()),
+        ("at", pa.timestamp("us", "UTC")),
+    ]
+)
+
+
+@given(rows=st.lists(ROW, max_size=25))
+def test_avro_data_blocks_are_hudis_encoding_byte_for_byte(rows: list[dict[str, Any]]) -> None:
+    records = pa.Table.from_pylist(rows, schema=AVRO_TYPES)
+    schema_json = to_avro_json(records.schema, "trips")
+    block = avro_data_block(records, "20260101000000000", schema_json)
+    expected = hudi_avro_content(records, json.loads(schema_json))
+    assert block == frame(
+        BlockType.AVRO_DATA,
+        {HeaderKey.INSTANT_TIME: "20260101000000000", HeaderKey.SCHEMA: schema_json},
+        expected,
+    )
+    (read,) = read_blocks(block, "test.log")
+    assert data_records(read).cast(AVRO_TYPES).equals(records)
+
+
+def test_avro_data_blocks_refuse_nested_columns_by_name() -> None:
+    records = pa.table({"tags": pa.array([["a"]], pa.list_(pa.string()))})
+    with pytest.raises(UnsupportedLogBlockError, match="'tags' is list<item: string>"):
+        avro_data_block(records, "20260101000000000", to_avro_json(records.schema, "trips"))

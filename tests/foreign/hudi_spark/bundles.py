@@ -43,7 +43,9 @@ def bundle(version: str) -> Path:
     return jar
 
 
-def read_with_hudi(version: str, tables: dict[str, str], country: str) -> dict[str, dict[str, object]]:
+def read_with_hudi(
+    version: str, tables: dict[str, str | list[str]], country: str
+) -> dict[str, dict[str, object]]:
     """What Hudi ``version``'s Spark reader returns for each table (see ``read_with_hudi.py``)."""
     done = subprocess.run(
         [sys.executable, str(READER), str(bundle(version)), country],

@@ -2,7 +2,8 @@
 
 Run in a process of its own per Hudi version (one JVM, one bundle on its class path):
 ``python read_with_hudi.py BUNDLE_JAR COUNTRY`` with a JSON object ``{name: table path}`` on
-stdin; prints ``{name: {"rows": [[id, country, fare], ...], "pruned": N}}``, or
+stdin (or ``{name: [table path, query type]}``: ``read_optimized`` for a merge-on-read table's
+base files alone); prints ``{name: {"rows": [[id, country, fare], ...], "pruned": N}}``, or
 ``{name: {"error": "<Java exception>: <message>"}}`` where Hudi refused the table.
 Needs PySpark 3.5 (``tox -e hudi``) and Java 17.
 """
@@ -36,9 +37,11 @@ def session(bundle: str) -> SparkSession:
     return spark
 
 
-def read(spark: SparkSession, path: str, country: str) -> dict[str, object]:
+def read(spark: SparkSession, table: str | list[str], country: str) -> dict[str, object]:
+    path, query_type = (table, "snapshot") if isinstance(table, str) else table
     try:
-        frame = spark.read.format("hudi").load(path).select("id", "country", "fare")
+        reader = spark.read.format("hudi").option("hoodie.datasource.query.type", query_type)
+        frame = reader.load(path).select("id", "country", "fare")
         rows = sorted([row.id, row.country, row.fare] for row in frame.collect())
         return {"rows": rows, "pruned": frame.where(frame.country == country).count()}
     except CapturedException as exc:  # a Java exception PySpark converted: report it as Java names it
@@ -52,7 +55,7 @@ def read(spark: SparkSession, path: str, country: str) -> dict[str, object]:
 
 def main() -> None:
     bundle, country = sys.argv[1], sys.argv[2]
-    tables: dict[str, str] = json.load(sys.stdin)
+    tables: dict[str, str | list[str]] = json.load(sys.stdin)
     spark = session(bundle)
     try:
         answers = {name: read(spark, path, country) for name, path in tables.items()}

@@ -18,13 +18,32 @@ Answers = dict[str, dict[str, object]]
 
 @pytest.fixture(scope="module", params=HUDI_VERSIONS)
 def answers(request: pytest.FixtureRequest, layout_tables: dict[str, Written]) -> Answers:
-    return read_with_hudi(request.param, {name: t.path for name, t in layout_tables.items()}, COUNTRY)
+    tables: dict[str, str | list[str]] = {name: t.path for name, t in layout_tables.items()}
+    for name in ("hive_mor", "hive_mor_avro"):
+        tables[f"{name}_read_optimized"] = [layout_tables[name].path, "read_optimized"]
+    return read_with_hudi(request.param, tables, COUNTRY)
 
 
 def test_a_hive_layout_table_is_read_exactly(answers: Answers, layout_tables: dict[str, Written]) -> None:
     written = layout_tables["hive"]
     assert answers["hive"] == {"rows": [list(row) for row in written.rows], "pruned": written.pruned}
     assert 0 < written.pruned < len(written.rows)
+
+
+@pytest.mark.parametrize("name", ["hive_mor", "hive_mor_avro"])
+def test_a_hive_layout_merge_on_read_table_is_read_exactly(
+    answers: Answers, layout_tables: dict[str, Written], name: str
+) -> None:
+    """Log files fed appended (Parquet or Avro data blocks, delete blocks, a deleted key
+    written again, a compaction and a delta commit after it): Hudi's snapshot query merges
+    them as fedcore does, its read-optimized query reads the base files alone, as fedcore's
+    does."""
+    written = layout_tables[name]
+    assert answers[name] == {"rows": [list(row) for row in written.rows], "pruned": written.pruned}
+    assert written.read_optimized is not None
+    assert written.read_optimized != written.rows
+    optimized = answers[f"{name}_read_optimized"]
+    assert optimized["rows"] == [list(row) for row in written.read_optimized]
 
 
 @pytest.mark.parametrize("layout", FEDERATED)

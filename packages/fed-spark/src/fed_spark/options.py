@@ -12,8 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from fedcore import properties as P
 from fedcore.engine import QUERY_TYPES, QueryType, StorageOptions, storage_options_of
 from fedcore.exceptions import ConfigError, InvalidPathError
+from fedcore.properties import TableType
 
 PATH: Final = "path"
 LOCATION: Final = "location"
@@ -194,14 +196,16 @@ class WriteOptions:
     hive_style: bool | None
     hoodie: dict[str, str]
     storage: dict[str, str]
+    #: The type of a table the write creates (None: not given, Hudi's copy-on-write).
+    table_type: TableType | None = None
 
     @classmethod
     def of(cls, options: Mapping[str, str]) -> WriteOptions:
         given = _given(options)
         path = _path_of(given)
-        table_type = given.pop(TABLE_TYPE, "COPY_ON_WRITE").strip().upper()
-        if table_type != "COPY_ON_WRITE":
-            raise ConfigError(TABLE_TYPE, f"fed writes copy-on-write tables only, not {table_type}")
+        table_type = given.pop(TABLE_TYPE, None)
+        if table_type is not None and table_type.strip().upper() not in P.TABLE_TYPES:
+            raise ConfigError(TABLE_TYPE, f"{table_type!r} is not one of {', '.join(P.TABLE_TYPES)}")
         found = {key: given.pop(key) for key in _WRITE_KEYS if key in given}
         storage = {
             k[len(STORAGE_PREFIX) :]: given.pop(k) for k in list(given) if k.startswith(STORAGE_PREFIX)
@@ -231,7 +235,12 @@ class WriteOptions:
             hive_style=None if hive is None else hive.strip().lower() == "true",
             hoodie=given,
             storage=storage,
+            table_type=None if table_type is None else _table_type(table_type),
         )
+
+
+def _table_type(text: str) -> TableType:
+    return next(t for t in P.TABLE_TYPES if t == text.strip().upper())
 
 
 def _fields(text: str | None) -> tuple[str, ...]:

@@ -158,7 +158,7 @@ def _key_index(
             StructField(INSTANT, StringType()),
         ]
     )
-    described = [(p, f, i, n, s) for (p, f), (i, n, s) in sorted(slices.items())]
+    described = [(p, f, b.instant, b.name, b.size) for (p, f), b in sorted(slices.items())]
     files_schema = "partition string, file string, instant string, name string, size long"
     files = spark.createDataFrame(described, files_schema).repartition(
         max(1, min(parallelism, len(described)))
@@ -225,8 +225,7 @@ def _insert_routes(
     target, so a key's duplicates meet in one place."""
     routes: dict[str, tuple[np.ndarray, list[str]]] = {}
     for partition, count in inserts.items():
-        small = [(file_id, base.size) for (p, file_id), base in slices.items() if p == partition]
-        targets = planner.insert_targets(small, count)
+        targets = planner.insert_targets(planner.insert_candidates(partition, slices), count)
         ends = np.cumsum([t.rows for t in targets]).astype(np.int64)
         routes[partition] = (ends, [t.file_id for t in targets])
     return routes

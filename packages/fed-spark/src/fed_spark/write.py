@@ -116,6 +116,7 @@ def open_for_write(options: WriteOptions, settings: SessionSettings, schema: pa.
             partition_fields=options.partition_fields or (),
             precombine_field=options.precombine_field,
             hive_style_partitioning=True if options.hive_style is None else options.hive_style,
+            table_type=options.table_type,
             properties={k: v for k, v in options.hoodie.items() if k not in P.RUNTIME_KEYS},
             storage_options=storage,
         )
@@ -135,6 +136,7 @@ def open_for_write(options: WriteOptions, settings: SessionSettings, schema: pa.
             tuple(config.partition_fields),
         ),
     ]
+    checks.append(("hoodie.datasource.write.table.type", options.table_type, config.table_type))
     for key, given, actual in checks:
         if given is not None and given != actual:
             raise ConfigError(key, f"is {given!r}, but table {config.name} has {actual!r}")

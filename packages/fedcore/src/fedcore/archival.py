@@ -42,7 +42,7 @@ from fedcore.io.filesystems import read_object, read_objects, remove_files
 from fedcore.io.parquet import read_parquet
 from fedcore.metadata.cleanup import drop_older_than
 from fedcore.retention import ARCHIVE_PREFIX, archive_folder, last_clean_retained
-from fedcore.timeline import ARCHIVED_MARKER_PREFIX, WRITE_ACTIONS, Instant, Timeline, parse_instant_file
+from fedcore.timeline import ARCHIVED_MARKER_PREFIX, Instant, Timeline, parse_instant_file
 
 if TYPE_CHECKING:
     from fedcore.handle import TableHandle
@@ -69,7 +69,6 @@ def archive(
     ``handle.with_step_hook``) is called with "written" once the archive file exists, with
     "pending-states" once requested and inflight files are gone and with "moved" once
     completed ones are too, before the metadata table's older files go."""
-    table.check_writable()
     index = table.metadata_table_or_none()
     if index is None:
         return []  # a listing index tells committed files apart by the active timeline
@@ -115,7 +114,7 @@ def _bound(table: TableHandle, timeline: Timeline, keep_from: str) -> str:
     pending = timeline.pending()
     if pending:
         bounds.append(pending[0].time)
-    writes = timeline.completed(WRITE_ACTIONS)
+    writes = timeline.completed(table.write_actions)
     if writes:
         bounds.append(writes[-1].time)
     retained = last_clean_retained(table.fs.table_fs, table.path, timeline)

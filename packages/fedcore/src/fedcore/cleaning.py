@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from fedcore.commit_metadata import clean_metadata
-from fedcore.filenames import BASE_FILE_RE
+from fedcore.filenames import BASE_FILE_RE, LOG_FILE_RE
 from fedcore.metadata.format import REMOVE, Op
 from fedcore.retention import last_clean_retained
-from fedcore.timeline import CLEAN, WRITE_ACTIONS, Timeline
+from fedcore.timeline import CLEAN, Timeline
 from fedcore.transaction import Transaction, roll_back_failed_writes
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ class CleanPlan:
 def plan_clean(table: TableHandle, retained: int, timeline: Timeline | None = None) -> CleanPlan | None:
     """What a clean keeping the latest ``retained`` writes would delete; None when nothing fell out."""
     timeline = table.timeline() if timeline is None else timeline
-    writes = timeline.completed(WRITE_ACTIONS)
+    writes = timeline.completed(table.write_actions)
     if retained < 1 or len(writes) <= retained:
         return None
     earliest = writes[-retained].time
@@ -84,22 +84,26 @@ def plan_clean(table: TableHandle, retained: int, timeline: Timeline | None = No
 
 
 def _doomed(files: PartitionFiles, earliest: str) -> dict[str, int]:
-    groups: dict[str, list[tuple[str, str]]] = {}
+    """The files of the slices no retained instant needs: a slice is the files that start at
+    one instant, its base file and (merge-on-read) the log files written onto it."""
+    groups: dict[str, dict[str, list[str]]] = {}
     for name in files.files:
-        match = BASE_FILE_RE.fullmatch(name)
-        if match is not None:
-            groups.setdefault(match[1], []).append((match[3], name))
+        match = (LOG_FILE_RE if name.startswith(".") else BASE_FILE_RE).fullmatch(name)
+        if match is not None and not (name.startswith(".") and match[5]):
+            start = match[2] if name.startswith(".") else match[3]
+            groups.setdefault(match[1], {}).setdefault(start, []).append(name)
     doomed: dict[str, int] = {}
     for file_id, slices in groups.items():
-        slices.sort()
+        starts = sorted(slices)
         replaced_at = files.replaced.get(file_id)
         if replaced_at is not None and replaced_at < earliest:
-            delete = slices
+            delete = starts
         else:
-            older = [s for s in slices if s[0] < earliest]
+            older = [start for start in starts if start < earliest]
             delete = older[:-1]  # the newest older slice is what the earliest instant sees
-        for _, name in delete:
-            doomed[name] = files.files[name]
+        for start in delete:
+            for name in slices[start]:
+                doomed[name] = files.files[name]
     return doomed
 
 
@@ -110,9 +114,10 @@ def clean(
 
     ``recover=False`` skips rolling back failed writes first, for a writer that just did;
     ``timeline``, when the caller has just listed it, saves listing it again."""
-    table.check_writable()
     if recover and roll_back_failed_writes(table, timeline):
         timeline = None  # the rollbacks changed it
+    timeline = table.timeline() if timeline is None else timeline
+    table.check_writable(timeline)
     plan = plan_clean(table, retained, timeline)
     if plan is None or not plan.worth_recording:
         return None

@@ -1,4 +1,5 @@
-"""``fed`` commands that work on a table: create, write, read, files, timeline, clean, rollback."""
+"""``fed`` commands that work on a table: create, write, read, files, timeline, clean, compact,
+rollback."""
 
 from __future__ import annotations
 
@@ -47,6 +48,11 @@ def table_commands(commands: Any) -> None:
     create.add_argument("--record-key", required=True, help="record key field(s), comma separated")
     create.add_argument("--partition-by", default="", help="partition field(s), comma separated")
     create.add_argument("--precombine", help="field whose greatest value wins among duplicates")
+    create.add_argument(
+        "--table-type",
+        choices=P.TABLE_TYPES,
+        help="MERGE_ON_READ: upserts append log files (default COPY_ON_WRITE, or -p hoodie.table.type)",
+    )
     create.add_argument("--storage-strategy", default=P.DEFAULT_STORAGE_STRATEGY)
     create.add_argument("--storage-path", help="where data files go (object_store)")
     create.add_argument("--plain-partitions", action="store_true", help="value folders, not field=value")
@@ -95,6 +101,9 @@ def table_commands(commands: Any) -> None:
         "--retain", type=positive_int, help=f"commits to keep (default: {P.CLEANER_COMMITS_RETAINED})"
     )
     cleaner.set_defaults(run=_clean)
+
+    compactor = add("compact", "merge-on-read: fold each file slice's log files into a new base file")
+    compactor.set_defaults(run=_compact)
 
     undo = add("rollback", "roll back a failed write or the latest completed one")
     undo.add_argument("instant")
@@ -178,6 +187,7 @@ def _create(args: argparse.Namespace) -> int:
         partition_fields=_fields(args.partition_by, "--partition-by") if args.partition_by else [],
         precombine_field=args.precombine,
         hive_style_partitioning=not args.plain_partitions,
+        table_type=args.table_type,
         properties=properties,
         storage_options=storage_options(args),
         start_over=args.start_over,
@@ -287,6 +297,18 @@ def _clean(args: argparse.Namespace) -> int:
     print(
         f"Cleaned at {instant}: {body['totalFilesDeleted']} files deleted, "
         f"commits from {body['earliestCommitToRetain']} kept"
+    )
+    return 0
+
+
+def _compact(args: argparse.Namespace) -> int:
+    done = open_table(args).compact()
+    if done is None:
+        print("Nothing to compact: no file slice has log files")
+        return 0
+    print(
+        f"Compacted at {done.instant}: {done.log_files} log files folded into {done.file_groups} "
+        f"new base files ({done.rows_written} rows, {done.bytes_written} bytes)"
     )
     return 0
 

@@ -22,6 +22,8 @@ from fedcore.exceptions import MetadataTableError
 #: fed's own field of a write stat: the file's column statistics. Hudi's readers ignore
 #: fields they do not know (Apache Hudi 0.15 and 1.0 read such commits: ``tox -e hudi``).
 COLUMN_STATS_FIELD = "fedColumnStats"
+#: fed's own field of a compaction's write stat (``WriteStat.last_log_version``).
+LAST_LOG_VERSION_FIELD = "fedLastLogVersion"
 OPERATION_TYPES = ("BULK_INSERT", "INSERT", "UPSERT", "DELETE", "INSERT_OVERWRITE", "INSERT_OVERWRITE_TABLE")
 
 
@@ -40,9 +42,26 @@ class WriteStat:
     #: The file's column statistics (``io.parquet.file_stats``), for the metadata table; None
     #: where none were taken (files written before fed took them, copies by migrate).
     column_stats: str | None = None
+    #: A log file's version in its slice (merge-on-read; 0 for a base file), and the slice's
+    #: base file name (Hudi's ``HoodieDeltaWriteStat``; ``prev_commit`` is the slice's start).
+    log_version: int = 0
+    base_file: str = ""
+    #: A compaction's new base file: the highest version among the log files it folded in
+    #: (its slice's next log place is what an append racing the compaction would fill).
+    last_log_version: int = 0
+
+    @property
+    def is_log(self) -> bool:
+        """A log file's stat (appended onto a slice, superseding nothing)."""
+        return self.log_version > 0
 
     def to_json(self) -> dict[str, Any]:
-        stats = {} if self.column_stats is None else {COLUMN_STATS_FIELD: self.column_stats}
+        stats: dict[str, Any] = {} if self.column_stats is None else {COLUMN_STATS_FIELD: self.column_stats}
+        if self.is_log:  # HoodieDeltaWriteStat's fields: each log file is new, written whole
+            name = self.path.rpartition("/")[2]
+            stats.update(logVersion=self.log_version, logOffset=0, baseFile=self.base_file, logFiles=[name])
+        if self.last_log_version:
+            stats[LAST_LOG_VERSION_FIELD] = self.last_log_version
         return {
             "fileId": self.file_id,
             "path": self.path,
@@ -83,6 +102,9 @@ class WriteStat:
             total_write_bytes=int(data.get("totalWriteBytes") or 0),
             file_size=int(data.get("fileSizeInBytes") or 0),
             column_stats=data.get(COLUMN_STATS_FIELD) or None,
+            log_version=int(data.get("logVersion") or 0),
+            base_file=str(data.get("baseFile") or ""),
+            last_log_version=int(data.get(LAST_LOG_VERSION_FIELD) or 0),
         )
 
 
@@ -93,6 +115,8 @@ class CommitMetadata:
     schema: str | None = None
     #: Replace commits only: partition -> file ids no longer part of the table.
     replaced: dict[str, list[str]] = field(default_factory=dict)
+    #: A compaction's commit (merge-on-read: log files folded into new base files).
+    compacted: bool = False
 
     def to_bytes(self) -> bytes:
         by_partition: dict[str, list[dict[str, Any]]] = {}
@@ -100,7 +124,7 @@ class CommitMetadata:
             by_partition.setdefault(stat.partition_path, []).append(stat.to_json())
         body: dict[str, Any] = {
             "partitionToWriteStats": by_partition,
-            "compacted": False,
+            "compacted": self.compacted,
             "extraMetadata": {"schema": self.schema} if self.schema else {},
             "operationType": self.operation,
         }
@@ -122,6 +146,7 @@ class CommitMetadata:
                 stats=[s for s in stats if s.file_id and s.path],
                 schema=(body.get("extraMetadata") or {}).get("schema"),
                 replaced={k: list(v) for k, v in (body.get("partitionToReplaceFileIds") or {}).items()},
+                compacted=bool(body.get("compacted")),
             )
         except (ValueError, TypeError, AttributeError) as exc:
             raise MetadataTableError(f"{where}: unreadable commit metadata: {exc}") from exc

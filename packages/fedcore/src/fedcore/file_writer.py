@@ -26,13 +26,23 @@ import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
 from fedcore import properties as P
+from fedcore.avro_schema import to_avro_json
 from fedcore.commit_metadata import WriteStat
-from fedcore.filenames import base_file_name, new_file_id
+from fedcore.filenames import base_file_name, log_file_name, new_file_id
 from fedcore.handle import TableHandle
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import open_sized
 from fedcore.io.parquet import file_stats, open_parquet
-from fedcore.records import COMMIT_SEQNO, FILE_NAME, META_COLUMNS, RECORD_KEY, record_keys
+from fedcore.log_format import avro_data_block, delete_block, parquet_data_block
+from fedcore.records import (
+    COMMIT_SEQNO,
+    FILE_NAME,
+    META_COLUMNS,
+    RECORD_KEY,
+    record_keys,
+    with_meta_fields,
+)
+from fedcore.timeline import Timeline
 
 NO_ROWS: Final = np.empty(0, np.int64)
 _UNIQUE_META_COLUMNS: Final = frozenset({COMMIT_SEQNO, RECORD_KEY})
@@ -43,7 +53,8 @@ PutFile = Callable[[str, bytes], None]
 
 @dataclass
 class FileGroupWrite:
-    """One new base file: a file group's next version, or a new file group."""
+    """One new file of a file group: its next base file (a new version, or a new file group),
+    or (merge-on-read, ``log_version`` set) a log file appended onto its latest slice."""
 
     partition: str
     file_id: str
@@ -58,6 +69,9 @@ class FileGroupWrite:
     base_keys: pa.ChunkedArray | None = None
     #: The whole base file, when the key lookup has fetched it already (object stores).
     base_bytes: bytes | None = None
+    #: Merge-on-read: the version of the log file this write appends onto the slice of
+    #: ``base`` (its updates as a data block, its deletes as a delete block); None: a base file.
+    log_version: int | None = None
 
 
 class Encoding(NamedTuple):
@@ -72,11 +86,16 @@ class Encoding(NamedTuple):
 
 class FileName(NamedTuple):
     """How a file is named: Hudi's write token (``<task>-<stage>-<attempt>``; unique per
-    task attempt, so a retried task never overwrites its first attempt's file) and the
-    ``_hoodie_commit_seqno`` prefix of its rows (``<instant>_<n>_``)."""
+    task attempt, so a retried task never overwrites its first attempt's file), the
+    ``_hoodie_commit_seqno`` prefix of its rows (``<instant>_<n>_``), and the token of a
+    log file. A base file's name holds its instant; a log file's holds its slice's base
+    instant only, so its token holds the writing instant (as the stage): two writers
+    appending onto one slice at once never name the same file, and the loser of the claim
+    deletes its own."""
 
     token: str
     sequence: str
+    log_token: str
 
 
 def file_names(
@@ -87,8 +106,13 @@ def file_names(
     ``<instant>_<n>_`` sequence prefixes); an engine's task numbers its own files, and its
     ``task`` and ``attempt`` make them unique across the job and its retries."""
     if task is None:
-        return [FileName(f"{n}-1-0", f"{instant}_{n}_") for n in range(start, start + count)]
-    return [FileName(f"{task}-{n}-{attempt}", f"{instant}_{task}-{n}_") for n in range(start, start + count)]
+        return [
+            FileName(f"{n}-1-0", f"{instant}_{n}_", f"{n}-{instant}-0") for n in range(start, start + count)
+        ]
+    return [
+        FileName(f"{task}-{n}-{attempt}", f"{instant}_{task}-{n}_", f"{task}-{instant}{n:06d}-{attempt}")
+        for n in range(start, start + count)
+    ]
 
 
 def new_groups(partition: str, rows: np.ndarray, per_file: int) -> list[FileGroupWrite]:
@@ -141,8 +165,19 @@ def copy_data_file(
 
 
 def relative_path(group: FileGroupWrite, naming: FileName, instant: str) -> str:
-    name = base_file_name(group.file_id, naming.token, instant)
+    if group.log_version is not None:
+        assert group.base is not None, "a log file is appended onto a slice"
+        name = log_file_name(group.file_id, group.base[0], group.log_version, naming.log_token)
+    else:
+        name = base_file_name(group.file_id, naming.token, instant)
     return f"{group.partition}/{name}" if group.partition else name
+
+
+def marker_kind(group: FileGroupWrite) -> str:
+    """Hudi's marker type: a new file group's base file, a rewrite, or a log file."""
+    if group.log_version is not None:
+        return "APPEND"
+    return "MERGE" if group.base else "CREATE"
 
 
 def write_group(
@@ -153,8 +188,10 @@ def write_group(
     encoder: Executor,
     put: PutFile,
 ) -> WriteStat:
-    """Write one file group's new base file (encoded on ``encoder``) and say what it holds."""
+    """Write one file group's new file (encoded on ``encoder``) and say what it holds."""
     relative = relative_path(group, naming, source.instant)
+    if group.log_version is not None:
+        return _write_log(table, group, source, naming, encoder, put, relative)
     name = relative.rpartition("/")[2]
     base = group.base_bytes
     group.base_bytes = None  # held by this call only from here
@@ -183,24 +220,74 @@ def write_group(
     )
 
 
-def encode_group(
+def _write_log(
     table: TableHandle,
+    group: FileGroupWrite,
     source: Encoding,
     naming: FileName,
-    name: str,
-    group: FileGroupWrite,
-    base: bytes | None,
-) -> tuple[bytes, int, str | None]:
-    """A file group's new base file: the base file's records that stay, then the new ones;
-    with its rows and its column statistics (``io.parquet.file_stats``)."""
-    instant, data, keys, schema, parquet = source
+    encoder: Executor,
+    put: PutFile,
+    relative: str,
+) -> WriteStat:
+    assert group.base is not None
+    assert group.log_version is not None
+    payload, written = encoder.submit(encode_log, table, source, naming, group).result()
+    put(relative, payload)
+    return WriteStat(
+        file_id=group.file_id,
+        path=relative,
+        partition_path=group.partition,
+        prev_commit=group.base[0],
+        num_writes=written,
+        num_inserts=len(group.rows) - group.updates,
+        num_update_writes=group.updates,
+        num_deletes=group.deletes,
+        total_write_bytes=len(payload),
+        file_size=len(payload),
+        log_version=group.log_version,
+        base_file=group.base[1],
+    )
+
+
+def encode_log(
+    table: TableHandle, source: Encoding, naming: FileName, group: FileGroupWrite
+) -> tuple[bytes, int]:
+    """A merge-on-read log file: the group's rows as a data block (Parquet, or Avro with
+    ``hoodie.logfile.data.block.format=avro``; meta columns first, ``_hoodie_file_name`` the
+    file id, as Hudi's append handle writes them), and its deleted keys as a delete block;
+    with the rows written."""
+    instant, schema, parquet = source.instant, source.schema, source.parquet
+    assert schema is not None, "a log file is written onto a table that has a schema"
+    avro = to_avro_json(with_meta_fields(schema), table.name)
+    blocks = []
+    n = len(group.rows)
+    if n:
+        rows = _with_meta(table, source, naming, group, group.file_id)
+        if P.LOG_DATA_BLOCK_FORMAT.of(table.options) == "avro":
+            blocks.append(avro_data_block(rows, instant, avro))
+        else:
+            blocks.append(parquet_data_block(rows, instant, avro, parquet["compression"]))
+    if group.deletes and group.removed_keys is not None:
+        count = len(group.removed_keys)
+        # Ordering 0, as Hudi's deletes carry: the delete wins by arrival order.
+        zeros = pa.array(np.zeros(count, np.int32))
+        partitions = pa.repeat(pa.scalar(group.partition), count)
+        blocks.append(delete_block(group.removed_keys, partitions, zeros, instant, avro))
+    return b"".join(blocks), n
+
+
+def _with_meta(
+    table: TableHandle, source: Encoding, naming: FileName, group: FileGroupWrite, name: str
+) -> pa.Table:
+    """The group's new rows with Hudi's meta columns first (``name``: its file name field)."""
+    instant, data, keys, schema, _ = source
     n = len(group.rows)
     new_rows = data.take(group.rows) if n else data.slice(0, 0)
     if schema is not None and n:
         new_rows = new_rows.select(schema.names)
     sequence = pc.cast(pa.array(np.arange(n, dtype=np.int64)), pa.string())
     config = table.config
-    fresh = pa.Table.from_arrays(
+    return pa.Table.from_arrays(
         [
             pa.repeat(pa.scalar(instant), n),
             pc.binary_join_element_wise(naming.sequence, sequence, ""),
@@ -213,6 +300,21 @@ def encode_group(
         ],
         names=[*META_COLUMNS, *new_rows.column_names],
     )
+
+
+def encode_group(
+    table: TableHandle,
+    source: Encoding,
+    naming: FileName,
+    name: str,
+    group: FileGroupWrite,
+    base: bytes | None,
+) -> tuple[bytes, int, str | None]:
+    """A file group's new base file: the base file's records that stay, then the new ones;
+    with its rows and its column statistics (``io.parquet.file_stats``)."""
+    parquet = source.parquet
+    n = len(group.rows)
+    fresh = _with_meta(table, source, naming, group, name)
     if base is not None:
         stored = open_parquet(io.BytesIO(base))
         names = stored.schema_arrow.names
@@ -229,6 +331,14 @@ def encode_group(
             old.schema.get_field_index(FILE_NAME), FILE_NAME, pa.repeat(pa.scalar(name), kept)
         )
         fresh = pa.concat_tables([old.select(fresh.column_names).cast(fresh.schema), fresh]) if n else old
+    return encode_base_file(table, fresh, parquet)
+
+
+def encode_base_file(
+    table: TableHandle, fresh: pa.Table, parquet: Mapping[str, Any]
+) -> tuple[bytes, int, str | None]:
+    """A base file of ``fresh`` (meta columns first), as Hudi writes one: the record-key range
+    in its footer; with its rows and its column statistics (``io.parquet.file_stats``)."""
     all_keys = fresh.column(RECORD_KEY)
     footer = {}
     if fresh.num_rows:
@@ -276,3 +386,23 @@ def write_partition_metadata(table: TableHandle, partitions: Sequence[str], inst
         body = f"#partition metadata\n#{stamp}\ncommitTime={instant}\npartitionDepth={depth}\n".encode()
         with contextlib.suppress(FileExistsError):
             table.fs.pipe_file(path, body, mode="create")
+
+
+def parquet_options(options: Mapping[str, str], record_size: int) -> dict[str, Any]:
+    """pyarrow's settings for base files, from Hudi's keys."""
+    return {
+        "compression": P.PARQUET_COMPRESSION_CODEC.of(options),
+        "row_group_size": max(1, P.PARQUET_BLOCK_SIZE.of(options) // record_size),
+        "data_page_size": P.PARQUET_PAGE_SIZE.of(options),
+    }
+
+
+def record_size(table: TableHandle, timeline: Timeline) -> int:
+    """Bytes per record, from the latest commit that wrote any (Hudi's estimate)."""
+    default = P.RECORD_SIZE_ESTIMATE.of(table.options)
+    for instant in reversed(timeline.completed(table.write_actions)[-5:]):
+        stats = table.commit_metadata(instant).stats
+        written = sum(s.num_writes for s in stats)
+        if written > 0:
+            return max(1, sum(s.total_write_bytes for s in stats) // written)
+    return max(1, default)

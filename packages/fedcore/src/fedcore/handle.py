@@ -25,6 +25,7 @@ from fedcore import properties as P
 from fedcore.avro_schema import arrow_schema
 from fedcore.commit_metadata import CommitMetadata
 from fedcore.exceptions import (
+    CommitConflictError,
     ConfigError,
     MetadataTableRequiredError,
     StorageStrategyMismatchError,
@@ -43,7 +44,15 @@ from fedcore.records import META_COLUMNS, strip_meta, with_meta_fields
 from fedcore.storage.base import StorageStrategy
 from fedcore.storage.loader import load_storage_strategy, strategy_spec
 from fedcore.table_config import TableConfig
-from fedcore.timeline import MERGE_ON_READ_WRITE_ACTIONS, WRITE_ACTIONS, Instant, Timeline, instant_path
+from fedcore.timeline import (
+    COMPACTION,
+    MERGE_ON_READ_WRITE_ACTIONS,
+    WRITE_ACTIONS,
+    Instant,
+    Timeline,
+    has_heartbeat,
+    instant_path,
+)
 
 #: Completed instants' metadata a handle keeps (oldest read dropped first).
 _MAX_CACHED_COMMITS = 256
@@ -210,7 +219,7 @@ class TableHandle:
     @property
     def write_actions(self) -> frozenset[str]:
         """The actions whose instants make up a snapshot of this table (its writes)."""
-        return MERGE_ON_READ_WRITE_ACTIONS if self.config.table_type == P.TABLE_TYPE_MOR else WRITE_ACTIONS
+        return MERGE_ON_READ_WRITE_ACTIONS if self.config.merge_on_read else WRITE_ACTIONS
 
     def schema(self, timeline: Timeline | None = None, as_of: str | None = None) -> pa.Schema | None:
         """The data schema (without Hudi's meta columns) as of ``as_of`` (None: now).
@@ -240,14 +249,26 @@ class TableHandle:
         schema = self.schema()
         return None if schema is None else with_meta_fields(schema)
 
-    def check_writable(self) -> None:
-        """Raise ``UnsupportedTableError`` for a table fedcore reads but does not write."""
-        if self.config.table_type != P.TABLE_TYPE_COW:
-            raise UnsupportedTableError(
-                f"table {self.name} is {self.config.table_type}: fedcore reads merge-on-read tables "
-                "but writes (and runs table services on) copy-on-write tables only; its log files "
-                "and compactions are left to Hudi"
+    def check_writable(self, timeline: Timeline) -> None:
+        """Refuse a write while a compaction is pending on ``timeline`` (listed after failed
+        writes were recovered): a write's log files would have to start from
+        base files that do not exist yet. A compaction fed runs completes within its run
+        (``CommitConflictError``: retry); one Hudi scheduled waits for Hudi to run it
+        (``UnsupportedTableError``)."""
+        if not self.config.merge_on_read:
+            return
+        pending = [i for i in timeline.pending() if i.action == COMPACTION]
+        if not pending:
+            return
+        if has_heartbeat(self.fs.table_fs, self.path, pending[0].time):
+            raise CommitConflictError(
+                f"table {self.name}: compaction {pending[0].time} is running; retry the write once "
+                "it completes"
             )
+        raise UnsupportedTableError(
+            f"table {self.name} has a compaction Hudi scheduled ({pending[0].time}): fedcore reads "
+            "the table but does not write to it until that compaction completes (run it with Hudi)"
+        )
 
     # --- protocol paths ----------------------------------------------------------------------
 

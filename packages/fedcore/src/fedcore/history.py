@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 from fedcore.archival import read_archive
 from fedcore.commit_metadata import CommitMetadata, deleted_files, rolled_back_instants
 from fedcore.exceptions import RepairError, UnsupportedTableError
-from fedcore.filenames import BASE_FILE_RE, file_instant
+from fedcore.filenames import BASE_FILE_RE, LOG_FILE_RE, file_instant
 from fedcore.io.filesystems import read_objects
-from fedcore.timeline import CLEAN, COMPLETED, REPLACE_COMMIT, ROLLBACK, WRITE_ACTIONS, Timeline, instant_path
+from fedcore.timeline import CLEAN, COMPLETED, REPLACE_COMMIT, ROLLBACK, Timeline, instant_path
 
 if TYPE_CHECKING:
     from fedcore.handle import TableHandle
@@ -59,17 +59,22 @@ class History:
         )
 
     def latest_slices(self) -> set[tuple[str, str]]:
-        """(partition, file name) of the newest base file of every file group not replaced:
-        what a snapshot read needs."""
-        newest: dict[tuple[str, str], tuple[str, str]] = {}
+        """(partition, file name) of the files of the newest slice of every file group not
+        replaced (its base file and the log files written onto it): what a snapshot read
+        needs."""
+        newest: dict[tuple[str, str], tuple[str, list[str]]] = {}
         for partition, name in self.files:
-            match = BASE_FILE_RE.fullmatch(name)
-            if match is None or match[1] in self.replaced.get(partition, {}):
+            log = name.startswith(".")
+            match = (LOG_FILE_RE if log else BASE_FILE_RE).fullmatch(name)
+            if match is None or (log and match[5]) or match[1] in self.replaced.get(partition, {}):
                 continue
-            key = (partition, match[1])
-            if key not in newest or match[3] > newest[key][0]:
-                newest[key] = (match[3], name)
-        return {(partition, name) for (partition, _), (_, name) in newest.items()}
+            key, start = (partition, match[1]), match[2] if log else match[3]
+            found = newest.get(key)
+            if found is None or start > found[0]:
+                newest[key] = (start, [name])
+            elif start == found[0]:
+                found[1].append(name)
+        return {(partition, name) for (partition, _), (_, names) in newest.items() for name in names}
 
 
 def require_metadata_table(table: TableHandle, doing: str) -> None:
@@ -86,7 +91,7 @@ def load_history(table: TableHandle, timeline: Timeline | None = None) -> Histor
     together), then archival's (listed after the active timeline, so an instant archival
     moves meanwhile is found in one or the other)."""
     timeline = table.timeline() if timeline is None else timeline
-    timeline.check_readable(table.name)
+    timeline.check_readable(table.name, table.config.merge_on_read)
     completed = timeline.completed()
     fs = table.fs.table_fs
     contents = read_objects(fs, [instant_path(table.path, i) for i in completed])
@@ -111,14 +116,14 @@ def load_history(table: TableHandle, timeline: Timeline | None = None) -> Histor
         elif action == CLEAN:
             for partition, names in deleted_files(data).items():
                 history.cleaned.update((partition, name.rpartition("/")[2]) for name in names)
-        elif action not in WRITE_ACTIONS:
+        elif action not in table.write_actions:
             raise UnsupportedTableError(
                 f"table {table.name} has an archived {action} instant ({time}), which fedcore "
                 "cannot account files for"
             )
     for time in sorted(bodies):
         action, data = bodies[time]
-        if action not in WRITE_ACTIONS or time in rolled_back:
+        if action not in table.write_actions or time in rolled_back:
             continue
         metadata = CommitMetadata.from_bytes(data, f"{time}.{action}")
         history.written.add(time)

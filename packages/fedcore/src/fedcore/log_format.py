@@ -420,6 +420,70 @@ def parquet_data_block(records: pa.Table, instant: str, avro_schema: str, compre
     return encode_block(BlockType.PARQUET_DATA, header, out.getvalue().to_pybytes())
 
 
+def avro_data_block(records: pa.Table, instant: str, avro_schema: str) -> bytes:
+    """An Avro data block of ``records`` (meta columns included; ``avro_schema``: their writer
+    schema, each field a ``["null", type]`` union as ``avro_schema.to_avro_json`` makes it):
+    version, count, then each record's length and its Avro binary encoding (Hudi's
+    ``HoodieAvroDataBlock``). Encoded over whole columns: every field's bytes are computed
+    per column and joined per row; flat schemas of primitive, date and timestamp columns
+    only (``UnsupportedLogBlockError`` names any other)."""
+    count = records.num_rows
+    fields = [_avro_field(records.column(name).combine_chunks(), name) for name in records.column_names]
+    encoded = pc.binary_join_element_wise(*fields, _EMPTY) if fields else _constant(b"", count)
+    lengths = pc.binary_length(encoded).to_numpy(zero_copy_only=False).astype(">i4")
+    prefixes = _fixed_width(lengths.tobytes(), 4, count)
+    items = pc.binary_join_element_wise(prefixes, encoded, _EMPTY)
+    content = struct.pack(">ii", BLOCK_CONTENT_VERSION, count) + _joined(items)
+    header = {HeaderKey.INSTANT_TIME: instant, HeaderKey.SCHEMA: avro_schema}
+    return encode_block(BlockType.AVRO_DATA, header, content)
+
+
+def _avro_field(values: pa.Array, name: str) -> pa.Array:
+    """Each value as the Avro ``["null", type]`` union of its Arrow type."""
+    count = len(values)
+    kind = values.type
+    if pa.types.is_boolean(kind):
+        value = _fixed_width(
+            values.fill_null(False).to_numpy(zero_copy_only=False).astype(np.uint8).tobytes(), 1, count
+        )
+    elif pa.types.is_integer(kind) or pa.types.is_date(kind):
+        as_int = values.cast(pa.int32()) if pa.types.is_date(kind) else values.cast(pa.int64())
+        value = _varints(as_int.fill_null(0).to_numpy(zero_copy_only=False))
+    elif pa.types.is_timestamp(kind):
+        unit = "ms" if kind.unit in ("s", "ms") else "us"  # as to_avro_json declares it
+        ticks = values.cast(pa.timestamp(unit, kind.tz)).cast(pa.int64()).fill_null(0)
+        value = _varints(ticks.to_numpy(zero_copy_only=False))
+    elif pa.types.is_floating(kind):
+        width = 4 if kind.bit_width <= 32 else 8
+        floats = values.fill_null(0).to_numpy(zero_copy_only=False).astype("<f4" if width == 4 else "<f8")
+        value = _fixed_width(floats.tobytes(), width, count)
+    elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        value = _strings(values)
+    elif pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        value = _strings(values.cast(pa.binary()))
+    else:
+        raise UnsupportedLogBlockError(
+            f"column {name!r} is {kind}: fedcore writes Avro data blocks of flat primitive, date and "
+            "timestamp columns only (hoodie.logfile.data.block.format=parquet writes every type)"
+        )
+    tagged = pc.binary_join_element_wise(_constant(_zigzag(1), count), value, _EMPTY)
+    return pc.if_else(values.is_null(), _NULL_BRANCH, tagged)
+
+
+def _fixed_width(data: bytes, width: int, count: int) -> pa.Array:
+    """``count`` binary values of ``width`` bytes each, cut from ``data``."""
+    offsets = np.arange(0, (count + 1) * width, width, dtype=np.int32)
+    return pa.Array.from_buffers(pa.binary(), count, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _joined(values: pa.Array) -> bytes:
+    """The bytes of a binary array's values, back to back."""
+    if not len(values):
+        return b""
+    offsets = np.frombuffer(values.buffers()[1], np.int32, len(values) + 1, values.offset * 4)
+    return values.buffers()[2].to_pybytes()[offsets[0] : offsets[-1]]
+
+
 def rollback_block(instant: str, target: str) -> bytes:
     """A command block by which ``instant`` rolls back the blocks ``target`` appended."""
     header = {
@@ -440,9 +504,7 @@ def delete_block(
     if len(partitions) != count or (ordering is not None and len(ordering) != count):
         raise ValueError("a delete block needs as many partitions and ordering values as keys")
     parts = [_optional_string(keys), _optional_string(partitions), _ordering_union(ordering, count)]
-    items = pc.binary_join_element_wise(*parts, _EMPTY)
-    offsets = np.frombuffer(items.buffers()[1], np.int32, count + 1, items.offset * 4)
-    encoded = items.buffers()[2].to_pybytes()[offsets[0] : offsets[-1]] if count else b""
+    encoded = _joined(pc.binary_join_element_wise(*parts, _EMPTY))
     datum = (_zigzag(count) + encoded + b"\x00") if count else b"\x00"  # one array block, then its end
     content = struct.pack(">ii", BLOCK_CONTENT_VERSION, len(datum)) + datum
     header = {HeaderKey.INSTANT_TIME: instant, HeaderKey.SCHEMA: avro_schema}
@@ -458,8 +520,10 @@ def _constant(value: bytes, count: int) -> pa.Array:
 
 
 def _strings(values: pa.Array) -> pa.Array:
-    """Each value as an Avro ``string``: its length, then its UTF-8 bytes (null: empty)."""
-    data = values.cast(pa.string()).cast(pa.binary()).fill_null(b"")
+    """Each value as an Avro ``string`` (or ``bytes``): its length, then its UTF-8 bytes (null:
+    empty)."""
+    binary = pa.types.is_binary(values.type)
+    data = (values if binary else values.cast(pa.string()).cast(pa.binary())).fill_null(b"")
     lengths = pc.binary_length(data).to_numpy(zero_copy_only=False)
     return pc.binary_join_element_wise(_varints(lengths), data, _EMPTY)
 

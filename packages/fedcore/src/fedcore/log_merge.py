@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from fedcore import properties as P
 from fedcore.exceptions import UnsupportedTableError
 from fedcore.log_format import (
     BlockType,
@@ -41,12 +42,10 @@ from fedcore.log_format import (
 )
 
 IS_DELETED: Final = "_hoodie_is_deleted"
-OVERWRITE_WITH_LATEST: Final = "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"
-DEFAULT_PAYLOAD: Final = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
 #: Payload classes whose merge fedcore reproduces, by what decides a base record's update.
 PAYLOADS: Final[dict[str, Literal["latest", "ordering"]]] = {
-    OVERWRITE_WITH_LATEST: "latest",
-    DEFAULT_PAYLOAD: "ordering",
+    P.OVERWRITE_WITH_LATEST_PAYLOAD: "latest",
+    P.DEFAULT_HOODIE_PAYLOAD: "ordering",
 }
 
 

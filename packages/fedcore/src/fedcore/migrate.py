@@ -73,7 +73,6 @@ from fedcore.read_planner import ScanPlanner
 from fedcore.records import META_COLUMNS
 from fedcore.table import Table, create_table, load_table
 from fedcore.table_config import TableConfig
-from fedcore.timeline import WRITE_ACTIONS
 from fedcore.transaction import roll_back_failed_writes
 from fedcore.write_job import BULK_INSERT, IO_THREADS, WriteJob
 
@@ -319,7 +318,7 @@ def _target(
     existing.with_options(storage)  # StorageStrategyMismatchError when asked for another layout
     existing = existing.with_options(options)  # the heartbeat settings that judge the dead run
     timeline = existing.timeline()
-    written = timeline.completed(WRITE_ACTIONS)
+    written = timeline.completed(existing.write_actions)
     if written:
         report.already_done = True
         report.instant = written[-1].time
@@ -406,7 +405,7 @@ def _fedcore_source(table: Table) -> _Source:
         return plan.reader.read(unit.what, columns, [])
 
     return _of_config(
-        "merge-on-read table" if table.config.table_type == P.TABLE_TYPE_MOR else "table",
+        "merge-on-read table" if table.config.merge_on_read else "table",
         table.config,
         schema,
         plan.instant,
@@ -446,7 +445,7 @@ def _records_by_file(table: Table, slices: Sequence[FileSlice]) -> dict[str, int
     out: dict[str, int] = {}
     for time_ in sorted({s.base_instant for s in slices}):
         instant = timeline.find(time_)
-        if instant is None or not instant.is_completed or instant.action not in WRITE_ACTIONS:
+        if instant is None or not instant.is_completed or instant.action not in table.write_actions:
             continue
         for stat in table.commit_metadata(instant).stats:
             out[stat.path.rpartition("/")[2]] = stat.num_writes

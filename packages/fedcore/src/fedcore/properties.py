@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Mapping
-from typing import Final
+from typing import Final, Literal, get_args
 
 from fedcore.exceptions import ConfigError
 
@@ -39,12 +39,20 @@ TABLE_CHECKSUM: Final = "hoodie.table.checksum"
 CREATE_SCHEMA: Final = "hoodie.table.create.schema"
 #: How merge-on-read log records update base records (see ``log_merge``).
 PAYLOAD_CLASS: Final = "hoodie.compaction.payload.class"
+#: The payload classes whose merge fedcore reproduces (``log_merge``): the newest record
+#: wins (Hudi's default), or the one with the greatest ordering value.
+OVERWRITE_WITH_LATEST_PAYLOAD: Final = "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"
+DEFAULT_HOODIE_PAYLOAD: Final = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
 RECORD_MERGER_STRATEGY: Final = "hoodie.compaction.record.merger.strategy"
 #: Hudi's default merger strategy (``HoodieAvroRecordMerger``: the payload class decides).
 DEFAULT_RECORD_MERGER_STRATEGY: Final = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
 
 TABLE_TYPE_COW: Final = "COPY_ON_WRITE"
 TABLE_TYPE_MOR: Final = "MERGE_ON_READ"
+#: Hudi's two table types: copy-on-write rewrites a file group's base file on each update;
+#: merge-on-read appends the update to a log file beside it (compaction folds logs in later).
+TableType = Literal["COPY_ON_WRITE", "MERGE_ON_READ"]
+TABLE_TYPES: Final[tuple[TableType, ...]] = get_args(TableType)
 #: A table whose data files are not under its table path (every storage strategy but
 #: ``hive``) stores its type as ``FEDERATED_COPY_ON_WRITE`` / ``FEDERATED_MERGE_ON_READ``.
 #: Readers that do not implement fed's storage strategies list the table path, find no data
@@ -209,6 +217,15 @@ CLEAN_AUTOMATIC: Final = BoolOption("hoodie.clean.automatic", True)
 ARCHIVE_MIN_INSTANTS: Final = IntOption("hoodie.keep.min.commits", 20, 1)
 ARCHIVE_MAX_INSTANTS: Final = IntOption("hoodie.keep.max.commits", 30, 2)
 ARCHIVE_AUTOMATIC: Final = BoolOption("hoodie.archive.automatic", True)
+#: Merge-on-read: compact after a write once this many delta commits completed since the last
+#: compaction (Hudi's inline compaction; off by default, as in Hudi's batch writers).
+COMPACT_INLINE: Final = BoolOption("hoodie.compact.inline", False)
+COMPACT_INLINE_MAX_DELTA_COMMITS: Final = IntOption("hoodie.compact.inline.max.delta.commits", 5, 1)
+#: Merge-on-read: how a log file's data block encodes its records (Parquet, or Avro as Hudi's
+#: writers default to for Parquet tables).
+LOG_DATA_BLOCK_FORMAT: Final = ChoiceOption(
+    "hoodie.logfile.data.block.format", "parquet", {"parquet": "parquet", "avro": "avro"}
+)
 #: Hudi's Hive sync, done fed's way: after each commit, the Iceberg view is published and
 #: registered in a Hive metastore (``fedcore.iceberg.hive_sync``). Only the metastore mode exists;
 #: the URIs are tried in order; the table name defaults to the fed table's.
@@ -283,6 +300,9 @@ RUNTIME_OPTIONS: Final[tuple[IntOption | BoolOption | ChoiceOption | ListOption 
     ARCHIVE_MIN_INSTANTS,
     ARCHIVE_MAX_INSTANTS,
     ARCHIVE_AUTOMATIC,
+    COMPACT_INLINE,
+    COMPACT_INLINE_MAX_DELTA_COMMITS,
+    LOG_DATA_BLOCK_FORMAT,
     HIVE_SYNC_ENABLE,
     HIVE_SYNC_MODE,
     HIVE_SYNC_METASTORE_URIS,

@@ -108,7 +108,7 @@ class ScanPlanner:
         if as_of is not None:
             parse_instant_time(as_of)
             check_not_archived(table.fs.table_fs, table.path, as_of)
-        merge_on_read = table.config.table_type == P.TABLE_TYPE_MOR
+        merge_on_read = table.config.merge_on_read
         timeline = table.timeline(latest_read=as_of is None)
         timeline.check_readable(table.name, merge_on_read)
         actions = table.write_actions
@@ -164,7 +164,7 @@ class ScanPlanner:
         skipping = [f for f in parsed if f.column not in self._computed]
         slices = []
         for partition, partition_files in files.items():
-            values = self._partition_values(partition)
+            values = self.partition_values(partition)
             if not may_match(values, partition_filters):
                 continue
             sizes, stats = partition_files.files, partition_files.stats
@@ -232,7 +232,7 @@ class ScanPlanner:
         )
         return Filter(f.column, f.op, value)
 
-    def _partition_values(self, partition: str) -> dict[str, Any] | None:
+    def partition_values(self, partition: str) -> dict[str, Any] | None:
         """Typed partition values of a path; None when the path does not provably hold them."""
         texts = self.table.partition_scheme.values_of(partition)
         if texts is None:
@@ -262,7 +262,7 @@ class ScanPlanner:
             except InvalidPartitionValueError:
                 pass  # a value no writer could have made a path of: look at every partition
         partitions = self._index.partitions(self.as_of)
-        return [p for p in partitions if may_match(self._partition_values(p), filters)]
+        return [p for p in partitions if may_match(self.partition_values(p), filters)]
 
     def check_columns(self, columns: Sequence[str] | None) -> list[str] | None:
         """A projection names existing columns, each once (``InvalidColumnsError``)."""
@@ -314,10 +314,7 @@ def _merge_rules(table: TableHandle, types: dict[str, pa.DataType]) -> MergeRule
     """How log records merge, or ``UnsupportedTableError`` for a merge fedcore cannot reproduce."""
     config = table.config
     strategy = config.get(P.RECORD_MERGER_STRATEGY, P.DEFAULT_RECORD_MERGER_STRATEGY).strip()
-    payload = (
-        config.get(P.PAYLOAD_CLASS, "").strip()
-        or "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"
-    )
+    payload = config.get(P.PAYLOAD_CLASS, "").strip() or P.OVERWRITE_WITH_LATEST_PAYLOAD
     if strategy != P.DEFAULT_RECORD_MERGER_STRATEGY or payload not in PAYLOADS:
         raise UnsupportedTableError(
             f"table {table.name} merges log records with {payload} (merger strategy {strategy}); "

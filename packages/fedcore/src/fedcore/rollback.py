@@ -26,7 +26,6 @@ from fedcore.timeline import (
     INFLIGHT,
     REQUESTED,
     ROLLBACK,
-    WRITE_ACTIONS,
     Instant,
     instant_path,
     parse_instant_time,
@@ -38,6 +37,7 @@ from fedcore.transaction import (
     remove_instant_files,
     roll_back_pending,
     rollback_body,
+    stat_claims,
 )
 
 if TYPE_CHECKING:
@@ -46,14 +46,16 @@ if TYPE_CHECKING:
 
 def rollback(table: TableHandle, instant_time: str) -> str:
     """Roll back ``instant_time``; returns the rollback instant's time."""
-    table.check_writable()
     parse_instant_time(instant_time)
     timeline = table.timeline()
+    table.check_writable(timeline)
     instant = timeline.find(instant_time)
     if instant is None:
         raise InvalidInstantError(f"no instant {instant_time} on the timeline of {table.name}")
-    if instant.action not in WRITE_ACTIONS:
-        raise RollbackError(f"{instant} is not a write; only commits and replace commits roll back")
+    if instant.action not in table.write_actions:
+        raise RollbackError(
+            f"{instant} is not a write; only writes (commits, replace and delta commits) roll back"
+        )
     if not instant.is_completed:
         if not is_failed(table, instant):
             raise RollbackError(f"{instant} is still being written (its heartbeat is fresh)")
@@ -62,12 +64,17 @@ def rollback(table: TableHandle, instant_time: str) -> str:
             raise RollbackError(f"{instant} had already decided to commit; it was completed instead")
         return done
     later = [i for i in timeline.completed() if i.time > instant.time and i.action != ROLLBACK]
-    writes = [i for i in later if i.action in WRITE_ACTIONS]
+    writes = [i for i in later if i.action in table.write_actions]
     if writes:
         raise RollbackError(
             f"{instant} is not the latest write: {writes[0]} came after it; roll that back first"
         )
     metadata = table.commit_metadata(instant)
+    if metadata.compacted:
+        raise RollbackError(
+            f"{instant} is a compaction: its base files hold what the log files before it held, "
+            "so it changes no row; it is not rolled back"
+        )
     _check_cleans_spared(table, instant, metadata, [i for i in later if i.action == CLEAN])
     return _roll_back_completed(table, instant, metadata)
 
@@ -99,14 +106,15 @@ def _roll_back_completed(table: TableHandle, instant: Instant, metadata: CommitM
         transaction.inflight(b"")
         deleted: dict[str, list[str]] = {}
         ops: list[Op] = []
+        merge_on_read = table.config.merge_on_read
         for stat in metadata.stats:
             with contextlib.suppress(FileNotFoundError):
                 table.fs.rm_file(stat.path)
             name = stat.path.rpartition("/")[2]
             deleted.setdefault(stat.partition_path, []).append(name)
             ops.append(Op(stat.partition_path, name, stat.file_size, REMOVE))
-            if stat.prev_commit not in ("", "null"):
-                release_claim(table, f"{stat.file_id}_{stat.prev_commit}", instant.time)
+            for file_id, version in stat_claims(stat, merge_on_read):
+                release_claim(table, f"{file_id}_{version}", instant.time)
         for partition, file_ids in metadata.replaced.items():
             ops.extend(Op(partition, file_id, 0, UNREPLACE) for file_id in file_ids)
         if metadata.replaced:
@@ -122,5 +130,5 @@ def _roll_back_completed(table: TableHandle, instant: Instant, metadata: CommitM
 
 
 def _before(table: TableHandle, instant: Instant) -> str | None:
-    earlier = [i.time for i in table.timeline().completed(WRITE_ACTIONS) if i.time < instant.time]
+    earlier = [i.time for i in table.timeline().completed(table.write_actions) if i.time < instant.time]
     return earlier[-1] if earlier else None

@@ -1,4 +1,5 @@
-"""Table services a writer runs after each commit: clean, compact the metadata table, archive.
+"""Table services a writer runs after each commit: compact a merge-on-read table's log files
+(when asked to, inline), clean, compact the metadata table, archive.
 
 The commit is complete and visible before any of them starts; they keep the
 next reads and commits as cheap as this one (fewer old slices, fewer deltas to
@@ -22,6 +23,8 @@ from typing import TYPE_CHECKING
 from fedcore import properties as P
 from fedcore.archival import archive
 from fedcore.cleaning import clean
+from fedcore.compaction import compact as compact_table
+from fedcore.compaction import delta_commits_since_compaction
 from fedcore.metadata.compaction import compact
 from fedcore.metadata.table import MetadataTable
 
@@ -54,6 +57,12 @@ def run_table_services(table: TableHandle) -> list[str]:
     def load() -> None:
         state["timeline"] = table.timeline()
 
+    def run_table_compaction() -> None:
+        wanted = P.COMPACT_INLINE_MAX_DELTA_COMMITS.of(options)
+        due = delta_commits_since_compaction(state["timeline"]) >= wanted
+        if due and compact_table(table, timeline=state["timeline"]) is not None:
+            state["timeline"] = table.timeline()
+
     def run_clean() -> None:
         retained = P.CLEANER_COMMITS_RETAINED.of(options)
         # The writer rolled back failed writes before it began.
@@ -69,6 +78,8 @@ def run_table_services(table: TableHandle) -> list[str]:
     service("listing the timeline", load)
     if "timeline" not in state:
         return warnings
+    if table.config.merge_on_read and P.COMPACT_INLINE.of(options):
+        service("compaction", run_table_compaction)
     if P.CLEAN_AUTOMATIC.of(options):
         service("clean", run_clean)
     service("metadata-table compaction", run_compaction)

@@ -51,8 +51,16 @@ def _read_pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(_READ_THREADS, thread_name_prefix="fed-read")
 
 
-# A forked child (a PySpark worker) inherits the pool but not its threads: it starts its own.
+@functools.cache
+def _log_pool() -> ThreadPoolExecutor:
+    """Threads that fetch a slice's log files while its base file is read (a pool of their
+    own: the slices' reads run on ``_read_pool`` and wait for these)."""
+    return ThreadPoolExecutor(_READ_THREADS, thread_name_prefix="fed-log")
+
+
+# A forked child (a PySpark worker) inherits the pools but not their threads: it starts its own.
 os.register_at_fork(after_in_child=_read_pool.cache_clear)
+os.register_at_fork(after_in_child=_log_pool.cache_clear)
 
 
 @dataclass(frozen=True)
@@ -182,12 +190,19 @@ class SliceReader:
         if IS_DELETED in self.types:
             merging.append(IS_DELETED)
         stored = self._stored(wanted, merging)
+        fs = self.table.fs
+
+        def fetch(path: str) -> bytes:
+            with fs.errors(path):
+                return read_object(fs, path)
+
+        # One request per log file, all at once and beside the base file's reads (on an
+        # object store each is a round trip).
+        fetched = [_log_pool().submit(fetch, path) for path in file_slice.log_paths]
         base = self._read_base_file(file_slice, stored) if file_slice.base_file_name else None
         blocks: list[LogBlock] = []
-        fs = self.table.fs
-        for path in file_slice.log_paths:
-            with fs.errors(path):
-                blocks.extend(read_blocks(read_object(fs, path), path))
+        for path, data in zip(file_slice.log_paths, fetched, strict=True):
+            blocks.extend(read_blocks(data.result(), path))
         records = [LogRecords.of(block) for block in applicable_blocks(blocks, self.instant, self.committed)]
         if stored is not None:
             records = [

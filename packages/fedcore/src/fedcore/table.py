@@ -15,8 +15,10 @@ import pyarrow as pa
 from fsspec import AbstractFileSystem
 
 from fedcore import properties as P
+from fedcore.compaction import CompactionResult, compact
 from fedcore.exceptions import (
     InvalidPathError,
+    InvalidTableConfigError,
     MetadataTableRequiredError,
     StorageError,
     TableAlreadyExistsError,
@@ -151,6 +153,13 @@ class Table(TableHandle):
         """Replace every file group of the table with ``data``."""
         return self.write(data, "insert_overwrite_table", options)
 
+    # --- table services ------------------------------------------------------------------
+
+    def compact(self) -> CompactionResult | None:
+        """Merge-on-read: fold every file slice's log files into a new base file of its group,
+        as Hudi's compaction does (``fedcore.compaction``); None when no slice has any."""
+        return compact(self)
+
 
 def create_table(
     path: str,
@@ -161,15 +170,28 @@ def create_table(
     precombine_field: str | None = None,
     hive_style_partitioning: bool = True,
     database: str | None = None,
+    table_type: P.TableType | None = None,
     properties: Mapping[str, str] | None = None,
     storage_options: StorageOptions | None = None,
     start_over: bool = False,
 ) -> Table:
     """Create a table and persist its storage strategy; fails if a table is already there
     (``TableAlreadyExistsError``), or if an earlier table's timeline is, unless ``start_over``
-    (which deletes that timeline and metadata first)."""
+    (which deletes that timeline and metadata first).
+
+    ``table_type``: ``COPY_ON_WRITE`` (the default, as in Hudi) or ``MERGE_ON_READ`` (upserts
+    and deletes append log files; ``hoodie.table.type`` in ``properties`` says the same)."""
     table_path = normalize_uri(path)
     requested = {str(k): str(v) for k, v in (properties or {}).items()}
+    if table_type is not None:
+        given = requested.get(P.TABLE_TYPE, table_type).strip().upper()
+        if table_type not in P.TABLE_TYPES or given.removeprefix(P.FEDERATED_TABLE_TYPE_PREFIX) != table_type:
+            raise InvalidTableConfigError(
+                P.TABLE_TYPE,
+                f"table_type={table_type!r} with {P.TABLE_TYPE}={given!r}: one of "
+                f"{', '.join(P.TABLE_TYPES)}, given once",
+            )
+        requested[P.TABLE_TYPE] = table_type
     # Before the strategy is built: a misspelt storage key must be named as such, not
     # surface as a missing one (or, worse, leave the default layout chosen silently).
     P.check_table_keys(requested, named_strategy_class(requested).accepted_keys)

@@ -78,6 +78,10 @@ class TableConfig(Mapping[str, str]):
             P.METADATA_ENABLE: str(P.METADATA_ENABLE.default).lower(),
             P.DROP_PARTITION_COLUMNS: "false",
             P.KEY_GENERATOR_CLASS: _key_generator(record_key_fields, partition_fields),
+            # How log records update base records: Hudi's readers of a merge-on-read table
+            # load this class (they fail without it); fed writes by its rule on either type.
+            P.PAYLOAD_CLASS: P.OVERWRITE_WITH_LATEST_PAYLOAD,
+            P.RECORD_MERGER_STRATEGY: P.DEFAULT_RECORD_MERGER_STRATEGY,
         }
         if partition_fields:
             props[P.PARTITION_FIELDS] = ",".join(f.strip() for f in partition_fields)
@@ -146,6 +150,11 @@ class TableConfig(Mapping[str, str]):
     def table_type(self) -> str:
         """``COPY_ON_WRITE`` or ``MERGE_ON_READ``, whether or not it is stored as federated."""
         return self._props.get(P.TABLE_TYPE, P.TABLE_TYPE_COW).removeprefix(P.FEDERATED_TABLE_TYPE_PREFIX)
+
+    @property
+    def merge_on_read(self) -> bool:
+        """A merge-on-read table: writes append log files, reads merge them."""
+        return self.table_type == P.TABLE_TYPE_MOR
 
     @property
     def federated(self) -> bool:

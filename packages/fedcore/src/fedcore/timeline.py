@@ -39,6 +39,8 @@ DELTA_COMMIT: Final = "deltacommit"
 COMPACTION: Final = "compaction"
 #: Every action whose files make up a merge-on-read snapshot.
 MERGE_ON_READ_WRITE_ACTIONS: Final = WRITE_ACTIONS | {DELTA_COMMIT}
+#: The actions fedcore's own instants have (a delta commit only on merge-on-read tables).
+_OWN_ACTIONS: Final = (*ACTIONS, DELTA_COMMIT)
 
 REQUESTED: Final = "requested"
 INFLIGHT: Final = "inflight"
@@ -94,8 +96,8 @@ class Instant:
 
     def file_name(self, state: str | None = None) -> str:
         state = state or self.state
-        if state == COMPLETED:
-            return f"{self.time}.{self.action}"
+        if state == COMPLETED:  # a compaction completes as a commit (Hudi's timeline)
+            return f"{self.time}.{COMMIT if self.action == COMPACTION else self.action}"
         if state == INFLIGHT and self.action == COMMIT:
             return f"{self.time}.inflight"
         return f"{self.time}.{self.action}.{state}"
@@ -132,7 +134,11 @@ class Timeline:
             key = (instant.time, instant.action)
             if key not in latest or rank[instant.state] > rank[latest[key].state]:
                 latest[key] = instant
-        self.instants: tuple[Instant, ...] = tuple(sorted(latest.values()))
+        # A compaction's requested and inflight files stay beside the commit it completed as.
+        done = {time for (time, action), i in latest.items() if action == COMMIT and i.is_completed}
+        self.instants: tuple[Instant, ...] = tuple(
+            sorted(i for (time, action), i in latest.items() if action != COMPACTION or time not in done)
+        )
 
     @classmethod
     def load(cls, fs: AbstractFileSystem, table_path: str, since: Timeline | None = None) -> Timeline:
@@ -185,7 +191,7 @@ class Timeline:
     def __len__(self) -> int:
         return len(self.instants)
 
-    def completed(self, actions: Iterable[str] = ACTIONS, as_of: str | None = None) -> list[Instant]:
+    def completed(self, actions: Iterable[str] = _OWN_ACTIONS, as_of: str | None = None) -> list[Instant]:
         wanted = set(actions)
         return [
             i
@@ -214,7 +220,7 @@ class Timeline:
 
     def find(self, time: str) -> Instant | None:
         for instant in self.instants:
-            if instant.time == time and instant.action in ACTIONS:
+            if instant.time == time and instant.action in _OWN_ACTIONS:
                 return instant
         return None
 
@@ -228,6 +234,14 @@ def instant_path(table_path: str, instant: Instant, state: str | None = None) ->
 
 def heartbeat_path(table_path: str, time: str) -> str:
     return f"{table_path}/{P.HOODIE_FOLDER}/.heartbeat/{time}"
+
+
+def has_heartbeat(fs: AbstractFileSystem, table_path: str, time: str) -> bool:
+    """Whether fed's heartbeat file of an instant exists: fed began it (and has not finished
+    it). Instants that Hudi's own writers leave pending have none."""
+    path = heartbeat_path(table_path, time)
+    with storage_errors(path):
+        return bool(fs.exists(path))
 
 
 def new_instant(fs: AbstractFileSystem, table_path: str, action: str, plan: bytes = b"") -> Instant:

@@ -12,9 +12,10 @@ stop at):
    (through the storage strategy). Markers let a rollback delete exactly what was
    written without listing storage;
 4. ``metadata``: the metadata-table delta of the instant;
-5. ``claims``: one exclusive file per file-group version the write supersedes;
-   of two writers superseding the same version exactly one gets it, the other
-   gets ``CommitConflictError`` and rolls back;
+5. ``claims``: one exclusive file per file-group version the write supersedes (and,
+   merge-on-read, per log file place it fills: ``log_slot``); of two writers
+   claiming the same one exactly one gets it, the other gets ``CommitConflictError``
+   and rolls back;
 6. ``outcome``: an exclusive "commit" decision (a rollback of this instant
    races for the same file, so a writer presumed dead can never complete after
    it was rolled back);
@@ -36,7 +37,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Final
 
 from fedcore import properties as P
-from fedcore.commit_metadata import rollback_metadata
+from fedcore.commit_metadata import WriteStat, rollback_metadata
 from fedcore.exceptions import CommitConflictError, InstantConflictError
 from fedcore.file_writer import MARKER_BATCH_PREFIX, put_data_file
 from fedcore.io.atomic import create_exclusive
@@ -45,12 +46,14 @@ from fedcore.io.filesystems import read_object, read_objects, remove_files
 from fedcore.metadata.format import Op
 from fedcore.timeline import (
     CLEAN,
+    COMPACTION,
     COMPLETED,
     INFLIGHT,
     REQUESTED,
     ROLLBACK,
     Instant,
     Timeline,
+    has_heartbeat,
     heartbeat_path,
     new_instant,
     parse_instant_time,
@@ -69,6 +72,30 @@ _ROLLBACK_OUTCOME: Final = b"rollback\n"
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def log_slot(base_instant: str, version: int) -> str:
+    """The "version" a merge-on-read write claims for the ``version``-th log file of the slice
+    starting at ``base_instant``: two writers appending onto one slice at once pick the same
+    version and conflict, as two rewrites of one base file do; a later writer sees the
+    file and takes the next. A rewrite of a slice's base file claims the slice's next log
+    place too, so it conflicts with an append racing it."""
+    return f"{base_instant}.log.{version}"
+
+
+def stat_claims(stat: WriteStat, merge_on_read: bool) -> list[tuple[str, str]]:
+    """The (file id, version) claims a written file takes: the base version a new base file
+    supersedes (and, merge-on-read, that slice's next log place: the first for a rewrite,
+    which fed makes of slices without log files only; the one after the log files folded in
+    for a compaction), or a log file's place in its slice; nothing for a new file group."""
+    if stat.is_log:
+        return [(stat.file_id, log_slot(stat.prev_commit, stat.log_version))]
+    if stat.prev_commit in ("", "null"):
+        return []
+    claims = [(stat.file_id, stat.prev_commit)]
+    if merge_on_read:
+        claims.append((stat.file_id, log_slot(stat.prev_commit, stat.last_log_version + 1)))
+    return claims
 
 
 class Heartbeat:
@@ -157,8 +184,10 @@ class Transaction:
         finally:
             self.stop_heartbeat()
 
-    def begin(self) -> str:
-        self.instant = new_instant(self._fs, self.table.path, self.action)
+    def begin(self, requested: bytes = b"") -> str:
+        """Request the instant, with ``requested`` as its requested file's content (a
+        compaction's plan: Hudi reads it there)."""
+        self.instant = new_instant(self._fs, self.table.path, self.action, requested)
         self.heartbeat = Heartbeat(self.table, self.instant.time, self.table.heartbeat_interval_ms)
         self.heartbeat.start()
         self._hook("requested")
@@ -406,14 +435,17 @@ def _remove_markers(table: TableHandle, instant: str) -> None:
 
 
 def roll_back_failed_writes(table: TableHandle, timeline: Timeline | None = None) -> list[str]:
-    """The eager rollback every writer runs first: undo pending instants whose writers died."""
+    """The eager rollback every writer runs first: undo pending instants whose writers died
+    (or complete those that had decided to commit). Returns the instants resolved either
+    way: the timeline changed if any."""
     timeline = table.timeline() if timeline is None else timeline
     done = []
     for instant in timeline.pending():
+        if instant.action == COMPACTION and not has_heartbeat(table.fs.table_fs, table.path, instant.time):
+            continue  # Hudi scheduled it: Hudi runs it (writers wait, see check_writable)
         if is_failed(table, instant):
-            rolled = roll_back_pending(table, instant)
-            if rolled is not None:
-                done.append(instant.time)
+            roll_back_pending(table, instant)
+            done.append(instant.time)
     return done
 
 

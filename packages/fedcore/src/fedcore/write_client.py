@@ -77,7 +77,6 @@ class WriteClient:
     ) -> None:
         """``options`` (Hudi's keys) apply to this client's writes over the table's own; storage
         keys must match the table's layout, and every value is checked here, before a write."""
-        table.check_writable()
         self.table = table.with_options(options)
         self.options = self.table.options
         self._progress = progress or (lambda done, total: None)

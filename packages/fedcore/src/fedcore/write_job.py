@@ -41,9 +41,12 @@ from fedcore.file_writer import (
     PutFile,
     file_names,
     mark_files,
+    marker_kind,
     marker_token,
     new_groups,
+    parquet_options,
     put_data_file,
+    record_size,
     relative_path,
     write_group,
     write_partition_metadata,
@@ -52,8 +55,8 @@ from fedcore.handle import TableHandle
 from fedcore.metadata.format import ADD, REPLACE, Op
 from fedcore.records import check_keys, conform, partition_rows, strip_meta
 from fedcore.services import run_table_services
-from fedcore.timeline import COMMIT, REPLACE_COMMIT, WRITE_ACTIONS, Timeline
-from fedcore.transaction import Heartbeat, Transaction, roll_back_failed_writes
+from fedcore.timeline import COMMIT, DELTA_COMMIT, REPLACE_COMMIT, Timeline
+from fedcore.transaction import Heartbeat, Transaction, roll_back_failed_writes, stat_claims
 from fedcore.upgrade import upgrade_config
 
 Operation: TypeAlias = Literal[
@@ -123,14 +126,22 @@ class WriteJob:
             raise InvalidRecordsError(f"unknown operation {operation!r}; one of {', '.join(OPERATIONS)}")
         self.table = table
         self.operation = operation
-        self.action = REPLACE_COMMIT if operation in REPLACING else COMMIT
+        # Every other write to a merge-on-read table is a delta commit, as in Hudi (whether
+        # it appends log files or, for inserts, writes base files).
+        self.action = (
+            REPLACE_COMMIT
+            if operation in REPLACING
+            else DELTA_COMMIT
+            if table.config.merge_on_read
+            else COMMIT
+        )
         #: What rows are conformed to: the table's data schema, or (a first write) the input's.
         self.schema = schema
         #: The table's schema before this write (None: this write defines it).
         self.table_schema = table_schema
         self.timeline: Timeline | None = timeline
-        self.record_size = _record_size(table, timeline)
-        self.parquet = _parquet_options(table.options, self.record_size)
+        self.record_size = record_size(table, timeline)
+        self.parquet = parquet_options(table.options, self.record_size)
         self.instant = ""
         self._transaction: Transaction | None = None
 
@@ -141,12 +152,12 @@ class WriteJob:
         """Recover from failed writes and learn the table's schema: one listing of the
         timeline, which the plan uses too. ``input_schema``: the rows' schema, which a first
         write makes the table's."""
-        table.check_writable()
         upgrade_config(table)  # before anything of this write exists
         timeline = table.timeline()
-        timeline.check_readable(table.name)
+        timeline.check_readable(table.name, table.config.merge_on_read)
         if roll_back_failed_writes(table, timeline):
             timeline = table.timeline()
+        table.check_writable(timeline)
         table_schema = table.schema(timeline)
         schema = table_schema
         if schema is None and input_schema is not None and operation != DELETE:
@@ -220,8 +231,10 @@ class WriteJob:
         transaction = self._require()
         if distributed:
             transaction.remove_unreferenced(s.path for s in stats)
-        # A file written over a base file supersedes that version, whoever wrote it.
-        supersedes = [*supersedes, *((s.file_id, s.prev_commit) for s in stats if s.prev_commit != "null")]
+        # A file written over a base file supersedes that version, whoever wrote it; a log
+        # file fills its place in its slice.
+        merge_on_read = self.table.config.merge_on_read
+        supersedes = [*supersedes, *(claim for s in stats for claim in stat_claims(s, merge_on_read))]
         if replaced is None and self.operation in REPLACING:
             replaced, versions = self._replaced({s.partition_path for s in stats})
             supersedes.extend(versions)  # claimed: a concurrent rewrite of one of them conflicts
@@ -333,7 +346,7 @@ class WriteJob:
         """Write file groups in parallel (files go to many prefixes, often many buckets),
         after one marker batch naming them all; ``done(stat)`` is called as each is written."""
         entries = [
-            (relative_path(group, name, source.instant), "MERGE" if group.base else "CREATE")
+            (relative_path(group, name, source.instant), marker_kind(group))
             for group, name in zip(groups, names, strict=True)
         ]
         if entries:
@@ -356,23 +369,3 @@ class WriteJob:
         if self._transaction is not None:
             return self._transaction.write_file
         return partial(put_data_file, self.table)
-
-
-def _parquet_options(options: Mapping[str, str], record_size: int) -> dict[str, Any]:
-    """pyarrow's settings for base files, from Hudi's keys."""
-    return {
-        "compression": P.PARQUET_COMPRESSION_CODEC.of(options),
-        "row_group_size": max(1, P.PARQUET_BLOCK_SIZE.of(options) // record_size),
-        "data_page_size": P.PARQUET_PAGE_SIZE.of(options),
-    }
-
-
-def _record_size(table: TableHandle, timeline: Timeline) -> int:
-    """Bytes per record, from the latest commit that wrote any (Hudi's estimate)."""
-    default = P.RECORD_SIZE_ESTIMATE.of(table.options)
-    for instant in reversed(timeline.completed(WRITE_ACTIONS)[-5:]):
-        stats = table.commit_metadata(instant).stats
-        written = sum(s.num_writes for s in stats)
-        if written > 0:
-            return max(1, sum(s.total_write_bytes for s in stats) // written)
-    return max(1, default)

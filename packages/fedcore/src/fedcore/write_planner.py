@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from fedcore import properties as P
+from fedcore.exceptions import UnsupportedTableError
 from fedcore.file_writer import NO_ROWS, FileGroupWrite, new_groups
 from fedcore.filenames import new_file_id
 from fedcore.io.filesystems import open_sized
@@ -45,11 +46,13 @@ _KEPT_BASE_BYTES: Final = 256 * 2**20
 
 
 class BaseFile(NamedTuple):
-    """The newest base file of a live file group: what a rewrite of the group replaces."""
+    """The newest base file of a live file group: what a rewrite of the group replaces, and
+    (merge-on-read) the highest version of the log files written onto its slice (0: none)."""
 
     instant: str
     name: str
     size: int
+    log_version: int = 0
 
 
 class InsertTarget(NamedTuple):
@@ -106,6 +109,8 @@ class WritePlanner:
         options = job.table.options
         self.max_file_size = P.MAX_FILE_SIZE.of(options)
         self.small_file_limit = P.SMALL_FILE_LIMIT.of(options)
+        #: Updates and deletes append log files (merge-on-read) instead of rewriting.
+        self.merge_on_read = self.table.config.merge_on_read
 
     # --- records ---------------------------------------------------------------------------------
 
@@ -134,11 +139,29 @@ class WritePlanner:
         ``partitions``, as of the timeline the job opened on (from the metadata table)."""
         assert self.job.timeline is not None, "planned where the job was opened"
         current = self.table.file_index_at(self.job.timeline).files(sorted(partitions)) if partitions else {}
-        return {
-            (partition, file_id): BaseFile(instant, name, files.files[name])
-            for partition, files in current.items()
-            for file_id, (instant, name) in files.latest_slices().items()
-        }
+        found: dict[tuple[str, str], BaseFile] = {}
+        for partition, files in current.items():
+            slices = files.latest_slices()
+            logs = files.log_versions() if self.merge_on_read else {}
+            if self.merge_on_read and self.job.operation in (UPSERT, DELETE):
+                self._check_keys_in_base_files(partition, slices, files, logs)
+            for file_id, (instant, name) in slices.items():
+                found[(partition, file_id)] = BaseFile(
+                    instant, name, files.files[name], logs.get((file_id, instant), 0)
+                )
+        return found
+
+    def insert_candidates(
+        self, partition: str, base_files: Mapping[tuple[str, str], BaseFile]
+    ) -> list[tuple[str, int]]:
+        """(file id, base file size) of the groups of ``partition`` inserts may top up
+        (``insert_targets``): all of them, or (merge-on-read) those without log files, which
+        an insert rewrites whole."""
+        return [
+            (file_id, base.size)
+            for (p, file_id), base in base_files.items()
+            if p == partition and not base.log_version
+        ]
 
     def read_keys(
         self, partition: str, name: str, size: int, *, whole: bool = False
@@ -186,7 +209,11 @@ class WritePlanner:
     ) -> list[FileGroupWrite]:
         """The file-group writes of rows routed by an engine: row ``i`` goes to file group
         ``targets[i]`` of partition ``partitions[i]``; ``matched[i]``: its key is in that
-        group's base file (an update, or a delete)."""
+        group's base file (an update, or a delete).
+
+        Merge-on-read: a group given updates or deletes only appends a log file onto its
+        slice; a group given inserts (one ``insert_candidates`` offered: no log files) is
+        rewritten whole, its updates with it."""
         order = np.lexsort((targets, partitions))
         by_partition, by_target = partitions[order], targets[order]
         bounds = np.flatnonzero((by_partition[1:] != by_partition[:-1]) | (by_target[1:] != by_target[:-1]))
@@ -201,6 +228,13 @@ class WritePlanner:
             if base is not None:
                 group.base, group.base_size = (base.instant, base.name), base.size
                 group.removed_keys = keys.take(pa.array(hits)) if len(hits) else None
+                if self.merge_on_read and len(hits) == len(rows):
+                    group.log_version = base.log_version + 1
+                elif base.log_version:  # inserts routed onto a slice with log files
+                    raise UnsupportedTableError(
+                        f"inserts routed to file group {target}, which has log files: its "
+                        "rewrite would drop them (route inserts with insert_candidates)"
+                    )
             if self.job.operation == DELETE:
                 group.deletes = len(hits)
             else:
@@ -245,7 +279,7 @@ class WritePlanner:
                         else:
                             kept += len(group.base_bytes)
                 groups.extend(planned)
-        supersedes = [(g.file_id, g.base[0]) for g in groups if g.base is not None]
+        supersedes = [(g.file_id, g.base[0]) for g in groups if g.base is not None and g.log_version is None]
         supersedes += [
             (file_id, current[p].latest_slices()[file_id][0])
             for p, ids in replaced.items()
@@ -257,13 +291,19 @@ class WritePlanner:
         self, partition: str, rows: np.ndarray, keys: pa.Array | None, files: PartitionFiles
     ) -> list[FileGroupWrite]:
         """An insert's, upsert's or delete's file groups in one partition: updates and deletes
-        to the group holding their key, inserts to small groups, then new ones."""
+        to the group holding their key, inserts to small groups, then new ones.
+
+        Merge-on-read, as Hudi's delta commits do: updates and deletes go to a log file
+        appended onto the slice holding their key; inserts go to small groups that have no
+        log files yet (rewritten, with that group's updates) or to new ones."""
         operation = self.job.operation
         slices = files.latest_slices()
         groups: dict[str, FileGroupWrite] = {}
         inserts = rows
         index: KeyIndex | None = None
+        logs = files.log_versions() if self.merge_on_read else {}
         if keys is not None and operation in (UPSERT, DELETE):
+            self._check_keys_in_base_files(partition, slices, files, logs)
             index = self._key_index(partition, slices, files)
             row_keys = keys.take(rows)
             # Hash the batch's keys (the small side), probe the partition's keys with them,
@@ -283,13 +323,19 @@ class WritePlanner:
                 matched = groups[file_id] = FileGroupWrite(partition, file_id, base, files.files[base[1]])
                 matched.base_keys, matched.base_bytes = index.by_file[file_id], index.whole.get(file_id)
                 matched.removed_keys = keys.take(group_rows)
+                if self.merge_on_read:
+                    matched.log_version = logs.get((file_id, base[0]), 0) + 1
                 if operation == UPSERT:
                     matched.rows, matched.updates = group_rows, len(group_rows)
                 else:
                     matched.deletes = len(group_rows)
         if not len(inserts):
             return list(groups.values())
-        sizes = [(file_id, files.files[name]) for file_id, (_, name) in slices.items()]
+        sizes = [
+            (file_id, files.files[name])
+            for file_id, (instant, name) in slices.items()
+            if (file_id, instant) not in logs
+        ]
         for target in self.insert_targets(sizes, len(inserts)):
             taken, inserts = inserts[: target.rows], inserts[target.rows :]
             if target.new:
@@ -307,7 +353,26 @@ class WritePlanner:
                         index.whole.get(target.file_id),
                     )
             group.rows = np.concatenate([group.rows, taken])
+            group.log_version = None  # a small group without log files is rewritten whole
         return list(groups.values())
+
+    def _check_keys_in_base_files(
+        self,
+        partition: str,
+        slices: dict[str, tuple[str, str]],
+        files: PartitionFiles,
+        logs: Mapping[tuple[str, str], int],
+    ) -> None:
+        """Keys are looked up in base files, which hold every key of a group fed (or Hudi
+        with its default index) writes: inserts never go to log files. A group of log files
+        only (written by an index that puts inserts there) would hide its keys."""
+        hidden = sorted({file_id for file_id, _ in logs} - set(slices) - set(files.replaced))
+        if hidden:
+            raise UnsupportedTableError(
+                f"table {self.table.name}: file group {hidden[0]} of partition {partition!r} has log "
+                "files and no base file; fedcore cannot look its keys up (written with an index "
+                "that puts inserts into log files)"
+            )
 
     def _key_index(
         self, partition: str, slices: dict[str, tuple[str, str]], files: PartitionFiles

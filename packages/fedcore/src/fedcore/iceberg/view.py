@@ -204,7 +204,7 @@ class _Publisher:
         self.state = state
         self.io = FedFileIO(table.fs.table_fs)
         self.folder = metadata_folder(table)
-        self.merge_on_read = table.config.table_type == P.TABLE_TYPE_MOR
+        self.merge_on_read = table.config.merge_on_read
         self.timeline = table.timeline()
         self._types: dict[str, pa.DataType] = {}
         self._schemas: dict[str, pa.Schema] = {}  # a commit's Avro schema -> its files' schema
