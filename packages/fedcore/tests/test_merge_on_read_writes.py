@@ -530,3 +530,28 @@ def test_archival_and_repair_over_delta_commits_and_compactions(tmp_path: Path) 
     assert (repaired.missing_latest, repaired.orphans) == ([], [])
     assert rows(load_table(table.path)) == expected
     assert verify_table(load_table(table.path)).ok
+
+
+def test_the_iceberg_view_holds_the_read_optimized_rows_until_a_compaction(tmp_path: Path) -> None:
+    """What Trino and Hive read of a merge-on-read table: its base files, as compacted last."""
+    from pyiceberg.table import StaticTable
+
+    from fedcore.iceberg import publish
+
+    backend = Backend("local", f"file://{tmp_path}/tables/trips", f"file://{tmp_path}/storage", None)
+    table, expected = changed(backend)
+
+    def view_rows() -> Rows:
+        result = publish(table)
+        assert result.metadata_location is not None
+        data = StaticTable.from_metadata(result.metadata_location).scan().to_arrow().to_pylist()
+        return {r["trip_id"]: (r["country"], r["fare"]) for r in data}
+
+    assert view_rows() == read_optimized(table) != expected
+    table.compact()
+    assert view_rows() == expected
+    table.upsert(trips([10], "us", fare=1.0))
+    assert view_rows() == expected, "until the next compaction"
+    expected[10] = ("us", 11.0)
+    table.compact()
+    assert view_rows() == expected
