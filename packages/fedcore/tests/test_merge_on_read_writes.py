@@ -555,3 +555,25 @@ def test_the_iceberg_view_holds_the_read_optimized_rows_until_a_compaction(tmp_p
     expected[10] = ("us", 11.0)
     table.compact()
     assert view_rows() == expected
+
+
+def test_incremental_queries_and_time_travel_see_through_log_files_and_compactions(tmp_path: Path) -> None:
+    backend = Backend("local", f"file://{tmp_path}/tables/trips", f"file://{tmp_path}/storage", None)
+    table, _ = seeded(backend)
+    first = table.timeline().instants[-1].time
+    table.upsert(trips([0, 1], ["us", "de"], fare=100.0))
+    as_of_update = rows(table)
+    update = table.timeline().instants[-1].time
+    table.upsert(trips([4], "us", fare=400.0))
+
+    def changed_ids(begin: str) -> list[int]:
+        return sorted(table.changes(begin, columns=["trip_id"]).to_arrow().column("trip_id").to_pylist())
+
+    assert changed_ids(first) == [0, 1, 4]
+    assert changed_ids(update) == [4]
+    done = table.compact()
+    assert done is not None
+    assert changed_ids(first) == [0, 1, 4], "a compaction keeps each record's commit time"
+    assert changed_ids(update) == [4]
+    assert changed_ids(done.instant) == []
+    assert rows(table, as_of=update) == as_of_update, "time travel to before the compaction"
