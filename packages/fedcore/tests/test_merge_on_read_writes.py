@@ -577,3 +577,32 @@ def test_incremental_queries_and_time_travel_see_through_log_files_and_compactio
     assert changed_ids(update) == [4]
     assert changed_ids(done.instant) == []
     assert rows(table, as_of=update) == as_of_update, "time travel to before the compaction"
+
+
+def test_migrating_to_a_merge_on_read_table_copies_fed_log_files_as_they_are(tmp_path: Path) -> None:
+    from fedcore.migrate import migrate
+
+    backend = Backend("local", f"file://{tmp_path}/tables/trips", f"file://{tmp_path}/storage", None)
+    source, expected = changed(backend)
+    in_source = dict(expected)
+    mor = {P.TABLE_TYPE: "MERGE_ON_READ"}
+    storage = {P.STORAGE_STRATEGY_CLASS: "object_store", P.STORAGE_PATH: f"file://{tmp_path}/moved"}
+    report = migrate(source.path, f"file://{tmp_path}/target", storage=storage, properties=mor)
+    assert (report.copied, report.rewritten) == (2 + 5, 0), "two base files and five log files"
+    target = load_table(f"file://{tmp_path}/target")
+    assert target.config.merge_on_read
+    assert rows(target) == expected
+    assert read_optimized(target) == read_optimized(source)
+    assert sorted(log_names(target)) == sorted(log_names(source)), "names kept"
+    assert verify_table(target).ok
+    target.upsert(trips([10], "us", fare=1.0))  # appends after the copied log files
+    expected[10] = ("us", 11.0)
+    assert rows(target) == expected
+    assert target.compact() is not None
+    assert rows(target) == read_optimized(target) == expected
+    # A copy-on-write target (the default) gets the slices merged.
+    merged = migrate(
+        source.path, f"file://{tmp_path}/cow", storage={**storage, P.STORAGE_PATH: f"file://{tmp_path}/c"}
+    )
+    assert merged.rewritten == 2
+    assert rows(load_table(f"file://{tmp_path}/cow")) == in_source

@@ -19,7 +19,10 @@ included) are **copied** to their new physical locations, keeping their names, s
 S3 endpoint the copy is server-side (CopyObject), no bytes through this process.
 What must change is **rewritten** through the file writer: a merge-on-read slice
 (base and log files merged into one base file), a file without meta fields, a plain
-Parquet file. Copies and rewrites run in parallel, with progress.
+Parquet file. The target is copy-on-write unless ``properties`` say
+``hoodie.table.type=MERGE_ON_READ``; a merge-on-read target takes the log files of a
+table fed wrote as they are, copied beside their base files (Hudi's may hold blocks of
+failed writes, so its slices are merged). Copies and rewrites run in parallel, with progress.
 
 The new instant is later than every copied file's commit, so Hudi counts those files
 as committed before its timeline starts, as it counts archived commits.
@@ -64,7 +67,7 @@ from fedcore.file_writer import (
     stats_columns,
     write_partition_metadata,
 )
-from fedcore.filenames import data_file_id
+from fedcore.filenames import LOG_FILE_RE, data_file_id
 from fedcore.handle import StepHook, with_step_hook
 from fedcore.io.filesystems import StorageOptions, filesystem_for, open_sized
 from fedcore.io.parquet import file_stats, read_parquet_metadata
@@ -111,6 +114,13 @@ class _Unit:
     records: int = 0
     #: Rewrites: what to read (a FileSlice, or a Parquet fragment).
     what: Any = None
+    #: Copied log files: their version, and the base instant and base file of their slice.
+    log_version: int = 0
+    base_instant: str = ""
+    base_file: str = ""
+    #: A merge-on-read slice that a merge-on-read target can take as it is: its files'
+    #: copies (the rewrite otherwise).
+    copies: tuple[_Unit, ...] = ()
 
 
 @dataclass
@@ -212,13 +222,16 @@ def migrate(
         return report
     if hook is not None:
         table = with_step_hook(table, hook)
+    units = found.units
+    if table.config.merge_on_read:  # slices with log files go over as they are
+        units = [copy for unit in units for copy in (unit.copies or (unit,))]
     job = WriteJob.open(table, BULK_INSERT, found.schema)
     with job:  # an error rolls the instant back; a crash leaves it to the next run
         job.begin()
         report.instant = job.instant
         plan = {"migration": {"source": source_uri, "kind": found.kind, "source_instant": found.instant}}
         job.inflight(json.dumps(plan).encode())
-        total = len(found.units)
+        total = len(units)
         done = 0
 
         def tick(count: int = 1) -> None:
@@ -227,11 +240,12 @@ def migrate(
             if progress is not None:
                 progress(done, total)
 
-        copies = [u for u in found.units if u.name is not None]
-        rewrites = [u for u in found.units if u.name is None]
+        copies = [u for u in units if u.name is not None]
+        rewrites = [u for u in units if u.name is None]
         write_partition_metadata(table, sorted({u.partition for u in copies}), job.instant)
         stats: list[WriteStat] = []
-        mark_files(table, job.instant, [(_relative(u), "CREATE") for u in copies], marker_token("copies"))
+        kinds = [(_relative(u), "APPEND" if u.log_version else "CREATE") for u in copies]
+        mark_files(table, job.instant, kinds, marker_token("copies"))
         if copies:
             table.step("data")
         with ThreadPoolExecutor(IO_THREADS) as pool:
@@ -266,11 +280,22 @@ def _copy(table: Table, unit: _Unit) -> WriteStat:
     assert unit.name is not None
     relative = _relative(unit)
     copy_data_file(table, relative, unit.fs, unit.path)
+    file_id = data_file_id(unit.name)
+    assert file_id is not None
+    if unit.log_version:  # a log file: no footer, no statistics
+        return WriteStat(
+            file_id=file_id,
+            path=relative,
+            partition_path=unit.partition,
+            prev_commit=unit.base_instant,
+            total_write_bytes=unit.size,
+            file_size=unit.size,
+            log_version=unit.log_version,
+            base_file=unit.base_file,
+        )
     with table.fs.errors(relative), open_sized(table.fs, relative, unit.size) as handle:
         footer = read_parquet_metadata(handle)
     names = footer.schema.to_arrow_schema().names
-    file_id = data_file_id(unit.name)
-    assert file_id is not None
     return WriteStat(
         file_id=file_id,
         path=relative,
@@ -382,24 +407,34 @@ def _fedcore_source(table: Table) -> _Source:
     schema = planner.schema(columns) if columns else pa.schema([])
     # Files that already hold every column the target's files hold are copied as they are.
     copyable = planner.meta_fields and not P.DROP_PARTITION_COLUMNS.of(table.config)
+    # A merge-on-read target takes a slice's log files as they are where every block in them
+    # is of a committed write: fed's (one write per log file, a failed write's deleted by its
+    # rollback), not Hudi's (whose log files may hold blocks of writes that failed).
+    logs_copyable = copyable and table.metadata_table_or_none() is not None
     records = _records_by_file(table, plan.slices)
     units = []
     for file_slice in plan.slices:
-        if copyable and file_slice.base_file_name is not None and not file_slice.log_files:
+        base = None
+        if copyable and file_slice.base_file_name is not None:
             target = table.fs.resolve(file_slice.path)
-            units.append(
-                _Unit(
-                    file_slice.partition_path,
-                    file_slice.base_file_name,
-                    target.fs,
-                    target.path,
-                    file_slice.size,
-                    records.get(file_slice.base_file_name, 0),
-                )
+            base = _Unit(
+                file_slice.partition_path,
+                file_slice.base_file_name,
+                target.fs,
+                target.path,
+                file_slice.size,
+                records.get(file_slice.base_file_name, 0),
             )
-        else:
-            size = file_slice.size + sum(size for _, size in file_slice.log_files)
-            units.append(_Unit(file_slice.partition_path, None, table.fs, "", size, what=file_slice))
+        if base is not None and not file_slice.log_files:
+            units.append(base)
+            continue
+        copies: tuple[_Unit, ...] = ()
+        if logs_copyable and (base is not None or file_slice.base_file_name is None):
+            copies = (*([base] if base is not None else []), *_log_units(table, file_slice))
+        size = file_slice.size + sum(size for _, size in file_slice.log_files)
+        units.append(
+            _Unit(file_slice.partition_path, None, table.fs, "", size, what=file_slice, copies=copies)
+        )
 
     def read(unit: _Unit) -> pa.Table:
         return plan.reader.read(unit.what, columns, [])
@@ -412,6 +447,28 @@ def _fedcore_source(table: Table) -> _Source:
         units,
         read,
     )
+
+
+def _log_units(table: Table, file_slice: FileSlice) -> list[_Unit]:
+    """Copies of a slice's log files."""
+    units = []
+    for (name, size), path in zip(file_slice.log_files, file_slice.log_paths, strict=True):
+        match = LOG_FILE_RE.fullmatch(name)
+        assert match is not None, "a slice's log file"
+        found = table.fs.resolve(path)
+        units.append(
+            _Unit(
+                file_slice.partition_path,
+                name,
+                found.fs,
+                found.path,
+                size,
+                log_version=int(match[3]),
+                base_instant=file_slice.base_instant,
+                base_file=file_slice.base_file_name or "",
+            )
+        )
+    return units
 
 
 def _of_config(
