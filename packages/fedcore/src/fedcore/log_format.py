@@ -481,7 +481,8 @@ def _joined(values: pa.Array) -> bytes:
     if not len(values):
         return b""
     offsets = np.frombuffer(values.buffers()[1], np.int32, len(values) + 1, values.offset * 4)
-    return values.buffers()[2].to_pybytes()[offsets[0] : offsets[-1]]
+    data: bytes = values.buffers()[2].to_pybytes()
+    return data[offsets[0] : offsets[-1]]
 
 
 def rollback_block(instant: str, target: str) -> bytes:
