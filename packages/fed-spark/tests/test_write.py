@@ -342,3 +342,26 @@ def test_hudi_rs_reads_a_hive_layout_merge_on_read_table_spark_wrote(
         return sorted(zip(*(data.column(c).to_pylist() for c in columns), strict=True), key=repr)
 
     assert rows(theirs) == rows(ours)
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_an_empty_input_is_a_normal_write(local_fed: SparkSession, tmp_path: Path, table_type: str) -> None:
+    """Streaming sends empty micro-batches all the time: each operation of an empty input
+    commits an empty instant (as Hudi does by default) and changes no row, through
+    ``format("fed")`` and ``fed_spark.write``."""
+    backend = Backend("local", f"file://{tmp_path}/tables/t", f"file://{tmp_path}/storage", None)
+    options = hudi_options(backend) | {"hoodie.datasource.write.table.type": table_type}
+    path = backend.table_path
+    fed_spark.write(frame(local_fed, 0, 40), path, options)
+    empty = frame(local_fed, 0, 0)
+    keys = local_fed.range(0, 0).selectExpr("id", "concat('r', cast(id % 4 as string)) AS region")
+    before = len(load_table(path).timeline())
+    for operation in ("upsert", "insert", "bulk_insert", "delete"):
+        data = keys if operation == "delete" else empty
+        chosen = {"hoodie.datasource.write.operation": operation}
+        result = fed_spark.write(data, path, chosen)
+        assert (result.files_written, result.rows_written) == (0, 0), operation
+        data.write.format("fed").options(**chosen).mode("append").save(path)
+    table = load_table(path)
+    assert ids(table) == list(range(40))
+    assert len(table.timeline()) == before + 8, "an empty instant for each"

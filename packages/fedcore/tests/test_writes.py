@@ -25,6 +25,7 @@ from fedcore.io.filesystems import filesystem_for
 from fedcore.records import META_COLUMNS
 from fedcore.rollback import rollback
 from fedcore.table import Table, create_table, load_table
+from fedcore.verify import verify_table
 from fedcore.write_client import WriteClient
 
 FAST_HEARTBEAT = {P.HEARTBEAT_INTERVAL_MS: "100", P.HEARTBEAT_TOLERABLE_MISSES: "2"}
@@ -378,3 +379,50 @@ def test_a_bad_record_late_in_a_stream_leaves_the_table_as_it_was(
     assert rows(table) == before
     assert physical_files(backend, backend.storage_path) == files, "the chunks written before are gone"
     assert table.timeline().pending() == []
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_an_empty_input_commits_an_empty_instant_and_changes_nothing(tmp_path: Any, table_type: str) -> None:
+    """As Hudi does by default (``hoodie.allow.empty.commit``): streaming sends empty batches."""
+    table = create_table(
+        f"file://{tmp_path}/t",
+        name="trips",
+        record_key_fields=["trip_id"],
+        partition_fields=["country"],
+        precombine_field="ts",
+        table_type=table_type,  # type: ignore[arg-type]
+        properties={P.STORAGE_STRATEGY_CLASS: "object_store", P.STORAGE_PATH: f"file://{tmp_path}/s"},
+    )
+    empty = trips([])
+    first = table.upsert(empty)  # a first write may be empty too: it records the schema
+    assert (first.files_written, first.rows_written) == (0, 0)
+    table.bulk_insert(trips([1, 2]))
+    before = rows(table)
+    for operation in write_client.OPERATIONS:
+        data = empty.select(["trip_id", "country"]) if operation == "delete" else empty
+        result = table.write(data, operation)
+        assert (result.files_written, result.rows_written, result.deleted) == (0, 0, 0), operation
+        if operation != "insert_overwrite_table":  # an empty table overwrites every row
+            assert rows(table) == before, operation
+    assert rows(table) == {}
+    assert table.bulk_insert(pa.RecordBatchReader.from_batches(empty.schema, [])).files_written == 0
+    assert len(table.timeline().completed()) == 2 + len(write_client.OPERATIONS) + 1
+    assert verify_table(table).ok
+
+
+def test_fed_write_of_an_empty_file_succeeds_and_says_so(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fedcore.cli import main
+
+    path = f"file://{tmp_path}/t"
+    created = ["create", path, "--name", "t", "--record-key", "trip_id", "--partition-by", "country"]
+    assert main(created) == 0
+    pq.write_table(trips([]), tmp_path / "empty.parquet")
+    for operation in ("upsert", "insert", "bulk_insert", "delete"):
+        capsys.readouterr()
+        assert main(["write", path, str(tmp_path / "empty.parquet"), "--operation", operation]) == 0
+        out = capsys.readouterr()
+        assert f": an empty {operation} (the input has no rows)" in out.out, out
+        assert "Traceback" not in out.err
+    assert load_table(path).read().num_rows == 0

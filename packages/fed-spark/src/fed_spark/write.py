@@ -225,12 +225,13 @@ class FedWriter(DataSourceArrowWriter):
         try:
             staged = [m.staged for m in done if m.staged is not None]
             fs = self.table.fs.table_fs
-            if staged:
-                parts = []
-                for path in staged:
-                    with fs.open(path, "rb") as source:
-                        parts.append(pq.read_table(source))
-                WriteClient(self.table).write(pa.concat_tables(parts), self.operation)
+            parts = []
+            for path in staged:
+                with fs.open(path, "rb") as source:
+                    parts.append(pq.read_table(source))
+            # No rows (an empty micro-batch): an empty instant, as the distributed writes make.
+            rows = pa.concat_tables(parts) if parts else self.schema.empty_table()
+            WriteClient(self.table).write(rows, self.operation)
         finally:
             self._drop_staging()
 

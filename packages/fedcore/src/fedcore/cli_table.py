@@ -221,6 +221,9 @@ def _write(args: argparse.Namespace) -> int:
         result = WriteClient(table, progress=progress).write(data, args.operation)
     for warning in result.warnings:
         print(f"fed: warning: {warning}", file=sys.stderr)
+    if not data.num_rows:
+        print(f"Committed {result.instant}: an empty {args.operation} (the input has no rows)")
+        return 0
     print(
         f"Committed {result.instant}: {args.operation} of {data.num_rows:,} records "
         f"({result.files_written} files written)"

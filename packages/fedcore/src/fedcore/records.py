@@ -144,6 +144,8 @@ class PartitionedRows:
 
     def groups(self) -> dict[str, np.ndarray]:
         """The rows of each partition that has any, ascending."""
+        if not self.paths:  # no rows at all
+            return {}
         narrow = self.codes.astype(np.uint16) if len(self.paths) <= 2**16 else self.codes
         order = np.argsort(narrow, kind="stable")  # a radix sort for 16-bit codes
         counts = np.bincount(self.codes, minlength=len(self.paths))
