@@ -606,3 +606,54 @@ def test_migrating_to_a_merge_on_read_table_copies_fed_log_files_as_they_are(tmp
     )
     assert merged.rewritten == 2
     assert rows(load_table(f"file://{tmp_path}/cow")) == in_source
+
+
+def test_keys_another_writer_put_in_log_files_are_found_not_inserted_again(tmp_path: Path) -> None:
+    """A merge-on-read table fed did not write (no fed metadata table) may hold keys in log
+    files only (Hudi with an index that can index log files puts inserts there): an upsert
+    of such a key updates it, never adds a second row."""
+    from fedcore.avro_schema import to_avro_json
+    from fedcore.commit_metadata import CommitMetadata
+    from fedcore.log_format import parquet_data_block
+    from fedcore.records import with_meta_fields
+
+    path = f"file://{tmp_path}/t"
+    table = create_table(
+        path,
+        name="trips",
+        record_key_fields=["trip_id"],
+        partition_fields=["country"],
+        precombine_field="ts",
+        table_type="MERGE_ON_READ",
+        properties={P.STORAGE_STRATEGY_CLASS: "hive", P.METADATA_ENABLE: "false"},
+    )
+    table.bulk_insert(trips([1, 2]))
+    (base,) = table.file_slices()
+    # Another writer's delta commit: key 7 inserted into the group's log file.
+    instant = "20991231000000000"
+    row = trips([7], fare=70.0)
+    meta = pa.table(
+        {
+            "_hoodie_commit_time": [instant],
+            "_hoodie_commit_seqno": [f"{instant}_0_1"],
+            "_hoodie_record_key": ["7"],
+            "_hoodie_partition_path": ["country=us"],
+            "_hoodie_file_name": [base.file_id],
+        }
+    )
+    records = pa.Table.from_arrays(
+        [*meta.columns, *row.columns], names=[*meta.column_names, *row.column_names]
+    )
+    schema = table.schema()
+    assert schema is not None
+    block = parquet_data_block(records, instant, to_avro_json(with_meta_fields(schema), "trips"))
+    name = f".{base.file_id}_{base.base_instant}.log.1_0-1-0"
+    (tmp_path / "t" / "country=us" / name).write_bytes(block)
+    (tmp_path / "t" / ".hoodie" / f"{instant}.deltacommit").write_bytes(
+        CommitMetadata("UPSERT", schema=to_avro_json(schema, "trips")).to_bytes()
+    )
+    table = load_table(path)
+    assert rows(table) == {1: ("us", 11.0), 2: ("us", 12.0), 7: ("us", 77.0)}
+    result = table.upsert(trips([7], fare=700.0))
+    assert (result.updated, result.inserted) == (1, 0)
+    assert rows(load_table(path)) == {1: ("us", 11.0), 2: ("us", 12.0), 7: ("us", 707.0)}

@@ -166,10 +166,10 @@ def _key_index(
 
     def keys_of(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            for partition, file_id, instant, name, size in zip(
+            for partition, file_id, instant, _name, _size in zip(
                 *(c.to_pylist() for c in batch.columns), strict=True
             ):
-                keys = planner.read_keys(partition, name, size)[0].combine_chunks()
+                keys = planner.group_keys(partition, slices[(partition, file_id)])
                 keys = keys.filter(pc.is_in(keys, value_set=wanted.value[partition]))
                 n = len(keys)
                 if not n:

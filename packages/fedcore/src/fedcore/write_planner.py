@@ -23,10 +23,11 @@ import pyarrow.compute as pc
 from fedcore import properties as P
 from fedcore.exceptions import UnsupportedTableError
 from fedcore.file_writer import NO_ROWS, FileGroupWrite, new_groups
-from fedcore.filenames import new_file_id
-from fedcore.io.filesystems import open_sized
+from fedcore.filenames import LOG_FILE_RE, new_file_id
+from fedcore.io.filesystems import open_sized, read_object
 from fedcore.io.parquet import read_parquet
 from fedcore.io.uris import protocol_of
+from fedcore.log_format import BlockType, data_records, read_blocks
 from fedcore.metadata.file_index import PartitionFiles
 from fedcore.records import RECORD_KEY, latest_per_key, partition_rows, record_keys
 from fedcore.write_job import (
@@ -53,6 +54,8 @@ class BaseFile(NamedTuple):
     name: str
     size: int
     log_version: int = 0
+    #: Log files whose keys the lookup reads too (``WritePlanner.keys_in_logs``).
+    log_files: tuple[str, ...] = ()
 
 
 class InsertTarget(NamedTuple):
@@ -111,6 +114,10 @@ class WritePlanner:
         self.small_file_limit = P.SMALL_FILE_LIMIT.of(options)
         #: Updates and deletes append log files (merge-on-read) instead of rewriting.
         self.merge_on_read = self.table.config.merge_on_read
+        #: Keys are looked up in log files too: a merge-on-read table fed did not write (no
+        #: fed metadata table), whose writer's index may have put inserts into log files. fed
+        #: (and Hudi's default index) never does, so its keys are all in base files.
+        self.keys_in_logs = self.merge_on_read and self.table.metadata_table_or_none() is None
 
     # --- records ---------------------------------------------------------------------------------
 
@@ -145,11 +152,50 @@ class WritePlanner:
             logs = files.log_versions() if self.merge_on_read else {}
             if self.merge_on_read and self.job.operation in (UPSERT, DELETE):
                 self._check_keys_in_base_files(partition, slices, files, logs)
+            with_logs = self._slice_logs(files) if self.keys_in_logs else {}
             for file_id, (instant, name) in slices.items():
                 found[(partition, file_id)] = BaseFile(
-                    instant, name, files.files[name], logs.get((file_id, instant), 0)
+                    instant,
+                    name,
+                    files.files[name],
+                    logs.get((file_id, instant), 0),
+                    with_logs.get((file_id, instant), ()),
                 )
         return found
+
+    @staticmethod
+    def _slice_logs(files: PartitionFiles) -> dict[tuple[str, str], tuple[str, ...]]:
+        """(file id, base instant) -> the names of the log files written onto that slice."""
+        out: dict[tuple[str, str], list[str]] = {}
+        for name in files.files:
+            match = LOG_FILE_RE.fullmatch(name) if name.startswith(".") else None
+            if match is not None and match[5] is None:
+                out.setdefault((match[1], match[2]), []).append(name)
+        return {key: tuple(sorted(names)) for key, names in out.items()}
+
+    def group_keys(self, partition: str, base: BaseFile) -> pa.Array:
+        """The record keys of a file group's latest slice: its base file's, and (where
+        ``keys_in_logs``) its log files' data blocks'."""
+        keys = self.read_keys(partition, base.name, base.size)[0]
+        if not base.log_files:
+            return keys.combine_chunks()
+        return pa.chunked_array(
+            [*keys.chunks, *self.log_keys(partition, base.log_files).chunks]
+        ).combine_chunks()
+
+    def log_keys(self, partition: str, names: Sequence[str]) -> pa.ChunkedArray:
+        """The record keys in the data blocks of log files (any instant's: a key a failed
+        write left there routes an update to its group, where it merges as an insert)."""
+        fs = self.table.fs
+        chunks = []
+        for name in names:
+            path = f"{partition}/{name}" if partition else name
+            with fs.errors(path):
+                data = read_object(fs, path)
+            for block in read_blocks(data, path):
+                if block.type in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA):
+                    chunks.append(data_records(block).column(RECORD_KEY).cast(pa.string()).combine_chunks())
+        return pa.chunked_array(chunks, pa.string())
 
     def insert_candidates(
         self, partition: str, base_files: Mapping[tuple[str, str], BaseFile]
@@ -394,8 +440,25 @@ class WritePlanner:
             found = list(
                 pool.map(lambda name, size: self.read_keys(partition, name, size, whole=whole), names, sizes)
             )
-        owners = np.repeat(np.arange(len(found), dtype=np.int64), [len(keys) for keys, _ in found])
-        keys = pa.chunked_array([chunk for keys, _ in found for chunk in keys.chunks], pa.string())
+            with_logs = self._slice_logs(files) if self.keys_in_logs else {}
+            logged = list(
+                pool.map(
+                    lambda file_id: self.log_keys(
+                        partition, with_logs.get((file_id, slices[file_id][0]), ())
+                    ),
+                    file_ids,
+                )
+            )
+        counts = [len(keys) + len(more) for (keys, _), more in zip(found, logged, strict=True)]
+        owners = np.repeat(np.arange(len(found), dtype=np.int64), counts)
+        keys = pa.chunked_array(
+            [
+                chunk
+                for (keys, _), more in zip(found, logged, strict=True)
+                for chunk in (*keys.chunks, *more.chunks)
+            ],
+            pa.string(),
+        )
         by_file = {file_id: keys for file_id, (keys, _) in zip(file_ids, found, strict=True)}
         fetched = {
             file_id: data for file_id, (_, data) in zip(file_ids, found, strict=True) if data is not None
