@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from fedcore import properties as P
 from fedcore.exceptions import UnsupportedTableError
 from fedcore.file_writer import NO_ROWS, FileGroupWrite, new_groups
-from fedcore.filenames import LOG_FILE_RE, new_file_id
+from fedcore.filenames import new_file_id
 from fedcore.io.filesystems import open_sized, read_object
 from fedcore.io.parquet import read_parquet
 from fedcore.io.uris import protocol_of
@@ -149,29 +149,19 @@ class WritePlanner:
         found: dict[tuple[str, str], BaseFile] = {}
         for partition, files in current.items():
             slices = files.latest_slices()
-            logs = files.log_versions() if self.merge_on_read else {}
+            logs = files.slice_logs() if self.merge_on_read else {}
             if self.merge_on_read and self.job.operation in (UPSERT, DELETE):
                 self._check_keys_in_base_files(partition, slices, files, logs)
-            with_logs = self._slice_logs(files) if self.keys_in_logs else {}
             for file_id, (instant, name) in slices.items():
+                written = logs.get((file_id, instant), [])
                 found[(partition, file_id)] = BaseFile(
                     instant,
                     name,
                     files.files[name],
-                    logs.get((file_id, instant), 0),
-                    with_logs.get((file_id, instant), ()),
+                    written[-1][0] if written else 0,
+                    tuple(log for _, log in written) if self.keys_in_logs else (),
                 )
         return found
-
-    @staticmethod
-    def _slice_logs(files: PartitionFiles) -> dict[tuple[str, str], tuple[str, ...]]:
-        """(file id, base instant) -> the names of the log files written onto that slice."""
-        out: dict[tuple[str, str], list[str]] = {}
-        for name in files.files:
-            match = LOG_FILE_RE.fullmatch(name) if name.startswith(".") else None
-            if match is not None and match[5] is None:
-                out.setdefault((match[1], match[2]), []).append(name)
-        return {key: tuple(sorted(names)) for key, names in out.items()}
 
     def group_keys(self, partition: str, base: BaseFile) -> pa.Array:
         """The record keys of a file group's latest slice: its base file's, and (where
@@ -347,10 +337,10 @@ class WritePlanner:
         groups: dict[str, FileGroupWrite] = {}
         inserts = rows
         index: KeyIndex | None = None
-        logs = files.log_versions() if self.merge_on_read else {}
+        logs = files.slice_logs() if self.merge_on_read else {}
         if keys is not None and operation in (UPSERT, DELETE):
             self._check_keys_in_base_files(partition, slices, files, logs)
-            index = self._key_index(partition, slices, files)
+            index = self._key_index(partition, slices, files, logs)
             row_keys = keys.take(rows)
             # Hash the batch's keys (the small side), probe the partition's keys with them,
             # then look the batch up among the keys found only.
@@ -370,7 +360,8 @@ class WritePlanner:
                 matched.base_keys, matched.base_bytes = index.by_file[file_id], index.whole.get(file_id)
                 matched.removed_keys = keys.take(group_rows)
                 if self.merge_on_read:
-                    matched.log_version = logs.get((file_id, base[0]), 0) + 1
+                    written = logs.get((file_id, base[0]), [])
+                    matched.log_version = (written[-1][0] if written else 0) + 1
                 if operation == UPSERT:
                     matched.rows, matched.updates = group_rows, len(group_rows)
                 else:
@@ -407,7 +398,7 @@ class WritePlanner:
         partition: str,
         slices: dict[str, tuple[str, str]],
         files: PartitionFiles,
-        logs: Mapping[tuple[str, str], int],
+        logs: Mapping[tuple[str, str], object],
     ) -> None:
         """Keys are looked up in base files, which hold every key of a group fed (or Hudi
         with its default index) writes: inserts never go to log files. A group of log files
@@ -421,7 +412,11 @@ class WritePlanner:
             )
 
     def _key_index(
-        self, partition: str, slices: dict[str, tuple[str, str]], files: PartitionFiles
+        self,
+        partition: str,
+        slices: dict[str, tuple[str, str]],
+        files: PartitionFiles,
+        logs: Mapping[tuple[str, str], list[tuple[int, str]]],
     ) -> KeyIndex:
         """The keys of a partition's latest base files, read in parallel. On an object store,
         small base files are fetched whole in one GET (a ranged read of their keys would fetch
@@ -440,15 +435,11 @@ class WritePlanner:
             found = list(
                 pool.map(lambda name, size: self.read_keys(partition, name, size, whole=whole), names, sizes)
             )
-            with_logs = self._slice_logs(files) if self.keys_in_logs else {}
-            logged = list(
-                pool.map(
-                    lambda file_id: self.log_keys(
-                        partition, with_logs.get((file_id, slices[file_id][0]), ())
-                    ),
-                    file_ids,
-                )
-            )
+            read = [
+                [log for _, log in logs.get((file_id, slices[file_id][0]), [])] if self.keys_in_logs else []
+                for file_id in file_ids
+            ]
+            logged = list(pool.map(lambda names: self.log_keys(partition, names), read))
         counts = [len(keys) + len(more) for (keys, _), more in zip(found, logged, strict=True)]
         owners = np.repeat(np.arange(len(found), dtype=np.int64), counts)
         keys = pa.chunked_array(

@@ -43,17 +43,18 @@ class PartitionFiles:
                 latest[file_id] = (instant, name)
         return latest
 
-    def log_versions(self) -> dict[tuple[str, str], int]:
-        """(file id, base instant) -> the highest version among the log files written onto
-        that slice (merge-on-read; change-data-capture logs are no part of a slice)."""
-        versions: dict[tuple[str, str], int] = {}
+    def slice_logs(self) -> dict[tuple[str, str], list[tuple[int, str]]]:
+        """(file id, base instant) -> (version, name) of the log files written onto that
+        slice, by version (merge-on-read; change-data-capture logs are no part of a slice)."""
+        logs: dict[tuple[str, str], list[tuple[int, str]]] = {}
         for name in self.files:
             if name.startswith("."):
                 match = LOG_FILE_RE.fullmatch(name)
                 if match is not None and match[5] is None:
-                    key = (match[1], match[2])
-                    versions[key] = max(versions.get(key, 0), int(match[3]))
-        return versions
+                    logs.setdefault((match[1], match[2]), []).append((int(match[3]), name))
+        for found in logs.values():
+            found.sort()
+        return logs
 
     def merged_slices(self, as_of: str | None, committed: Callable[[str], bool]) -> dict[str, SliceFiles]:
         """file id -> the latest slice of each live file group, log files included.
