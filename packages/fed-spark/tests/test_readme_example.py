@@ -34,3 +34,26 @@ def test_the_spark_pipeline(spark: SparkSession, tmp_path: Path, monkeypatch: py
         assert off_table == [], "data files stay off the table path"
     finally:
         spark.sql("DROP TABLE IF EXISTS rides")
+
+
+def test_the_streaming_pipeline(spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bronze gets every landed row (ride 1 upserted to its later version); silver the
+    bronze rows that pass the filter; running it again (nothing new) changes nothing."""
+    monkeypatch.chdir(tmp_path)
+    block = blocks("python streaming")[0]
+    exec(block, {})
+    bronze = load_table(str(tmp_path / "lake" / "tables" / "bronze"))
+    silver = load_table(str(tmp_path / "lake" / "tables" / "silver"))
+    assert sorted(bronze.read(columns=["ride_id", "fare"]).to_pylist(), key=str) == [
+        {"ride_id": 1, "fare": 14.0},
+        {"ride_id": 2, "fare": -1.0},
+    ]
+    assert silver.read(columns=["ride_id", "ts", "fare"]).to_pylist() == [
+        {"ride_id": 1, "ts": 2, "fare": 14.0}
+    ]
+    assert bronze.config.table_type == "MERGE_ON_READ"
+    timeline = [i.time for i in silver.timeline().completed()]
+    exec(block, {})
+    assert [
+        i.time for i in load_table(str(tmp_path / "lake" / "tables" / "silver")).timeline().completed()
+    ] == timeline

@@ -15,12 +15,14 @@ import pytest
 from pyspark import TaskContext, cloudpickle
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 import fed_spark
 from fed_dev.testing import Backend
 from fed_spark.write import FedWriter
 from fedcore import ObjectStoreStorageStrategy
 from fedcore import properties as P
+from fedcore.exceptions import FedError
 from fedcore.records import META_COLUMNS
 from fedcore.table import Table, load_table
 
@@ -365,3 +367,135 @@ def test_an_empty_input_is_a_normal_write(local_fed: SparkSession, tmp_path: Pat
     table = load_table(path)
     assert ids(table) == list(range(40))
     assert len(table.timeline()) == before + 8, "an empty instant for each"
+
+
+@pytest.mark.parametrize("how", ["format", "fed_spark.write", "bulk_insert"])
+def test_a_write_with_a_new_column_evolves_the_table(
+    local_fed: SparkSession, tmp_path: Path, how: str
+) -> None:
+    """A new nullable column and a widened type (int -> long), through each Spark write path:
+    staged (format("fed") upsert), distributed (fed_spark.write), and distributed new file
+    groups (bulk_insert); Spark reads the evolved schema, older rows null in the new column."""
+    spark = local_fed
+    path = f"{tmp_path}/t"
+    first = frame(spark, 0, 40).withColumn("seats", F.lit(2).cast("int"))
+    options = hudi_options(Backend("local", path, f"{tmp_path}/s", None))
+    first.write.format("fed").options(**options).mode("append").save(path)
+    later = (
+        frame(spark, 30, 50, ts=2).withColumn("seats", F.lit(4).cast("long")).withColumn("tip", F.lit(1.5))
+    )
+    operation = "bulk_insert" if how == "bulk_insert" else "upsert"
+    if how == "fed_spark.write":
+        fed_spark.write(later, path, {"hoodie.datasource.write.operation": operation})
+    else:
+        later.write.format("fed").option("hoodie.datasource.write.operation", operation).mode("append").save(
+            path
+        )
+    read = spark.read.format("fed").load(path)
+    assert dict(read.dtypes)["seats"] == "bigint"
+    assert dict(read.dtypes)["tip"] == "double"
+    got = {(r.id, r.seats, r.tip) for r in read.select("id", "seats", "tip").collect()}
+    if how == "bulk_insert":  # no key lookup: ids 30..39 twice, as in Hudi
+        expected = {(i, 2, None) for i in range(40)} | {(i, 4, 1.5) for i in range(30, 50)}
+    else:
+        expected = {(i, 2, None) for i in range(30)} | {(i, 4, 1.5) for i in range(30, 50)}
+    assert got == expected
+    narrowed = frame(spark, 60, 61).withColumn("seats", F.lit(1).cast("int"))  # no tip: refused
+    with pytest.raises(Exception, match="SchemaMismatchError: the input has no column 'tip'"):
+        narrowed.write.format("fed").mode("append").save(path)
+
+
+def test_inserts_top_up_small_file_groups(local_fed: SparkSession, tmp_path: Path) -> None:
+    """``format("fed")`` and SQL inserts route rows to the partition's small file groups first,
+    as WriteClient's and Hudi's do: a stream of small inserts adds no file group; a bulk
+    insert always writes new ones."""
+    spark = local_fed
+    backend = Backend("local", f"file://{tmp_path}/tables/t", f"file://{tmp_path}/storage", None)
+    frame(spark, 0, 40).write.format("fed").options(**hudi_options(backend, "insert")).mode("append").save(
+        backend.table_path
+    )
+    groups = {s.file_id for s in load_table(backend.table_path).file_slices()}
+    assert len(groups) == 4  # one per region
+    for start in (40, 50):
+        more = (
+            frame(spark, start, start + 10)
+            .write.format("fed")
+            .option("hoodie.datasource.write.operation", "insert")
+        )
+        more.mode("append").save(backend.table_path)
+    spark.sql(f"CREATE TABLE topped USING fed OPTIONS (path '{backend.table_path}')")
+    try:
+        spark.sql("INSERT INTO topped (id, region, ts, v) VALUES (60, 'r0', 1, 6.0)")
+    finally:
+        spark.sql("DROP TABLE topped")
+    table = load_table(backend.table_path)
+    assert {s.file_id for s in table.file_slices()} == groups
+    assert ids(table) == list(range(61))
+    frame(spark, 100, 110).write.format("fed").option(
+        "hoodie.datasource.write.operation", "bulk_insert"
+    ).mode("append").save(backend.table_path)
+    assert len({s.file_id for s in load_table(backend.table_path).file_slices()}) > len(groups)
+
+
+def test_create_table_from_sql_ddl_as_hudi_does(local_fed: SparkSession, tmp_path: Path) -> None:
+    """``CREATE TABLE ... USING fed`` with Hudi's table properties, partitioning and location
+    creates the table (empty, with its columns); SQL inserts and reads it; a managed table goes
+    to the warehouse; bad statements are refused before anything is created."""
+    spark = local_fed
+    location = f"{tmp_path}/tables/rides"
+    table = fed_spark.create_table(
+        spark,
+        f"""CREATE TABLE rides (id BIGINT, city STRING, ts BIGINT, fare DOUBLE) USING fed
+        PARTITIONED BY (city)
+        TBLPROPERTIES (primaryKey = 'id', preCombineField = 'ts', type = 'mor',
+                       'hoodie.storage.strategy.class' = 'object_store',
+                       'hoodie.storage.path' = '{tmp_path}/storage')
+        LOCATION '{location}'""",
+    )
+    try:
+        assert table.config.table_type == "MERGE_ON_READ"
+        assert (table.config.record_key_fields, table.config.partition_fields) == (("id",), ("city",))
+        assert table.config.precombine_field == "ts"
+        assert spark.table("rides").count() == 0
+        assert [f.name for f in spark.table("rides").schema.fields][-4:] == ["id", "city", "ts", "fare"]
+        spark.sql("INSERT INTO rides (id, city, ts, fare) VALUES (1, 'sfo', 1, 12.5), (2, 'nyc', 1, 30.0)")
+        spark.sql("INSERT INTO rides (id, city, ts, fare) VALUES (3, 'sfo', 1, 7.0)")
+        got = spark.sql("SELECT id, fare FROM rides WHERE city = 'sfo' ORDER BY id").collect()
+        assert [(r.id, r.fare) for r in got] == [(1, 12.5), (3, 7.0)]
+        assert ids(load_table(location)) == [1, 2, 3]
+        again = fed_spark.create_table(
+            spark,
+            "CREATE TABLE IF NOT EXISTS rides (id BIGINT, city STRING, ts BIGINT, fare DOUBLE) USING fed "
+            "TBLPROPERTIES (primaryKey = 'id')",
+        )
+        assert again.path == table.path
+    finally:
+        spark.sql("DROP TABLE IF EXISTS rides")
+
+    managed = fed_spark.create_table(
+        spark, "CREATE TABLE plain (k STRING, v INT) USING fed TBLPROPERTIES (primaryKey='k')"
+    )
+    try:
+        warehouse = str(spark.conf.get("spark.sql.warehouse.dir")).removeprefix("file:")
+        assert managed.path.endswith(f"{warehouse.rstrip('/')}/plain")
+        spark.sql("INSERT INTO plain (k, v) VALUES ('a', 1)")
+        assert [tuple(r) for r in spark.sql("SELECT k, v FROM plain").collect()] == [("a", 1)]
+    finally:
+        spark.sql("DROP TABLE IF EXISTS plain")
+
+    bad = {
+        "CREATE TABLE b1 (k STRING) USING fed": "primaryKey is needed",
+        "CREATE TABLE b2 (k STRING) USING fed TBLPROPERTIES (primaryKey='k', primary_key='k')": (
+            "primary_key: is not a table property"
+        ),
+        "CREATE TABLE b3 (k STRING) USING fed TBLPROPERTIES (primaryKey='k', type='merge')": (
+            "type='merge' is not cow or mor"
+        ),
+        "CREATE TABLE b4 (k STRING) USING parquet": "creates tables USING fed",
+        "CREATE TABLE b5 USING fed AS SELECT 1 AS k": "not CREATE TABLE",
+        "CREATE TABLE b6 (k STRING) USING fed TBLPROPERTIES (primaryKey='id')": "has no column 'id'",
+    }
+    for statement, message in bad.items():
+        with pytest.raises(FedError, match=message):
+            fed_spark.create_table(spark, statement)
+    assert not any(spark.catalog.tableExists(f"b{i}") for i in range(1, 7))

@@ -198,7 +198,7 @@ def test_bad_input_gets_typed_errors_and_writes_nothing(backend: Backend) -> Non
     writer = WriteClient(table)
     writer.upsert(trips([1]))
     with pytest.raises(SchemaMismatchError):
-        writer.upsert(trips([2]).append_column("extra", pa.array([1])))
+        writer.upsert(trips([2]).set_column(3, "fare", pa.array(["eleven"])))
     with pytest.raises(InvalidRecordsError):
         writer.upsert(pa.table({"trip_id": [None], "country": ["us"], "ts": [1], "fare": [1.0]}))
     with pytest.raises(InvalidRecordsError):

@@ -245,3 +245,67 @@ def _table_type(text: str) -> TableType:
 
 def _fields(text: str | None) -> tuple[str, ...]:
     return tuple(f.strip() for f in (text or "").split(",") if f.strip())
+
+
+#: Spark's option naming a streaming query's checkpoint (Spark passes it to the sink).
+CHECKPOINT_LOCATION: Final = "checkpointlocation"
+#: Hudi's: who a streaming sink's batches are recorded as (default: the query's id, which Spark
+#: keeps in the checkpoint, so it survives restarts and differs between queries).
+STREAMING_IDENTIFIER: Final = "hoodie.datasource.write.streaming.checkpoint.identifier"
+#: Hudi's: where a streaming read starts: ``earliest``, ``latest`` or an instant (inclusive).
+START_OFFSET: Final = "hoodie.datasource.streaming.startOffset"
+EARLIEST: Final = "earliest"
+LATEST: Final = "latest"
+
+
+@dataclass(frozen=True)
+class StreamWriteOptions:
+    """A ``writeStream.format("fed")``: a write's options, and where its batches are recorded."""
+
+    write: WriteOptions
+    checkpoint_location: str | None
+    identifier: str | None
+
+    @classmethod
+    def of(cls, options: Mapping[str, str]) -> StreamWriteOptions:
+        given = _given(options)
+        checkpoint = given.pop(CHECKPOINT_LOCATION, None)
+        identifier = given.pop(STREAMING_IDENTIFIER, None)
+        if checkpoint is None and identifier is None:
+            # Without either, a batch's id says nothing of which query wrote it: a new query
+            # would skip batches an old one committed, or replay them twice.
+            raise ConfigError(
+                "checkpointLocation",
+                "is needed by a fed streaming write (its query id makes each batch commit exactly once): "
+                f"set it on writeStream, or name the writer with {STREAMING_IDENTIFIER}",
+            )
+        return cls(WriteOptions.of(given), checkpoint, identifier.strip() if identifier else None)
+
+
+@dataclass(frozen=True)
+class StreamReadOptions:
+    """A ``readStream.format("fed")``: the table and where the stream starts."""
+
+    path: str
+    #: ``earliest``, ``latest``, or an instant time (records it wrote are read).
+    start: str
+    storage: dict[str, str]
+
+    @classmethod
+    def of(cls, options: Mapping[str, str]) -> StreamReadOptions:
+        given = _given(options)
+        path = _path_of(given)
+        start = given.pop(START_OFFSET.lower(), EARLIEST).strip()
+        if start.lower() in (EARLIEST, LATEST):
+            start = start.lower()
+        else:
+            start = instant_of(start, START_OFFSET)
+        storage = {k[len(STORAGE_PREFIX) :]: v for k, v in given.items() if k.startswith(STORAGE_PREFIX)}
+        unknown = sorted(k for k in given if not k.startswith(STORAGE_PREFIX))
+        if unknown:
+            raise ConfigError(
+                unknown[0],
+                f"is not an option of a fed streaming read (it would be ignored); the options are {PATH}, "
+                f"{START_OFFSET} and {STORAGE_PREFIX}<fsspec option>",
+            )
+        return cls(path, start, storage)

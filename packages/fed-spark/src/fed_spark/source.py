@@ -18,21 +18,34 @@ from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, Filter
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
+from fed_spark.errors import one_line_errors
 from fed_spark.filters import pruning_filters
-from fed_spark.options import PATH, STORAGE_PREFIX, ReadOptions, SessionSettings, WriteOptions
+from fed_spark.input_partitions import FedPartition, pack
+from fed_spark.options import (
+    PATH,
+    START_OFFSET,
+    STORAGE_PREFIX,
+    ReadOptions,
+    SessionSettings,
+    StreamReadOptions,
+    StreamWriteOptions,
+    WriteOptions,
+)
+from fed_spark.stream import FailedStreamReader, FedStreamReader, FedStreamWriter, query_id
 from fed_spark.write import FedWriter, arrow_schema, open_for_write, operation_of
 from fedcore import Table, load_table
-from fedcore.engine import DataScan, FileSlice, ScanPlan
-from fedcore.exceptions import SchemaMismatchError
+from fedcore.engine import DataScan, ScanPlan
+from fedcore.exceptions import FedError, SchemaMismatchError
 
 #: Where a SQL table's read options are kept: its first column's metadata in the catalog.
 _OPTIONS_KEY = "fed.options"
 
 
+@one_line_errors
 class FedDataSource(DataSource):
     """``format("fed")``: a federated (or any Hudi copy-on-write / merge-on-read) table."""
 
@@ -42,8 +55,8 @@ class FedDataSource(DataSource):
     def name(cls) -> str:
         return "fed"
 
-    def _open(self, schema: StructType | None = None) -> tuple[Table, ReadOptions]:
-        options = dict(self.options)
+    def _open(self, schema: StructType | None = None, ignored: str = "") -> tuple[Table, ReadOptions]:
+        options = {k: v for k, v in self.options.items() if k.lower() != ignored.lower()}
         if schema is not None and PATH not in {k.lower() for k in options}:
             # A SQL table's reads get no options (Spark passes only the query's): its options
             # were recorded in the schema Spark stored in its catalog when it was created.
@@ -52,7 +65,8 @@ class FedDataSource(DataSource):
         return load_table(read.path, storage_options=self.settings.storage(read.storage)), read
 
     def schema(self) -> StructType:
-        table, read = self._open()
+        # A streaming read's start is checked by streamReader; the schema is the table's.
+        table, read = self._open(ignored=START_OFFSET)
         out = spark_schema(_scan(table, read).schema())
         if out.fields:
             out.fields[0].metadata = {**out.fields[0].metadata, _OPTIONS_KEY: json.dumps(read.given)}
@@ -85,6 +99,26 @@ class FedDataSource(DataSource):
         table = open_for_write(write, self.settings, rows)
         return FedWriter(table, operation_of(write, overwrite, from_sql), rows)
 
+    def streamWriter(self, schema: StructType, overwrite: bool) -> FedStreamWriter:
+        """``writeStream.format("fed")``: each micro-batch one instant, exactly once
+        (``fed_spark.stream``); Complete output mode replaces the table every batch."""
+        stream = StreamWriteOptions.of(dict(self.options))
+        rows = arrow_schema(schema)
+        table = open_for_write(stream.write, self.settings, rows)
+        operation = operation_of(stream.write, overwrite, from_sql=False)
+        return FedStreamWriter(table, operation, rows, query_id(stream, self.settings))
+
+    def streamReader(self, schema: StructType) -> FedStreamReader | FailedStreamReader:
+        """``readStream.format("fed")``: micro-batches of what each completed instant wrote."""
+        try:
+            stream = StreamReadOptions.of(dict(self.options))
+            table = load_table(stream.path, storage_options=self.settings.storage(stream.storage))
+        except FedError as error:
+            # PySpark 4.3's streaming source runner loses an error raised here (its cleanup
+            # stops a reader it never got, and reports that): the reader's first call raises it.
+            return FailedStreamReader(error)
+        return FedStreamReader(table, stream, to_arrow_schema(schema, timezone="UTC"), self.settings)
+
 
 def _scan(table: Table, read: ReadOptions) -> DataScan:
     scan = table.scan(as_of=read.as_of, query_type=read.query_type)
@@ -103,14 +137,7 @@ def _shape(schema: StructType) -> list[tuple[str, Any]]:
     return [(f.name, f.dataType) for f in schema.fields]
 
 
-class FedPartition(InputPartition):
-    """The file slices one Spark task reads."""
-
-    def __init__(self, slices: list[FileSlice]) -> None:
-        super().__init__(None)
-        self.slices = slices
-
-
+@one_line_errors
 class FedReader(DataSourceReader):
     def __init__(
         self, scan: DataScan, table_schema: pa.Schema, arrow_schema: pa.Schema, settings: SessionSettings
@@ -130,7 +157,8 @@ class FedReader(DataSourceReader):
 
     def partitions(self) -> list[FedPartition]:
         plan = self._plan()
-        return [FedPartition(group) for group in pack(plan.slices, self.settings)]
+        # Never none: Spark reads a source that plans none through a partition of its own.
+        return [FedPartition(group) for group in pack(plan.slices, self.settings)] or [FedPartition([])]
 
     def _plan(self) -> ScanPlan:
         if self.plan is None:
@@ -153,29 +181,3 @@ def spark_schema(schema: pa.Schema) -> StructType:
         for field in schema
     ]
     return from_arrow_schema(pa.schema(fields), prefer_timestamp_ntz=True)
-
-
-def pack(slices: Sequence[FileSlice], settings: SessionSettings) -> list[list[FileSlice]]:
-    """File slices in input partitions as Spark packs files: biggest first, each partition up
-    to a split size (smaller when there is little to read, so every core gets work), each
-    file counting an open cost."""
-    if not slices:
-        return []
-    cost = settings.open_cost_bytes
-
-    def size(s: FileSlice) -> int:
-        return s.size + sum(n for _, n in s.log_files) + cost
-
-    total = sum(size(s) for s in slices)
-    split = min(settings.max_partition_bytes, max(cost, total // max(1, settings.parallelism)))
-    groups: list[list[FileSlice]] = []
-    current: list[FileSlice] = []
-    filled = 0
-    for file_slice in sorted(slices, key=size, reverse=True):
-        if current and filled + size(file_slice) > split:
-            groups.append(current)
-            current, filled = [], 0
-        current.append(file_slice)
-        filled += size(file_slice)
-    groups.append(current)
-    return groups

@@ -1,14 +1,15 @@
 """``df.write.format("fed")`` and SQL ``INSERT``: Spark tasks write, the driver commits.
 
-Operations that write new file groups only (``bulk_insert``, ``insert``,
-``insert_overwrite``, ``insert_overwrite_table``) run distributed on fedcore's write
+Operations that write new file groups only (``bulk_insert``, ``insert_overwrite``,
+``insert_overwrite_table``) run distributed on fedcore's write
 protocol (``fedcore.write_job``): the driver side begins the instant; each task writes its
 rows as new file groups through the federated filesystem, marker first, and returns write
 stats; the driver side commits the stats of the tasks that succeeded, after deleting
 whatever failed or duplicate task attempts left behind (their markers name it), or rolls
 the instant back when the job fails.
 
-``upsert`` and ``delete`` must see every record of a file group in one place, and a Python
+``upsert`` and ``delete`` must see every record of a file group in one place (and
+``insert`` tops up the small ones), and a Python
 data source cannot ask Spark to shuffle its input: tasks stage their rows as Parquet under
 ``.hoodie/.fed/staging/``, and the commit runs fedcore's ``WriteClient`` over them in one
 process (correct, not distributed).
@@ -34,6 +35,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
+from fed_spark.errors import one_line_errors
 from fed_spark.options import SessionSettings, WriteOptions
 from fedcore import Table, WriteClient, create_table, load_table
 from fedcore import properties as P
@@ -171,6 +173,7 @@ def arrow_schema(schema: StructType) -> pa.Schema:
     return pa.schema(fields)
 
 
+@one_line_errors
 class FedWriter(DataSourceArrowWriter):
     """Made on the driver side by ``FedDataSource.writer``, pickled to every task."""
 
@@ -180,7 +183,9 @@ class FedWriter(DataSourceArrowWriter):
         self.schema = schema
         self.job: WriteJob | None = None
         self.staging: str | None = None
-        if operation in DISTRIBUTED:
+        # An insert tops up small file groups first, as WriteClient's and Hudi's do, so its
+        # rows are staged like an upsert's (a SQL INSERT of a few rows adds no file group).
+        if operation in DISTRIBUTED and operation != INSERT:
             job = WriteJob.open(table, operation, schema)
             job.begin()
             try:
@@ -191,27 +196,20 @@ class FedWriter(DataSourceArrowWriter):
             job.detach()  # tasks beat from here on
             self.job = job
         else:
-            self.staging = f"{table.path}/{P.HOODIE_FOLDER}/{STAGING_FOLDER}/{uuid.uuid4()}"
+            self.staging = staging_folder(table, str(uuid.uuid4()))
 
     # --- tasks ---------------------------------------------------------------------------------
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> FedCommitMessage:
-        task, attempt = task_ids()
-        batches = [b for b in iterator if b.num_rows]
-        if not batches:
+        data = task_rows(iterator)
+        if data is None:
             return FedCommitMessage()
-        data = pa.Table.from_batches(batches).drop_columns(
-            [c for c in META_COLUMNS if c in batches[0].schema.names]
-        )
         if self.job is not None:
+            task, attempt = task_ids()
             stats = self.job.write_new(data, task, attempt)
             return FedCommitMessage(stats=[s.to_json() for s in stats])
         assert self.staging is not None
-        path = f"{self.staging}/part-{task:05d}-{attempt}.parquet"
-        fs = self.table.fs.table_fs
-        with fs.open(path, "wb") as sink:
-            pq.write_table(data, sink)
-        return FedCommitMessage(staged=path)
+        return FedCommitMessage(staged=stage(self.table, self.staging, data))
 
     # --- driver side ---------------------------------------------------------------------------
 
@@ -223,15 +221,8 @@ class FedWriter(DataSourceArrowWriter):
             return
         assert self.staging is not None
         try:
-            staged = [m.staged for m in done if m.staged is not None]
-            fs = self.table.fs.table_fs
-            parts = []
-            for path in staged:
-                with fs.open(path, "rb") as source:
-                    parts.append(pq.read_table(source))
-            # No rows (an empty micro-batch): an empty instant, as the distributed writes make.
-            rows = pa.concat_tables(parts) if parts else self.schema.empty_table()
-            WriteClient(self.table).write(rows, self.operation)
+            # No rows: an empty instant, as the distributed writes make.
+            WriteClient(self.table).write(staged_rows(self.table, done, self.schema), self.operation)
         finally:
             self._drop_staging()
 
@@ -243,5 +234,44 @@ class FedWriter(DataSourceArrowWriter):
 
     def _drop_staging(self) -> None:
         if self.staging is not None:
-            with contextlib.suppress(FileNotFoundError):
-                self.table.fs.table_fs.rm(self.staging, recursive=True)
+            drop_staging(self.table, self.staging)
+
+
+def task_rows(iterator: Iterator[pa.RecordBatch]) -> pa.Table | None:
+    """A task's rows without Hudi's meta columns (fedcore computes them); None: no rows."""
+    batches = [b for b in iterator if b.num_rows]
+    if not batches:
+        return None
+    return pa.Table.from_batches(batches).drop_columns(
+        [c for c in META_COLUMNS if c in batches[0].schema.names]
+    )
+
+
+def staging_folder(table: Table, name: str) -> str:
+    """Where the tasks of a staged write put their rows: under the table's ``.hoodie``."""
+    return f"{table.path}/{P.HOODIE_FOLDER}/{STAGING_FOLDER}/{name}"
+
+
+def stage(table: Table, folder: str, rows: pa.Table) -> str:
+    """A task's rows as one Parquet file in ``folder`` (named by the task, its attempt and a
+    random part, so no two attempts or batches share one); returns its path."""
+    task, attempt = task_ids()
+    path = f"{folder}/part-{task:05d}-{attempt}-{uuid.uuid4().hex[:12]}.parquet"
+    with table.fs.table_fs.open(path, "wb") as sink:
+        pq.write_table(rows, sink)
+    return path
+
+
+def staged_rows(table: Table, messages: Sequence[FedCommitMessage], schema: pa.Schema) -> pa.Table:
+    """The rows the tasks that succeeded staged (none: an empty table of ``schema``)."""
+    fs = table.fs.table_fs
+    parts = []
+    for path in (m.staged for m in messages if m.staged is not None):
+        with fs.open(path, "rb") as source:
+            parts.append(pq.read_table(source))
+    return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+def drop_staging(table: Table, folder: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        table.fs.table_fs.rm(folder, recursive=True)

@@ -117,6 +117,9 @@ class CommitMetadata:
     replaced: dict[str, list[str]] = field(default_factory=dict)
     #: A compaction's commit (merge-on-read: log files folded into new base files).
     compacted: bool = False
+    #: What the writer records beside the schema in Hudi's ``extraMetadata`` (a streaming
+    #: sink's checkpoint: ``fedcore.checkpoints``).
+    extra: dict[str, str] = field(default_factory=dict)
 
     def to_bytes(self) -> bytes:
         by_partition: dict[str, list[dict[str, Any]]] = {}
@@ -125,7 +128,7 @@ class CommitMetadata:
         body: dict[str, Any] = {
             "partitionToWriteStats": by_partition,
             "compacted": self.compacted,
-            "extraMetadata": {"schema": self.schema} if self.schema else {},
+            "extraMetadata": {**self.extra, **({"schema": self.schema} if self.schema else {})},
             "operationType": self.operation,
         }
         if self.replaced or self.operation in ("INSERT_OVERWRITE", "INSERT_OVERWRITE_TABLE"):
@@ -141,12 +144,14 @@ class CommitMetadata:
                 for stats in (body.get("partitionToWriteStats") or {}).values()
                 for stat in stats or []
             ]
+            extra = {str(k): str(v) for k, v in (body.get("extraMetadata") or {}).items() if v is not None}
             return cls(
                 operation=str(body.get("operationType") or "UNKNOWN"),
                 stats=[s for s in stats if s.file_id and s.path],
-                schema=(body.get("extraMetadata") or {}).get("schema"),
+                schema=extra.pop("schema", None),
                 replaced={k: list(v) for k, v in (body.get("partitionToReplaceFileIds") or {}).items()},
                 compacted=bool(body.get("compacted")),
+                extra=extra,
             )
         except (ValueError, TypeError, AttributeError) as exc:
             raise MetadataTableError(f"{where}: unreadable commit metadata: {exc}") from exc

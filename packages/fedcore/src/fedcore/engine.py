@@ -13,6 +13,10 @@ Writing, where an engine runs tasks of its own::
     stats = job.write_task(groups, rows, keys, task, attempt)   # (or job.write_new(rows, ...))
     job.commit(stats, distributed=True)              # or job.abort(); a with-block aborts on error
 
+Streaming sinks: each micro-batch's instant carries ``sink_checkpoint(batch_id, query_id)``
+(``WriteClient.write(..., extra_metadata=...)``); a restarted query resolves what its dead
+run left pending (``recover_writer``) and skips a batch ``last_committed_batch`` has seen.
+
 Reading: ``table.scan(filters, columns, as_of=...)`` is a ``DataScan``; ``plan_files()``
 gives the pruned ``FileSlice`` list (metadata table, partition pruning and column
 statistics; no listing), ``to_arrow()`` reads them; ``Filter`` and ``parse_where`` are the
@@ -21,10 +25,11 @@ filters both understand.
 
 from __future__ import annotations
 
+from fedcore.checkpoints import last_committed_batch, recover_writer, sink_checkpoint
 from fedcore.commit_metadata import WriteStat
 from fedcore.file_slice import QUERY_TYPES, FileSlice, QueryType
 from fedcore.filters import Filter, parse_where
-from fedcore.io.filesystems import StorageOptions, storage_options_of
+from fedcore.io.filesystems import StorageOptions, filesystem_for, storage_options_of
 from fedcore.read_planner import ScanPlan
 from fedcore.records import META_COLUMNS
 from fedcore.scan import DataScan
@@ -65,6 +70,10 @@ __all__ = [
     "WritePlanner",
     "WriteResult",
     "WriteStat",
+    "filesystem_for",
+    "last_committed_batch",
     "parse_where",
+    "recover_writer",
+    "sink_checkpoint",
     "storage_options_of",
 ]

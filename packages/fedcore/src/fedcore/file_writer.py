@@ -39,6 +39,7 @@ from fedcore.records import (
     FILE_NAME,
     META_COLUMNS,
     RECORD_KEY,
+    conform_to,
     record_keys,
     with_meta_fields,
 )
@@ -330,7 +331,10 @@ def encode_group(
         old = old.set_column(
             old.schema.get_field_index(FILE_NAME), FILE_NAME, pa.repeat(pa.scalar(name), kept)
         )
-        fresh = pa.concat_tables([old.select(fresh.column_names).cast(fresh.schema), fresh]) if n else old
+        # Every file a write makes is in the write's schema (evolved, perhaps): the records
+        # that stay take it too (a column added since is null for them, a widened one cast).
+        target = fresh.schema if source.schema is None else with_meta_fields(source.schema)
+        fresh = pa.concat_tables([conform_to(old, target), *([conform_to(fresh, target)] if n else [])])
     return encode_base_file(table, fresh, parquet)
 
 

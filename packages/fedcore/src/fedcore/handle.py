@@ -40,7 +40,7 @@ from fedcore.io.uris import normalize_uri
 from fedcore.metadata import FileIndex, ListingFileIndex, MetadataTable
 from fedcore.metadata.table import IndexCache
 from fedcore.partitioning import PartitionScheme
-from fedcore.records import META_COLUMNS, strip_meta, with_meta_fields
+from fedcore.records import META_COLUMNS, evolve, strip_meta, with_meta_fields
 from fedcore.storage.base import StorageStrategy
 from fedcore.storage.loader import load_storage_strategy, strategy_spec
 from fedcore.table_config import TableConfig
@@ -225,19 +225,29 @@ class TableHandle:
         """The data schema (without Hudi's meta columns) as of ``as_of`` (None: now).
 
         From the newest base file, whose types are what reads return; for a merge-on-read
-        table whose newest writes are log files, from the newest commit's Avro schema; for a
-        table no write has completed on, from the schema it was created with (None if none)."""
+        table whose newest writes are log files, that file's schema evolved by the newest such
+        write's Avro schema (columns it added, types it widened); for a table no write has
+        completed on, from the schema it was created with (None if none)."""
         timeline = self.timeline() if timeline is None else timeline
         writes = timeline.completed(self.write_actions, as_of=as_of)
+        logged: pa.Schema | None = None  # the newest log-only write's, newer than any base file
         for instant in reversed(writes):
-            for stat in self.commit_metadata(instant).stats:
+            metadata = self.commit_metadata(instant)
+            for stat in metadata.stats:
                 if BASE_FILE_RE.fullmatch(stat.path.rpartition("/")[2]) is None:
                     continue  # a log file
                 with self.fs.errors(stat.path), open_sized(self.fs, stat.path, stat.file_size) as handle:
-                    return strip_meta(read_parquet_schema(handle).empty_table()).schema.remove_metadata()
+                    found = strip_meta(read_parquet_schema(handle).empty_table()).schema.remove_metadata()
+                return found if logged is None else evolve(found, logged, fill_missing=True)
+            if metadata.stats and logged is None and metadata.schema:
+                logged = self._arrow_schema(metadata.schema)
+        if logged is not None:
+            return logged
         avro = self.commit_metadata(writes[-1]).schema if writes else self.config.get(P.CREATE_SCHEMA)
-        if not avro:
-            return None
+        return self._arrow_schema(avro) if avro else None
+
+    def _arrow_schema(self, avro: str) -> pa.Schema:
+        """The data columns of an Avro schema, in Arrow."""
         try:
             schema = arrow_schema(avro)
         except (ValueError, KeyError, TypeError) as exc:

@@ -217,6 +217,10 @@ CLEAN_AUTOMATIC: Final = BoolOption("hoodie.clean.automatic", True)
 ARCHIVE_MIN_INSTANTS: Final = IntOption("hoodie.keep.min.commits", 20, 1)
 ARCHIVE_MAX_INSTANTS: Final = IntOption("hoodie.keep.max.commits", 30, 2)
 ARCHIVE_AUTOMATIC: Final = BoolOption("hoodie.archive.automatic", True)
+#: Schema evolution on write: an input without one of the table's (nullable) columns writes
+#: it as null (Hudi's reconciliation, or its narrower switch); otherwise it is refused.
+RECONCILE_SCHEMA: Final = BoolOption("hoodie.datasource.write.reconcile.schema", False)
+SET_NULL_FOR_MISSING_COLUMNS: Final = BoolOption("hoodie.write.set.null.for.missing.columns", False)
 #: Merge-on-read: compact after a write once this many delta commits completed since the last
 #: compaction (Hudi's inline compaction; off by default, as in Hudi's batch writers).
 COMPACT_INLINE: Final = BoolOption("hoodie.compact.inline", False)
@@ -303,6 +307,8 @@ RUNTIME_OPTIONS: Final[tuple[IntOption | BoolOption | ChoiceOption | ListOption 
     COMPACT_INLINE,
     COMPACT_INLINE_MAX_DELTA_COMMITS,
     LOG_DATA_BLOCK_FORMAT,
+    RECONCILE_SCHEMA,
+    SET_NULL_FOR_MISSING_COLUMNS,
     HIVE_SYNC_ENABLE,
     HIVE_SYNC_MODE,
     HIVE_SYNC_METASTORE_URIS,

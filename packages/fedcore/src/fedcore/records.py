@@ -223,22 +223,88 @@ def strip_meta(data: pa.Table) -> pa.Table:
 
 
 def conform(data: pa.Table, schema: pa.Schema | None) -> pa.Table:
-    """Input cast to the table's (meta-column-free) schema; the first write defines it."""
+    """Input in the write's schema (``evolve``'s; the first write's is the input's own): a
+    column the input lacks (``evolve`` allowed it) is null, narrower types cast up."""
     data = strip_meta(data)
     if schema is None:
         return data
-    missing = [name for name in schema.names if name not in data.column_names]
     extra = [name for name in data.column_names if name not in schema.names]
-    if missing or extra:
-        raise SchemaMismatchError(
-            f"input columns differ from the table's: missing {missing or 'none'}, "
-            f"unexpected {extra or 'none'}"
-        )
-    data = data.select(schema.names)
+    if extra:
+        raise SchemaMismatchError(f"input columns {extra} are not columns of the table")
     try:
-        return data.cast(schema)
+        return conform_to(data, schema)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as exc:
         raise SchemaMismatchError(f"input does not fit the table schema: {exc}") from exc
+
+
+def evolve(table: pa.Schema, incoming: pa.Schema, *, fill_missing: bool) -> pa.Schema:
+    """The table's schema after a write of rows in ``incoming``, as Hudi's Spark writer
+    evolves it: a new column is added (nullable: older records have none); a wider type
+    replaces the table's (int -> long, float -> double, an integer -> a floating point);
+    a narrower input type is cast up to the table's; a column the input lacks is written as
+    null when ``fill_missing`` (``hoodie.datasource.write.reconcile.schema``) and the column
+    is nullable. Anything else is refused, naming the column (``SchemaMismatchError``)."""
+    incoming = pa.schema([f for f in incoming if f.name not in META_COLUMNS])
+    fields = []
+    for field in table:
+        index = incoming.get_field_index(field.name)
+        if index < 0:
+            if not fill_missing or not field.nullable:
+                why = (
+                    "it is not nullable"
+                    if fill_missing
+                    else "set hoodie.datasource.write.reconcile.schema=true to write it as null"
+                )
+                raise SchemaMismatchError(f"the input has no column {field.name!r} of the table: {why}")
+            fields.append(field)
+            continue
+        fields.append(field.with_type(_written_type(field.name, field.type, incoming.field(index).type)))
+    fields.extend(f.with_nullable(True) for f in incoming if f.name not in table.names)
+    return pa.schema(fields)
+
+
+def _written_type(name: str, table: pa.DataType, given: pa.DataType) -> pa.DataType:
+    """A column's type after a write of ``given`` values into it (see ``evolve``)."""
+    if given == table or pa.types.is_null(given):  # nulls only (an empty input's): any type
+        return table
+    kinds = (_kind(table), _kind(given))
+    if kinds == ("integer", "integer") or kinds == ("floating", "floating"):
+        return given if given.bit_width > table.bit_width else table
+    if kinds == ("integer", "floating"):
+        return given  # widened, as Avro promotes int and long to float and double
+    if kinds == ("floating", "integer") or (kinds[0] == kinds[1] and kinds[0] != "other"):
+        return table  # cast to the table's (checked as the rows are)
+    if pa.types.is_nested(table) and given.id == table.id:
+        return table  # the same nesting (its nullability may differ): cast as the rows are
+    raise SchemaMismatchError(
+        f"column {name!r} is {table} in the table; the input's {given} neither is nor widens to it"
+    )
+
+
+def _kind(data_type: pa.DataType) -> str:
+    """Types a column may take either of (representations of one kind of value)."""
+    if pa.types.is_integer(data_type):
+        return "integer"
+    if pa.types.is_floating(data_type):
+        return "floating"
+    for kind, test in (
+        (
+            "string",
+            lambda t: pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t),
+        ),
+        (
+            "binary",
+            lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t),
+        ),
+        ("timestamp", pa.types.is_timestamp),
+        ("date", pa.types.is_date),
+        ("decimal", pa.types.is_decimal),
+    ):
+        if test(data_type):
+            return kind
+    if pa.types.is_dictionary(data_type):
+        return _kind(data_type.value_type)
+    return "other"
 
 
 def latest_per_key(partitions: np.ndarray, keys: pa.Array, precombine: pa.ChunkedArray | None) -> np.ndarray:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -170,8 +170,9 @@ class DataScan:
         first = next(tables, None) if self.limit != 0 else None
         if first is None:
             return pa.RecordBatchReader.from_batches(planner.schema(plan.columns), iter(()))
+        schema = _with_newer_columns(first.schema, plan.reader.types, plan.columns)
         return pa.RecordBatchReader.from_batches(
-            first.schema, self._batches(itertools.chain([first], tables), first.schema)
+            schema, self._batches(itertools.chain([first], tables), schema)
         )
 
     def _batches(self, tables: Iterator[pa.Table], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
@@ -250,3 +251,30 @@ def _require(module: str) -> Any:
         return importlib.import_module(module)
     except ImportError as exc:
         raise FedError(f"this needs {module}: pip install 'fedcore[{module}]' ({exc})") from exc
+
+
+def _with_newer_columns(
+    schema: pa.Schema, types: Mapping[str, pa.DataType], columns: Sequence[str] | None
+) -> pa.Schema:
+    """The newest slice's schema, with what the newest commit's schema (``types``) has beyond
+    it: a merge-on-read table's log files may hold columns added, or types widened, since its
+    newest base file was written."""
+    fields = []
+    for field in schema:
+        newer = types.get(field.name)
+        widened = (
+            newer is not None
+            and newer != field.type
+            and (
+                (pa.types.is_integer(newer) and pa.types.is_integer(field.type))
+                or (
+                    pa.types.is_floating(newer)
+                    and (pa.types.is_floating(field.type) or pa.types.is_integer(field.type))
+                )
+            )
+            and newer.bit_width >= field.type.bit_width
+        )
+        fields.append(field.with_type(newer) if widened else field)
+    wanted = types if columns is None else [c for c in columns if c in types]
+    fields.extend(pa.field(name, types[name]) for name in wanted if name not in schema.names)
+    return pa.schema(fields, metadata=schema.metadata)

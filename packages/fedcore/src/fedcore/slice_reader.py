@@ -125,11 +125,18 @@ class SliceReader:
         tables = [
             self._with_computed_columns(data, file_slice, instant, name) for data, instant, name in pieces
         ]
-        data = (
-            tables[0]
-            if len(tables) == 1
-            else pa.concat_tables([conform_to(t, tables[0].schema) for t in tables])
-        )
+        if len(tables) == 1:
+            data = tables[0]
+        else:  # pieces written in different schemas (the table's evolved): the widest of each
+            schema = pa.unify_schemas([t.schema for t in tables], promote_options="permissive")
+            data = pa.concat_tables([conform_to(t, schema) for t in tables])
+        # A column added after the slice's files were written is null in their rows (the
+        # scan's schema gives it to every row; filters must see it here already).
+        absent = [c for c in wanted or () if c not in data.column_names and c in self.types]
+        for name in absent:
+            data = data.append_column(
+                pa.field(name, self.types[name]), pa.nulls(data.num_rows, self.types[name])
+            )
         data = filter_rows(data, row_filters)
         return data.select(list(columns)) if columns is not None else data
 

@@ -15,6 +15,7 @@ import pyarrow as pa
 from fsspec import AbstractFileSystem
 
 from fedcore import properties as P
+from fedcore.avro_schema import to_avro_json
 from fedcore.compaction import CompactionResult, compact
 from fedcore.exceptions import (
     InvalidPathError,
@@ -33,7 +34,7 @@ from fedcore.handle import (
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import StorageOptions, filesystem_for
 from fedcore.io.uris import normalize_uri
-from fedcore.records import WriteInput
+from fedcore.records import META_COLUMNS, WriteInput
 from fedcore.scan import DataScan
 from fedcore.storage.loader import load_storage_strategy, named_strategy_class
 from fedcore.table_config import TableConfig
@@ -171,6 +172,7 @@ def create_table(
     hive_style_partitioning: bool = True,
     database: str | None = None,
     table_type: P.TableType | None = None,
+    schema: pa.Schema | None = None,
     properties: Mapping[str, str] | None = None,
     storage_options: StorageOptions | None = None,
     start_over: bool = False,
@@ -180,9 +182,20 @@ def create_table(
     (which deletes that timeline and metadata first).
 
     ``table_type``: ``COPY_ON_WRITE`` (the default, as in Hudi) or ``MERGE_ON_READ`` (upserts
-    and deletes append log files; ``hoodie.table.type`` in ``properties`` says the same)."""
+    and deletes append log files; ``hoodie.table.type`` in ``properties`` says the same).
+    ``schema``: the table's columns before its first write (Hudi's ``hoodie.table.create.schema``,
+    as a SQL ``CREATE TABLE`` gives them): reads of the empty table return them, and the first
+    write evolves them like any later one."""
     table_path = normalize_uri(path)
     requested = {str(k): str(v) for k, v in (properties or {}).items()}
+    if schema is not None:
+        data = pa.schema([f for f in schema if f.name not in META_COLUMNS])
+        missing = [c for c in [*record_key_fields, *partition_fields] if c not in data.names]
+        if missing:
+            raise InvalidTableConfigError(
+                P.CREATE_SCHEMA, f"has no column {missing[0]!r} (a key or partition field)"
+            )
+        requested[P.CREATE_SCHEMA] = to_avro_json(data, name)
     if table_type is not None:
         given = requested.get(P.TABLE_TYPE, table_type).strip().upper()
         if table_type not in P.TABLE_TYPES or given.removeprefix(P.FEDERATED_TABLE_TYPE_PREFIX) != table_type:

@@ -107,7 +107,9 @@ class WriteClient:
         """Replace every file group of the table with ``data``."""
         return self.write(data, INSERT_OVERWRITE_TABLE)
 
-    def write(self, data: WriteInput, operation: Operation) -> WriteResult:
+    def write(
+        self, data: WriteInput, operation: Operation, *, extra_metadata: Mapping[str, str] | None = None
+    ) -> WriteResult:
         """Write ``data`` as one instant with ``operation``.
 
         Args:
@@ -121,6 +123,8 @@ class WriteClient:
                 row, as in Hudi), ``delete``, ``insert_overwrite`` (replace the file
                 groups of the partitions written) or ``insert_overwrite_table`` (replace every
                 file group).
+            extra_metadata: kept in the instant's ``extraMetadata``, in its inflight plan and
+                its commit (a streaming sink's checkpoint: ``fedcore.checkpoints``).
 
         Returns:
             What was committed. Once the instant has committed this returns, never raises;
@@ -142,7 +146,7 @@ class WriteClient:
             else iter([to_arrow_table(data)])
         )
         first = next(chunks)
-        job = WriteJob.open(self.table, operation, first.schema)
+        job = WriteJob.open(self.table, operation, first.schema, extra_metadata)
         planner = WritePlanner(job)  # one per write: its chunks' keys and their file groups
         prepared = [self._prepare(first, planner)]
         del first  # each chunk is let go once its files are written
@@ -180,7 +184,7 @@ class WriteClient:
         per_file = job.rows_per_file()
         # A streamed bulk insert plans its later chunks as they come: the inflight file lists
         # the file groups of the first.
-        job.inflight(_plan_json(plan, operation))
+        job.inflight(_plan_json(plan, operation, job.extra_metadata))
 
         stats: list[WriteStat] = []
         known = set(current)  # partitions with a partition metadata file
@@ -212,7 +216,7 @@ class WriteClient:
         return job.commit(stats, supersedes=supersedes, replaced=replaced)
 
 
-def _plan_json(plan: Iterable[FileGroupWrite], operation: str) -> bytes:
+def _plan_json(plan: Iterable[FileGroupWrite], operation: str, extra: Mapping[str, str]) -> bytes:
     by_partition: dict[str, list[dict[str, object]]] = {}
     for group in plan:
         by_partition.setdefault(group.partition, []).append(
@@ -224,6 +228,9 @@ def _plan_json(plan: Iterable[FileGroupWrite], operation: str) -> bytes:
                 "numDeletes": group.deletes,
             }
         )
-    return json.dumps(
-        {"partitionToWriteStats": by_partition, "operationType": operation.upper()}, indent=2
-    ).encode()
+    body = {
+        "partitionToWriteStats": by_partition,
+        "extraMetadata": dict(extra),
+        "operationType": operation.upper(),
+    }
+    return json.dumps(body, indent=2).encode()

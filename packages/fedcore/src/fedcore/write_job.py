@@ -53,7 +53,7 @@ from fedcore.file_writer import (
 )
 from fedcore.handle import TableHandle
 from fedcore.metadata.format import ADD, REPLACE, Op
-from fedcore.records import check_keys, conform, partition_rows, strip_meta
+from fedcore.records import check_keys, conform, evolve, partition_rows, strip_meta
 from fedcore.services import run_table_services
 from fedcore.timeline import COMMIT, DELTA_COMMIT, REPLACE_COMMIT, Timeline
 from fedcore.transaction import Heartbeat, Transaction, roll_back_failed_writes, stat_claims
@@ -121,6 +121,7 @@ class WriteJob:
         timeline: Timeline,
         schema: pa.Schema | None,
         table_schema: pa.Schema | None,
+        extra_metadata: Mapping[str, str] | None = None,
     ) -> None:
         if operation not in OPERATIONS:
             raise InvalidRecordsError(f"unknown operation {operation!r}; one of {', '.join(OPERATIONS)}")
@@ -140,6 +141,9 @@ class WriteJob:
         #: The table's schema before this write (None: this write defines it).
         self.table_schema = table_schema
         self.timeline: Timeline | None = timeline
+        #: Recorded in the commit's ``extraMetadata`` (and its inflight plan, where written
+        #: by ``WriteClient``): a streaming sink's checkpoint.
+        self.extra_metadata = dict(extra_metadata or {})
         self.record_size = record_size(table, timeline)
         self.parquet = parquet_options(table.options, self.record_size)
         self.instant = ""
@@ -147,11 +151,15 @@ class WriteJob:
 
     @classmethod
     def open(
-        cls, table: TableHandle, operation: Operation, input_schema: pa.Schema | None = None
+        cls,
+        table: TableHandle,
+        operation: Operation,
+        input_schema: pa.Schema | None = None,
+        extra_metadata: Mapping[str, str] | None = None,
     ) -> WriteJob:
         """Recover from failed writes and learn the table's schema: one listing of the
         timeline, which the plan uses too. ``input_schema``: the rows' schema, which a first
-        write makes the table's."""
+        write makes the table's; ``extra_metadata``: kept in the commit's ``extraMetadata``."""
         upgrade_config(table)  # before anything of this write exists
         timeline = table.timeline()
         timeline.check_readable(table.name, table.config.merge_on_read)
@@ -160,9 +168,12 @@ class WriteJob:
         table.check_writable(timeline)
         table_schema = table.schema(timeline)
         schema = table_schema
-        if schema is None and input_schema is not None and operation != DELETE:
-            schema = strip_meta(input_schema.empty_table()).schema
-        return cls(table, operation, timeline, schema, table_schema)
+        if input_schema is not None and operation != DELETE:
+            given = strip_meta(input_schema.empty_table()).schema
+            # The first write's schema is its input's; later ones evolve the table's.
+            fill = P.RECONCILE_SCHEMA.of(table.options) or P.SET_NULL_FOR_MISSING_COLUMNS.of(table.options)
+            schema = given if table_schema is None else evolve(table_schema, given, fill_missing=fill)
+        return cls(table, operation, timeline, schema, table_schema, extra_metadata)
 
     def __getstate__(self) -> dict[str, Any]:
         """Tasks get the job without the timeline and the transaction (which stay with the
@@ -244,12 +255,13 @@ class WriteJob:
         ]
         for partition, file_ids in replacing.items():
             ops.extend(Op(partition, file_id, int(self.instant), REPLACE) for file_id in file_ids)
-        schema = self.table_schema if self.table_schema is not None else self.schema
+        schema = self.schema if self.schema is not None else self.table_schema
         metadata = CommitMetadata(
             operation=self.operation.upper(),
             stats=list(stats),
             schema=to_avro_json(schema, self.table.name) if schema is not None else None,
             replaced=replacing,
+            extra=self.extra_metadata,
         )
         transaction.commit(metadata.to_bytes(), ops, supersedes, metadata.schema)
         return WriteResult.of(self.instant, metadata, run_table_services(self.table))
