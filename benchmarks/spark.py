@@ -14,19 +14,26 @@ Each case is timed in this one run, beside its baseline, best of ``--repeats``:
   DataFrame each time, as a new job would);
 - upserts of 1% and 10% of the rows, as rows/s: ``fed_spark.write`` (shuffled by partition,
   tasks rewriting the touched file groups) against fedcore's single-process ``WriteClient``
-  (no baseline ratio: two ways of doing the same thing).
+  (no baseline ratio: two ways of doing the same thing);
+- with ``--hudi PYTHON`` (a Python with PySpark 3.5, as ``tox -e hudi`` has: Hudi's bundles
+  are built for it), Apache Hudi 0.15's own Spark writer on the same rows in a process of
+  its own (``benchmarks/hudi_writer.py``, its bundle fetched once with mvn): bulk insert
+  and the two upserts against fed-spark's, and Hudi's bulk insert against its Spark's
+  ``df.write.parquet``.
 
 Rows: ``id`` long (record key), ``p`` (16 partitions; 1,000 in the partition case), ``ts``
 long (precombine), ``v`` double, ``s`` string.
 
-Run: ``python benchmarks/spark.py [--rows 2000000] [--plot PNG]`` (needs fed-spark and
-Java 17), or ``tox -e bench``.
+Run: ``python benchmarks/spark.py [--rows 2000000] [--plot PNG] [--hudi .tox/hudi/bin/python]``
+(needs fed-spark and Java 17), or ``tox -e bench``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -46,8 +53,14 @@ from fedcore import properties as P
 from fedcore.table import load_table
 from fedcore.write_client import WriteClient
 
+HUDI_BUNDLE = "org.apache.hudi:hudi-spark3.5-bundle_2.12:0.15.0:jar"
+PARTITIONS = 16
+
 GOALS = {
     "bulk insert": 1.3,
+    "bulk insert vs Apache Hudi": 0.3,
+    "upsert 1% vs Apache Hudi": 0.5,
+    "upsert 10% vs Apache Hudi": 0.5,
     "full scan, native": 1.2,
     "full scan, Python workers": 1.2,
     "one partition of 1,000, native": 1.0,
@@ -90,7 +103,7 @@ def scan(frame: DataFrame) -> None:
     frame.agg(F.sum("v"), F.max("s"), F.max("ts"), F.count("id")).collect()
 
 
-def main(n: int, repeats: int) -> dict[str, tuple[float, float | None, int]]:
+def main(n: int, repeats: int, hudi_python: str | None) -> dict[str, tuple[float, float | None, int]]:
     spark = (
         SparkSession.builder.master("local[2]")
         .config("spark.ui.enabled", "false")
@@ -102,7 +115,7 @@ def main(n: int, repeats: int) -> dict[str, tuple[float, float | None, int]]:
     found: dict[str, tuple[float, float | None, int]] = {}
     root = tempfile.mkdtemp(prefix="fed-spark-bench-")
     with tqdm(total=6, desc="spark cases", unit="case") as progress:
-        data = rows(spark, n, 16)
+        data = rows(spark, n, PARTITIONS)
 
         def fed_write(attempt: int) -> None:
             frame = data.write.format("fed").options(**options("bench", f"{root}/storage{attempt}"))
@@ -149,7 +162,7 @@ def main(n: int, repeats: int) -> dict[str, tuple[float, float | None, int]]:
 
         for fraction in (0.01, 0.1):
             changed = int(n * fraction)
-            updates = rows(spark, n, 16, ts=2).sample(fraction=fraction, seed=3).limit(changed)
+            updates = rows(spark, n, PARTITIONS, ts=2).sample(fraction=fraction, seed=3).limit(changed)
             updates = updates.cache()
             count = updates.count()
             upsert = {"hoodie.datasource.write.operation": "upsert"}
@@ -168,6 +181,35 @@ def main(n: int, repeats: int) -> dict[str, tuple[float, float | None, int]]:
             progress.update()
         progress.update()
     spark.stop()
+    if hudi_python is not None:
+        theirs = hudi_writer(hudi_python, n, repeats)
+        found["bulk insert vs Apache Hudi"] = (found["bulk insert"][0], theirs["bulk insert"], n)
+        found["Apache Hudi bulk insert vs its Spark's parquet"] = (
+            theirs["bulk insert"],
+            theirs["parquet"],
+            n,
+        )
+        for fraction in ("1%", "10%"):
+            ours = found[f"upsert {fraction}: fed_spark.write vs WriteClient"]
+            found[f"upsert {fraction} vs Apache Hudi"] = (ours[0], theirs[f"upsert {fraction}"], ours[2])
+    return found
+
+
+def hudi_writer(python: str, n: int, repeats: int) -> dict[str, float]:
+    """Apache Hudi's writer on the same rows, in a PySpark 3.5 process of its own."""
+    from fed_dev.maven import artifact
+
+    bundle = artifact(HUDI_BUNDLE, "Apache Hudi's Spark bundle, for the writer comparison")
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hudi_writer.py")
+    print("Apache Hudi's writer (PySpark 3.5) ...", file=sys.stderr, flush=True)
+    done = subprocess.run(
+        [python, script, str(bundle), str(n), str(PARTITIONS), str(repeats)],
+        stdout=subprocess.PIPE,
+        text=True,
+        check=True,
+        env={**os.environ, "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python},
+    )
+    found: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
     return found
 
 
@@ -196,7 +238,7 @@ def plot(found: dict[str, tuple[float, float | None, int]], path: str) -> None:
         if goal is not None:
             ax.plot([goal, goal], [index - 0.4, index + 0.4], color="tab:red", linestyle="--")
     ax.set_xlabel("fed time / baseline time (red: goal)")
-    ax.set_title("fed-spark vs plain Spark, local[2]")
+    ax.set_title("fed-spark vs plain Spark and Apache Hudi, local[2]")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     print(f"plot written to {path}")
@@ -207,8 +249,13 @@ if __name__ == "__main__":
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--plot", metavar="PNG")
+    parser.add_argument(
+        "--hudi", metavar="PYTHON", help="a Python with PySpark 3.5: compare with Hudi's writer"
+    )
     args = parser.parse_args()
-    results = main(args.rows, args.repeats)
+    if args.hudi is not None and not os.path.exists(args.hudi):
+        parser.error(f"--hudi {args.hudi}: no such Python (tox -e hudi makes one with PySpark 3.5)")
+    results = main(args.rows, args.repeats, args.hudi)
     report(results)
     if args.plot:
         plot(results, args.plot)

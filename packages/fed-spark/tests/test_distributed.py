@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 import fed_spark
 from fed_dev.testing import Backend
 from fedcore import write_job
+from fedcore.exceptions import UnsupportedTableError
 from fedcore.table import load_table
 from fedcore.write_client import WriteClient
 from fedcore.write_job import WriteJob
@@ -207,3 +208,8 @@ def test_merge_on_read_upserts_and_deletes_append_log_files_from_tasks(
     optimized = reader.load(backend.table_path)
     assert sorted(r.id for r in optimized.select("id").collect()) == [*range(0, 400), *range(400, 420)]
     assert optimized.where("v = -1.0").count() == 0
+    # Read-optimized reads base files only: Spark's own Parquet reader takes them, exactly.
+    native = fed_spark.read(spark, backend.table_path, query_type="read_optimized", scan="native")
+    assert sorted(native.collect()) == sorted(optimized.collect())
+    with pytest.raises(UnsupportedTableError, match="log files to merge"):
+        fed_spark.read(spark, backend.table_path, scan="native")

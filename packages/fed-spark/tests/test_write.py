@@ -400,6 +400,8 @@ def test_a_write_with_a_new_column_evolves_the_table(
     else:
         expected = {(i, 2, None) for i in range(30)} | {(i, 4, 1.5) for i in range(30, 50)}
     assert got == expected
+    native = fed_spark.read(spark, path, scan="native")  # Spark's Parquet reader: nulls, widening
+    assert {(r.id, r.seats, r.tip) for r in native.select("id", "seats", "tip").collect()} == expected
     narrowed = frame(spark, 60, 61).withColumn("seats", F.lit(1).cast("int"))  # no tip: refused
     with pytest.raises(Exception, match="SchemaMismatchError: the input has no column 'tip'"):
         narrowed.write.format("fed").mode("append").save(path)

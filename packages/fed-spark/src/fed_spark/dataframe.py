@@ -15,7 +15,8 @@ Where the JVM has a filesystem for the storage's scheme (``file:``; ``s3a:`` wit
 ``hadoop-aws`` on the classpath), ``read`` plans the pruned file list with fedcore on the
 driver and gives it to ``spark.read.parquet``: no listing (an explicit file list is not
 listed), Spark's column pruning and row-group skipping, the same rows. It falls back to the
-Python source where that is not exact: merge-on-read slices with log files, tables
+Python source where that is not exact: merge-on-read slices with log files (a
+read-optimized query of a merge-on-read table reads its base files natively), tables
 without meta fields or with partition columns left out of the files.
 """
 
@@ -29,7 +30,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 from fed_spark.filters import exact
-from fed_spark.options import WriteOptions
+from fed_spark.options import AS_OF_INSTANT, QUERY_TYPE, WriteOptions
 from fed_spark.session import registered
 from fed_spark.source import spark_schema
 from fed_spark.upsert import rewrite_by_file_group
@@ -45,7 +46,7 @@ from fed_spark.write import (
 )
 from fedcore import Table, load_table
 from fedcore import properties as P
-from fedcore.engine import META_COLUMNS, DataScan, Filter, WriteJob, WriteResult, parse_where
+from fedcore.engine import META_COLUMNS, DataScan, Filter, QueryType, WriteJob, WriteResult, parse_where
 from fedcore.exceptions import InvalidFilterError, UnsupportedTableError
 
 ScanWay = Literal["auto", "native", "python"]
@@ -59,6 +60,7 @@ def read(
     where: str | None = None,
     *,
     as_of: str | None = None,
+    query_type: QueryType = "snapshot",
     scan: ScanWay = "auto",
 ) -> DataFrame:
     """The table at ``path`` as a DataFrame, ``where`` (Spark SQL) applied.
@@ -68,6 +70,8 @@ def read(
             ``IS [NOT] NULL`` joined by ``AND``) prune partitions before any file is planned,
             and Spark applies the whole of it to the rows.
         as_of: time travel to an instant.
+        query_type: ``snapshot``, or ``read_optimized`` (a merge-on-read table's base files
+            alone, read natively as a copy-on-write table's are).
         scan: ``native`` (Spark's Parquet reader over the planned files), ``python`` (the
             ``fed`` source), or ``auto``: native when it is exact and the JVM can read the
             storage's scheme.
@@ -75,7 +79,7 @@ def read(
     if scan not in ("auto", "native", "python"):
         raise ValueError(f"scan must be 'auto', 'native' or 'python', not {scan!r}")
     table = load_table(path, storage_options=registered(spark).storage_options)
-    found = table.scan(as_of=as_of)
+    found = table.scan(as_of=as_of, query_type=query_type)
     found = found.update(filters=tuple(_pruning(where, found.schema())))
     files: list[str] | None = None
     if scan != "python":
@@ -83,8 +87,8 @@ def read(
         if files is None and scan == "native":
             raise UnsupportedTableError(f"a native scan of table {table.name} is not exact: {why}")
     if files is None:
-        reader = spark.read.format("fed")  # registered with the same storage options
-        frame = reader.options(**({"as.of.instant": as_of} if as_of else {})).load(path)
+        reader = spark.read.format("fed").option(QUERY_TYPE, query_type)  # the same storage options
+        frame = reader.options(**({AS_OF_INSTANT: as_of} if as_of else {})).load(path)
     else:
         schema = spark_schema(found.schema())
         frame = spark.read.schema(schema).parquet(*files) if files else spark.createDataFrame([], schema)

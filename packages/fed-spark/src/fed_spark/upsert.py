@@ -108,7 +108,12 @@ def rewrite_by_file_group(spark: SparkSession, data: DataFrame, job: WriteJob) -
     routed_schema = StructType(
         [*slotted.schema.fields, StructField(FILE, StringType()), StructField(TARGET, StringType())]
     )
-    routed = slotted.mapInArrow(route, routed_schema).repartition(parallelism, PARTITION, TARGET)
+    # One shuffle partition per file group written at most: Spark's default of 200 tasks for
+    # a write touching 16 groups is 184 empty tasks, each scheduled and each a Python worker.
+    groups = {(p, f) for p, (_, files) in index.items() for f in files}
+    groups.update((p, target) for p, (_, targets) in routes.items() for target in targets)
+    tasks = max(1, min(parallelism, len(groups)))
+    routed = slotted.mapInArrow(route, routed_schema).repartition(tasks, PARTITION, TARGET)
 
     data_columns = list(data.columns)
 

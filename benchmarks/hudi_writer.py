@@ -1,0 +1,108 @@
+"""Apache Hudi's own Spark writer on the rows ``benchmarks/spark.py`` writes with fed-spark.
+
+Run by ``benchmarks/spark.py --hudi PYTHON`` in a Python with PySpark 3.5 (Hudi's Spark
+bundles are built for it; ``tox -e hudi`` has one), so both sides are timed in one run:
+``python hudi_writer.py BUNDLE_JAR ROWS PARTITIONS REPEATS`` prints one JSON object of
+seconds (best of REPEATS): ``parquet`` (this Spark's ``df.write.partitionBy("p").parquet``),
+``bulk insert`` (a new copy-on-write table), ``upsert 1%`` and ``upsert 10%`` (into it, the
+same sampled rows as fed's), and the rows each upsert changed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+#: Spark 3.5 on Java 17 needs these packages opened to it.
+OPENS = ("java.lang", "java.lang.invoke", "java.nio", "java.util", "sun.nio.ch", "sun.util.calendar")
+
+
+def rows(spark: SparkSession, n: int, partitions: int, ts: int = 1) -> DataFrame:
+    """The rows ``benchmarks/spark.py`` generates (the same expression, so the same values)."""
+    return spark.range(0, n).selectExpr(
+        "id",
+        f"concat('p', lpad(cast(id % {partitions} AS string), 4, '0')) AS p",
+        f"{ts}L AS ts",
+        "rand(7) AS v",
+        "concat('name-', cast(id % 1000 AS string)) AS s",
+    )
+
+
+def hudi(operation: str) -> dict[str, str]:
+    """Hudi's options as its quick start gives them, with the metadata table (fed always has
+    one) and Hudi's default index; the shuffle parallelism left to Hudi's defaults."""
+    return {
+        "hoodie.table.name": "bench",
+        "hoodie.datasource.write.recordkey.field": "id",
+        "hoodie.datasource.write.partitionpath.field": "p",
+        "hoodie.datasource.write.precombine.field": "ts",
+        "hoodie.datasource.write.operation": operation,
+        "hoodie.datasource.write.hive_style_partitioning": "true",
+        "hoodie.metadata.enable": "true",
+    }
+
+
+def best(action: Callable[[int], Any], repeats: int) -> float:
+    times = []
+    for attempt in range(repeats):
+        start = time.perf_counter()
+        action(attempt)
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main(bundle: str, n: int, partitions: int, repeats: int) -> dict[str, float]:
+    options = " ".join(f"--add-opens=java.base/{package}=ALL-UNNAMED" for package in OPENS)
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.jars", bundle)
+        .config("spark.serializer", "org.apache.spark.serializer.KryoSerializer")
+        .config("spark.sql.extensions", "org.apache.spark.sql.hudi.HoodieSparkSessionExtension")
+        .config("spark.driver.extraJavaOptions", options)
+        .config("spark.driver.memory", "4g")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    root = tempfile.mkdtemp(prefix="hudi-writer-bench-")
+    data = rows(spark, n, partitions)
+    found: dict[str, float] = {}
+
+    def parquet(attempt: int) -> None:
+        data.write.partitionBy("p").mode("overwrite").parquet(f"{root}/parquet{attempt}")
+
+    def bulk(attempt: int) -> None:
+        data.write.format("hudi").options(**hudi("bulk_insert")).mode("overwrite").save(
+            f"{root}/hudi{attempt}"
+        )
+
+    found["parquet"] = best(parquet, repeats)
+    print("hudi: parquet done", file=sys.stderr, flush=True)
+    found["bulk insert"] = best(bulk, repeats)
+    print("hudi: bulk insert done", file=sys.stderr, flush=True)
+    assert spark.read.format("hudi").load(f"{root}/hudi0").count() == n
+    for fraction in (0.01, 0.1):
+        changed = int(n * fraction)
+        updates = rows(spark, n, partitions, ts=2).sample(fraction=fraction, seed=3).limit(changed).cache()
+        count = updates.count()
+        start = time.perf_counter()
+        updates.write.format("hudi").options(**hudi("upsert")).mode("append").save(f"{root}/hudi0")
+        found[f"upsert {fraction:.0%}"] = time.perf_counter() - start
+        found[f"upsert {fraction:.0%} rows"] = count
+        updates.unpersist()
+        print(f"hudi: upsert {fraction:.0%} done", file=sys.stderr, flush=True)
+    assert spark.read.format("hudi").load(f"{root}/hudi0").where("ts = 2").count() >= int(n * 0.1)
+    spark.stop()
+    return found
+
+
+if __name__ == "__main__":
+    jar, total, parts, repeats = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    print(json.dumps(main(jar, total, parts, repeats)))
