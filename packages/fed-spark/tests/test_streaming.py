@@ -449,3 +449,31 @@ def test_fedcore_errors_reach_the_user_as_one_line(local_fed: SparkSession, tmp_
     assert [r[0] for r in rows(load_table(f"{tmp_path}/t"))] == list(range(10)), (
         "nothing of the batch written"
     )
+
+
+def test_bulk_insert_and_delete_streams(local_fed: SparkSession, tmp_path: Path) -> None:
+    """Every operation a batch write takes: a bulk-insert stream fills the table, a delete
+    stream of keys (record key and partition columns only) removes them, exactly once each."""
+    spark = local_fed
+    path = f"{tmp_path}/t"
+    drop_file(tmp_path / "in", "a", 0, 20)
+    drop_file(tmp_path / "in", "b", 20, 30)
+    run(
+        sink(
+            spark,
+            tmp_path / "in",
+            path,
+            tmp_path / "cp",
+            {"hoodie.datasource.write.operation": "bulk_insert"},
+        )
+    )
+    (tmp_path / "gone").mkdir()
+    keys = pa.table({"id": pa.array([3, 4, 25], pa.int64()), "region": ["r0", "r1", "r1"]})
+    pq.write_table(keys, tmp_path / "gone" / "a.parquet")
+    deletes = spark.readStream.format("parquet").schema("id long, region string").load(str(tmp_path / "gone"))
+    writer = deletes.writeStream.format("fed").option("hoodie.datasource.write.operation", "delete")
+    run(writer.option("checkpointLocation", str(tmp_path / "cp-gone")).trigger(availableNow=True).start(path))
+    table = load_table(path)
+    assert [r[0] for r in rows(table)] == [i for i in range(30) if i not in (3, 4, 25)]
+    operations = [table.commit_metadata(i).operation for i in table.timeline().completed()]
+    assert operations == ["BULK_INSERT", "BULK_INSERT", "DELETE"]
