@@ -37,7 +37,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from typing import Any
 
 from tqdm import tqdm
@@ -47,6 +46,7 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from spark_rows import best, rows
 
 import fed_spark
 from fedcore import properties as P
@@ -68,16 +68,6 @@ GOALS = {
 }
 
 
-def rows(spark: SparkSession, n: int, partitions: int, ts: int = 1, start: int = 0) -> DataFrame:
-    return spark.range(start, start + n).selectExpr(
-        "id",
-        f"concat('p', lpad(cast(id % {partitions} AS string), 4, '0')) AS p",
-        f"{ts}L AS ts",
-        "rand(7) AS v",
-        "concat('name-', cast(id % 1000 AS string)) AS s",
-    )
-
-
 def options(name: str, storage: str, operation: str = "bulk_insert") -> dict[str, str]:
     return {
         "hoodie.table.name": name,
@@ -88,15 +78,6 @@ def options(name: str, storage: str, operation: str = "bulk_insert") -> dict[str
         P.STORAGE_STRATEGY_CLASS: "object_store",
         P.STORAGE_PATH: storage,
     }
-
-
-def best(action: Callable[[int], Any], repeats: int) -> float:
-    times = []
-    for attempt in range(repeats):
-        start = time.perf_counter()
-        action(attempt)
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def scan(frame: DataFrame) -> None:

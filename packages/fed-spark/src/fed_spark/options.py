@@ -101,15 +101,9 @@ class ReadOptions:
             raise ConfigError(
                 QUERY_TYPE, f"{query_type!r} is not one of {', '.join([*QUERY_TYPES, INCREMENTAL])}"
             )
-        storage = {k[len(STORAGE_PREFIX) :]: v for k, v in given.items() if k.startswith(STORAGE_PREFIX)}
-        unknown = sorted(k for k in given if not k.startswith(STORAGE_PREFIX))
-        if unknown:
-            raise ConfigError(
-                unknown[0],
-                f"is not an option of a fed read (it would be ignored); the options are {PATH}, "
-                f"{AS_OF_INSTANT}, {QUERY_TYPE}, {BEGIN_INSTANT}, {END_INSTANT} and "
-                f"{STORAGE_PREFIX}<fsspec option>",
-            )
+        storage = _storage_only(
+            given, "a fed read", f"{PATH}, {AS_OF_INSTANT}, {QUERY_TYPE}, {BEGIN_INSTANT}, {END_INSTANT}"
+        )
         recorded[PATH] = path
         if query_type == INCREMENTAL:
             assert begin is not None
@@ -118,6 +112,19 @@ class ReadOptions:
             return cls(path, stop, "snapshot", storage, recorded, changed_after=start)
         instant = None if as_of is None else instant_of(as_of)
         return cls(path, instant, query_type, storage, recorded)  # type: ignore[arg-type]
+
+
+def _storage_only(given: Mapping[str, str], what: str, options: str) -> dict[str, str]:
+    """The fsspec options (``fed.storage.*``) left in ``given``, which must hold nothing else:
+    any other key is refused rather than ignored."""
+    unknown = sorted(k for k in given if not k.startswith(STORAGE_PREFIX))
+    if unknown:
+        raise ConfigError(
+            unknown[0],
+            f"is not an option of {what} (it would be ignored); the options are {options} and "
+            f"{STORAGE_PREFIX}<fsspec option>",
+        )
+    return {k[len(STORAGE_PREFIX) :]: v for k, v in given.items()}
 
 
 def _given(options: Mapping[str, str]) -> dict[str, str]:
@@ -300,12 +307,4 @@ class StreamReadOptions:
             start = start.lower()
         else:
             start = instant_of(start, START_OFFSET)
-        storage = {k[len(STORAGE_PREFIX) :]: v for k, v in given.items() if k.startswith(STORAGE_PREFIX)}
-        unknown = sorted(k for k in given if not k.startswith(STORAGE_PREFIX))
-        if unknown:
-            raise ConfigError(
-                unknown[0],
-                f"is not an option of a fed streaming read (it would be ignored); the options are {PATH}, "
-                f"{START_OFFSET} and {STORAGE_PREFIX}<fsspec option>",
-            )
-        return cls(path, start, storage)
+        return cls(path, start, _storage_only(given, "a fed streaming read", f"{PATH}, {START_OFFSET}"))
