@@ -477,3 +477,31 @@ def test_bulk_insert_and_delete_streams(local_fed: SparkSession, tmp_path: Path)
     assert [r[0] for r in rows(table)] == [i for i in range(30) if i not in (3, 4, 25)]
     operations = [table.commit_metadata(i).operation for i in table.timeline().completed()]
     assert operations == ["BULK_INSERT", "BULK_INSERT", "DELETE"]
+
+
+def test_complete_output_mode_replaces_the_table_every_batch(local_fed: SparkSession, tmp_path: Path) -> None:
+    """A streaming aggregation in Complete mode: each batch's result replaces the table (an
+    insert_overwrite_table instant), so the table holds the latest counts only."""
+    spark = local_fed
+    path = f"{tmp_path}/counts"
+    drop_file(tmp_path / "in", "a", 0, 30)
+    drop_file(tmp_path / "in", "b", 30, 36)
+    counts = (
+        spark.readStream.format("parquet")
+        .schema(SCHEMA)
+        .option("maxFilesPerTrigger", 1)
+        .load(str(tmp_path / "in"))
+        .groupBy("region")
+        .count()
+    )
+    writer = counts.writeStream.format("fed").outputMode("complete")
+    writer = writer.option("hoodie.datasource.write.recordkey.field", "region")
+    run(writer.option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start(path))
+    table = load_table(path)
+    assert sorted(table.read(columns=["region", "count"]).to_pylist(), key=str) == [
+        {"region": "r0", "count": 12},
+        {"region": "r1", "count": 12},
+        {"region": "r2", "count": 12},
+    ]
+    operations = [table.commit_metadata(i).operation for i in table.timeline().completed(table.write_actions)]
+    assert operations == ["INSERT_OVERWRITE_TABLE", "INSERT_OVERWRITE_TABLE"]
