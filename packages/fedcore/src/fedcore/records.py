@@ -267,11 +267,9 @@ def _written_type(name: str, table: pa.DataType, given: pa.DataType) -> pa.DataT
     """A column's type after a write of ``given`` values into it (see ``evolve``)."""
     if given == table or pa.types.is_null(given):  # nulls only (an empty input's): any type
         return table
+    if widens(table, given):
+        return given
     kinds = (_kind(table), _kind(given))
-    if kinds == ("integer", "integer") or kinds == ("floating", "floating"):
-        return given if given.bit_width > table.bit_width else table
-    if kinds == ("integer", "floating"):
-        return given  # widened, as Avro promotes int and long to float and double
     if kinds == ("floating", "integer") or (kinds[0] == kinds[1] and kinds[0] != "other"):
         return table  # cast to the table's (checked as the rows are)
     if pa.types.is_nested(table) and given.id == table.id:
@@ -279,6 +277,15 @@ def _written_type(name: str, table: pa.DataType, given: pa.DataType) -> pa.DataT
     raise SchemaMismatchError(
         f"column {name!r} is {table} in the table; the input's {given} neither is nor widens to it"
     )
+
+
+def widens(old: pa.DataType, new: pa.DataType) -> bool:
+    """Whether ``new`` holds ``old``'s values as a wider type, as Hudi evolves a column (and
+    Avro promotes): a wider integer or floating point, or a floating point for an integer."""
+    kinds = (_kind(old), _kind(new))
+    if kinds in (("integer", "integer"), ("floating", "floating")):
+        return bool(new.bit_width > old.bit_width)
+    return kinds == ("integer", "floating")
 
 
 def _kind(data_type: pa.DataType) -> str:

@@ -26,7 +26,7 @@ from fedcore.filters import Filter, FilterSpec
 from fedcore.io.filesystems import open_sized
 from fedcore.io.parquet import read_parquet_metadata
 from fedcore.read_planner import ScanPlan, ScanPlanner
-from fedcore.records import COMMIT_TIME, META_COLUMNS, conform_to
+from fedcore.records import COMMIT_TIME, META_COLUMNS, conform_to, widens
 from fedcore.timeline import parse_instant_time
 
 if TYPE_CHECKING:
@@ -262,18 +262,7 @@ def _with_newer_columns(
     fields = []
     for field in schema:
         newer = types.get(field.name)
-        widened = (
-            newer is not None
-            and newer != field.type
-            and (
-                (pa.types.is_integer(newer) and pa.types.is_integer(field.type))
-                or (
-                    pa.types.is_floating(newer)
-                    and (pa.types.is_floating(field.type) or pa.types.is_integer(field.type))
-                )
-            )
-            and newer.bit_width >= field.type.bit_width
-        )
+        widened = newer is not None and widens(field.type, newer)  # as the write that widened it
         fields.append(field.with_type(newer) if widened else field)
     wanted = types if columns is None else [c for c in columns if c in types]
     fields.extend(pa.field(name, types[name]) for name in wanted if name not in schema.names)
