@@ -179,6 +179,16 @@ CASES: dict[str, Argv] = {
         _t(s),
         s.input("b.parquet", records([9]).set_column(3, "fare", pa.array(["x"]))),
     ],
+    "input key 1.5": lambda s: [
+        "write",
+        _t(s),
+        s.input("b.parquet", records([9]).set_column(0, "trip_id", pa.array([1.5]))),
+    ],
+    "input key as text": lambda s: [
+        "write",
+        _t(s),
+        s.input("b.parquet", records([9]).set_column(0, "trip_id", pa.array(["9"]))),
+    ],
     "input not parquet": lambda s: ["write", _t(s), str(_text_file(s.folder / "in.parquet"))],
     "input .txt": lambda s: ["write", _t(s), str(_text_file(s.folder / "in.txt"))],
     "input missing": lambda s: ["write", _t(s), str(s.folder / "absent.parquet")],

@@ -517,8 +517,9 @@ def test_archival_and_repair_over_delta_commits_and_compactions(tmp_path: Path) 
         },
     )
     for n in range(8):
-        table.upsert(trips([n, 100 + n], ["us", "de"], ts=2 + n, fare=float(1000 * n)))
-        expected |= {n: ("us", 1000.0 * n + n), 100 + n: ("de", 1000.0 * n + 100 + n)}
+        home = ["us", "de"][n % 2]  # where seeded put trip n: an update, not a second record
+        table.upsert(trips([n, 100 + n], [home, "de"], ts=2 + n, fare=float(1000 * n)))
+        expected |= {n: (home, 1000.0 * n + n), 100 + n: ("de", 1000.0 * n + 100 + n)}
     actions = [i.action for i in table.timeline()]
     assert "commit" in actions, "compacted inline"
     assert table.timeline().archived_through is not None, "archived"

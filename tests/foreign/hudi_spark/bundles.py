@@ -1,8 +1,8 @@
 """Apache Hudi's own Spark reader, one bundle per Hudi version, fetched once with Maven.
 
 The bundles come from Maven Central through ``mvn dependency:get`` into the local Maven
-repository (``~/.m2``), where every later run finds them. Each version reads in a process
-of its own (``read_with_hudi.py``): one JVM holds one Hudi on its class path.
+repository (``~/.m2``), where every later run finds them. Each version writes and reads in
+a process of its own (``hudi_job.py``): one JVM holds one Hudi on its class path.
 """
 
 from __future__ import annotations
@@ -12,13 +12,14 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 #: Hudi releases whose Spark reader opens table-version 6 tables (fed's), Spark 3.5 builds.
 HUDI_VERSIONS = ("0.15.0", "1.0.2")
 ARTIFACT = "org.apache.hudi:hudi-spark3.5-bundle_2.12"
-READER = Path(__file__).with_name("read_with_hudi.py")
+JOB = Path(__file__).with_name("hudi_job.py")
 
 
 def bundle(version: str) -> Path:
@@ -43,18 +44,39 @@ def bundle(version: str) -> Path:
     return jar
 
 
+def run_hudi(version: str, job: dict[str, object]) -> dict[str, dict[str, Any]]:
+    """Run ``job`` (writes, then reads) with Hudi ``version``'s Spark writer and reader in a
+    process of its own (see ``hudi_job.py``): what it answered."""
+    done = subprocess.run(
+        [sys.executable, str(JOB), str(bundle(version))],
+        input=json.dumps(job),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if done.returncode != 0:
+        pytest.fail(f"Hudi {version}'s Spark job failed to run:\n{done.stderr[-4000:]}")
+    answer: dict[str, dict[str, Any]] = json.loads(done.stdout.strip().splitlines()[-1])
+    return answer
+
+
 def read_with_hudi(
     version: str, tables: dict[str, str | list[str]], country: str
 ) -> dict[str, dict[str, object]]:
-    """What Hudi ``version``'s Spark reader returns for each table (see ``read_with_hudi.py``)."""
-    done = subprocess.run(
-        [sys.executable, str(READER), str(bundle(version)), country],
-        input=json.dumps(tables),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if done.returncode != 0:
-        pytest.fail(f"Hudi {version}'s reader failed to run:\n{done.stderr[-4000:]}")
-    answers: dict[str, dict[str, object]] = json.loads(done.stdout.strip().splitlines()[-1])
-    return answers
+    """What Hudi ``version``'s Spark reader returns for each table of trips (a path, or [path,
+    query type]): ``{"rows": [[id, country, fare], ...], "pruned": rows with ``country``}``,
+    or ``{"error": ...}`` where Hudi refused the table."""
+    reads = {}
+    for name, table in tables.items():
+        path, query_type = (table, "snapshot") if isinstance(table, str) else table
+        reads[name] = {
+            "path": path,
+            "query_type": query_type,
+            "columns": ["id", "country", "fare"],
+            "where": f"country = '{country}'",
+        }
+    answers = run_hudi(version, {"reads": reads})["reads"]
+    return {
+        name: {"rows": found["rows"], "pruned": found["count"]} if "rows" in found else found
+        for name, found in answers.items()
+    }

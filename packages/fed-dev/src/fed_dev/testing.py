@@ -56,9 +56,34 @@ def trips(
 
 
 def rows(table: Table, **kwargs: Any) -> dict[int, tuple[str, float]]:
-    """A trips table's rows as {trip_id: (country, fare)}."""
-    data = table.read(**kwargs).to_pylist()
-    return {r["trip_id"]: (r["country"], r["fare"]) for r in data}
+    """A trips table's rows as {trip_id: (country, fare)}, after checking what a dict would
+    hide: no trip is in the table twice (the same key in one partition, or a key moved to
+    another partition without its old record going), and each row's Hudi key columns say
+    what its values say (``_hoodie_record_key`` its ``trip_id``, ``_hoodie_partition_path``
+    its country). A failed check is an ``AssertionError`` naming the rows."""
+    found = table.read(**kwargs).to_pylist()
+    scheme = table.partition_scheme
+    for row in found:
+        path = row.get("_hoodie_partition_path")
+        checked = path is not None and "country" in row and scheme.fields == ("country",)
+        if checked and path != scheme.path_of([row["country"]]):
+            raise AssertionError(f"row {row} has partition path {path!r}, not its country's")
+    return keyed_rows(found, "trip_id", lambda r: (r["country"], r["fare"]))
+
+
+def keyed_rows(found: list[dict[str, Any]], key: str, value: Any) -> dict[Any, Any]:
+    """``{row[key]: value(row)}`` of rows that hold each key once (``AssertionError`` naming
+    every key held twice), whose record-key meta column, where read, spells the key."""
+    seen: dict[Any, list[dict[str, Any]]] = {}
+    for row in found:
+        seen.setdefault(row[key], []).append(row)
+        spelled = row.get("_hoodie_record_key")
+        if spelled is not None and spelled != str(row[key]):
+            raise AssertionError(f"row {row} has record key {spelled!r}, not its {key} {row[key]!r}")
+    twice = {k: v for k, v in seen.items() if len(v) > 1}
+    if twice:
+        raise AssertionError(f"{len(twice)} keys are in the table more than once: {twice}")
+    return {k: value(v[0]) for k, v in seen.items()}
 
 
 # --- what the engine suites (Trino, Hive) share -------------------------------------------

@@ -124,12 +124,20 @@ def run_demo(
         expected = written.join(latest, ["trip_id", "ts"]).join(
             cancelled.select("trip_id"), "trip_id", "left_anti"
         )
-        got = spark.read.format("fed").load(path).select(*expected.columns)
+        stored = spark.read.format("fed").load(path)
+        got = stored.select(*expected.columns)
+        # Whole rows as multisets, and no key twice (by its values, or by Hudi's key column).
         missing, extra = expected.exceptAll(got).count(), got.exceptAll(expected).count()
+        twice = sum(
+            stored.groupBy(column).count().where("count > 1").count()
+            for column in ("trip_id", "_hoodie_record_key")
+        )
         count = got.count()
-        if missing or extra or count != expected.count():
-            raise FedError(f"demo check failed: {missing} rows missing, {extra} unexpected")
-        say(f"  {count:,} rows, all as expected")
+        if missing or extra or twice or count != expected.count():
+            raise FedError(
+                f"demo check failed: {missing} rows missing, {extra} unexpected, {twice} keys held twice"
+            )
+        say(f"  {count:,} rows, all as expected, each key once")
 
         spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW trips USING fed OPTIONS (path '{path}')")
         since = str(date(2026, 1, 1) + timedelta(days=days - 3))

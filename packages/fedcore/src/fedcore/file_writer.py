@@ -34,6 +34,7 @@ from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import open_sized
 from fedcore.io.parquet import file_stats, open_parquet
 from fedcore.log_format import avro_data_block, delete_block, parquet_data_block
+from fedcore.log_merge import MergeRules, merge_into_base
 from fedcore.records import (
     COMMIT_SEQNO,
     FILE_NAME,
@@ -83,6 +84,9 @@ class Encoding(NamedTuple):
     keys: pa.Array | None  # the rows' record keys, when the write computed them already
     schema: pa.Schema | None  # the table's data schema (None: the input's)
     parquet: dict[str, Any]
+    #: How a base file's rewrite merges the rows into it (Hudi's payload; ``merge_into_base``);
+    #: None writes the rows as they are (a bulk insert, an overwrite: no payload runs).
+    rules: MergeRules | None = None
 
 
 class FileName(NamedTuple):
@@ -281,7 +285,7 @@ def _with_meta(
     table: TableHandle, source: Encoding, naming: FileName, group: FileGroupWrite, name: str
 ) -> pa.Table:
     """The group's new rows with Hudi's meta columns first (``name``: its file name field)."""
-    instant, data, keys, schema, _ = source
+    instant, data, keys, schema = source.instant, source.data, source.keys, source.schema
     n = len(group.rows)
     new_rows = data.take(group.rows) if n else data.slice(0, 0)
     if schema is not None and n:
@@ -311,31 +315,34 @@ def encode_group(
     group: FileGroupWrite,
     base: bytes | None,
 ) -> tuple[bytes, int, str | None]:
-    """A file group's new base file: the base file's records that stay, then the new ones;
-    with its rows and its column statistics (``io.parquet.file_stats``)."""
+    """A file group's new base file: the base file's records that stay, then the new ones
+    (merged by the table's payload, ``source.rules``); with its rows and its column
+    statistics (``io.parquet.file_stats``)."""
     parquet = source.parquet
-    n = len(group.rows)
     fresh = _with_meta(table, source, naming, group, name)
-    if base is not None:
-        stored = open_parquet(io.BytesIO(base))
-        names = stored.schema_arrow.names
-        if group.base_keys is None:
-            old = stored.read(use_threads=False)
-        else:  # read already: decode the rest only
-            old = stored.read(columns=[c for c in names if c != RECORD_KEY], use_threads=False)
-            old = old.add_column(names.index(RECORD_KEY), RECORD_KEY, group.base_keys)
-        if group.removed_keys is not None:
-            gone = pc.is_in(old.column(RECORD_KEY), value_set=group.removed_keys)
-            old = old.filter(pc.invert(gone))
-        kept = old.num_rows
-        old = old.set_column(
-            old.schema.get_field_index(FILE_NAME), FILE_NAME, pa.repeat(pa.scalar(name), kept)
-        )
-        # Every file a write makes is in the write's schema (evolved, perhaps): the records
-        # that stay take it too (a column added since is null for them, a widened one cast).
-        target = fresh.schema if source.schema is None else with_meta_fields(source.schema)
-        fresh = pa.concat_tables([conform_to(old, target), *([conform_to(fresh, target)] if n else [])])
-    return encode_base_file(table, fresh, parquet)
+    if base is None:
+        if source.rules is not None:  # inserts only: one marked deleted is not written
+            fresh = merge_into_base(fresh.schema.empty_table(), fresh, None, source.rules)[1]
+        return encode_base_file(table, fresh, parquet)
+    stored = open_parquet(io.BytesIO(base))
+    names = stored.schema_arrow.names
+    if group.base_keys is None:
+        old = stored.read(use_threads=False)
+    else:  # read already: decode the rest only
+        old = stored.read(columns=[c for c in names if c != RECORD_KEY], use_threads=False)
+        old = old.add_column(names.index(RECORD_KEY), RECORD_KEY, group.base_keys)
+    # Every file a write makes is in the write's schema (evolved, perhaps): the records that
+    # stay take it too (a column added since is null for them, a widened one cast).
+    target = fresh.schema if source.schema is None else with_meta_fields(source.schema)
+    old, fresh = conform_to(old, target), conform_to(fresh, target)
+    if source.rules is not None:
+        old, fresh = merge_into_base(old, fresh, group.removed_keys, source.rules)
+    elif group.removed_keys is not None:
+        old = old.filter(pc.invert(pc.is_in(old.column(RECORD_KEY), value_set=group.removed_keys)))
+    old = old.set_column(
+        old.schema.get_field_index(FILE_NAME), FILE_NAME, pa.repeat(pa.scalar(name), old.num_rows)
+    )
+    return encode_base_file(table, pa.concat_tables([old, fresh]) if fresh.num_rows else old, parquet)
 
 
 def encode_base_file(

@@ -22,7 +22,7 @@ only Python loops are per merge round and per block, never per record):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -40,6 +40,7 @@ from fedcore.log_format import (
     delete_records,
     wrapper_of,
 )
+from fedcore.records import RECORD_KEY
 
 IS_DELETED: Final = "_hoodie_is_deleted"
 #: Payload classes whose merge fedcore reproduces, by what decides a base record's update.
@@ -80,6 +81,57 @@ class MergeRules:
 
     ordering_field: str | None
     payload: Literal["latest", "ordering"]
+
+
+def merge_rules(name: str, config: Mapping[str, str], columns: Collection[str]) -> MergeRules:
+    """A table's merge rules (``columns``: its data columns, empty when not known yet), or
+    ``UnsupportedTableError`` for a payload or merger fedcore cannot reproduce."""
+    strategy = config.get(P.RECORD_MERGER_STRATEGY, P.DEFAULT_RECORD_MERGER_STRATEGY).strip()
+    payload = config.get(P.PAYLOAD_CLASS, "").strip() or P.OVERWRITE_WITH_LATEST_PAYLOAD
+    if strategy != P.DEFAULT_RECORD_MERGER_STRATEGY or payload not in PAYLOADS:
+        raise UnsupportedTableError(
+            f"table {name} merges records with {payload} (merger strategy {strategy}); fedcore merges "
+            f"only with {' and '.join(sorted(PAYLOADS))}, so it refuses what would merge records (a "
+            "snapshot read of log files, an upsert; a read-optimized query reads base files only)"
+        )
+    ordering = config.get(P.PRECOMBINE_FIELD) or None
+    if ordering is not None and columns and ordering not in columns:
+        raise UnsupportedTableError(f"table {name}'s precombine field {ordering!r} is not a column")
+    return MergeRules(ordering, PAYLOADS[payload])
+
+
+def merge_into_base(
+    stored: pa.Table, incoming: pa.Table, replaced: pa.Array | None, rules: MergeRules
+) -> tuple[pa.Table, pa.Table]:
+    """A copy-on-write rewrite of a file group, as Hudi's merge handle does it: the stored
+    records that stay, and the incoming records written (both with ``_hoodie_record_key``).
+
+    ``replaced``: the keys whose stored records the write updates or deletes (None: none, an
+    insert). An incoming record with ``_hoodie_is_deleted`` true is never written: it deletes
+    the stored record of its key, or (an insert) is dropped. With the ordering payload
+    (``DefaultHoodieRecordPayload``), a stored record whose ordering value is greater than its
+    update's stays, and the update (or its delete) is dropped; a tie goes to the update."""
+    keep_stored = np.ones(stored.num_rows, bool)
+    write = np.ones(incoming.num_rows, bool)
+    if replaced is not None and stored.num_rows:
+        keep_stored = ~pc.is_in(stored.column(RECORD_KEY), value_set=replaced).to_numpy(zero_copy_only=False)
+        if rules.payload == "ordering" and rules.ordering_field is not None and incoming.num_rows:
+            at = pc.index_in(stored.column(RECORD_KEY), value_set=incoming.column(RECORD_KEY))
+            rows = np.flatnonzero(at.is_valid().to_numpy(zero_copy_only=False))
+            if len(rows):
+                updates = at.to_numpy(zero_copy_only=False)[rows].astype(np.int64)
+                field = rules.ordering_field
+                newer_stored = _greater(
+                    stored.column(field).take(pa.array(rows)), incoming.column(field).take(pa.array(updates))
+                )
+                keep_stored[rows[newer_stored]] = True
+                write[updates[newer_stored]] = False
+    if IS_DELETED in incoming.column_names:
+        write &= ~pc.fill_null(incoming.column(IS_DELETED), False).to_numpy(zero_copy_only=False)
+    return (
+        stored if keep_stored.all() else stored.filter(pa.array(keep_stored)),
+        incoming if write.all() else incoming.filter(pa.array(write)),
+    )
 
 
 @dataclass(frozen=True)

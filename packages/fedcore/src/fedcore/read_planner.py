@@ -23,12 +23,11 @@ from fedcore.exceptions import (
     InvalidColumnsError,
     InvalidFilterError,
     InvalidPartitionValueError,
-    UnsupportedTableError,
 )
 from fedcore.file_slice import QUERY_TYPES, VIRTUAL_META_COLUMNS, FileSlice, QueryType
 from fedcore.filters import UNARY, Filter, FilterSpec, may_match, stats_may_match, typed
 from fedcore.io.parquet import ColumnStats, read_file_stats
-from fedcore.log_merge import PAYLOADS, MergeRules
+from fedcore.log_merge import merge_rules
 from fedcore.metadata import FileIndex, MetadataTable
 from fedcore.records import META_COLUMNS, conform_to
 from fedcore.retention import check_not_archived
@@ -139,7 +138,7 @@ class ScanPlanner:
             ]
         )
         merging = merge_on_read and query_type == "snapshot"
-        rules = _merge_rules(table, types) if merging else None
+        rules = merge_rules(table.name, table.config, types) if merging else None
         reader = SliceReader(table, instant, types, rules, committed, computed)
         return cls(table, as_of, timeline, index, reader)
 
@@ -308,20 +307,3 @@ def _schema_json(table: TableHandle, index: FileIndex, write: str, as_of: str | 
     if isinstance(index, MetadataTable):
         return index.write_schema(write, as_of)
     return None
-
-
-def _merge_rules(table: TableHandle, types: dict[str, pa.DataType]) -> MergeRules:
-    """How log records merge, or ``UnsupportedTableError`` for a merge fedcore cannot reproduce."""
-    config = table.config
-    strategy = config.get(P.RECORD_MERGER_STRATEGY, P.DEFAULT_RECORD_MERGER_STRATEGY).strip()
-    payload = config.get(P.PAYLOAD_CLASS, "").strip() or P.OVERWRITE_WITH_LATEST_PAYLOAD
-    if strategy != P.DEFAULT_RECORD_MERGER_STRATEGY or payload not in PAYLOADS:
-        raise UnsupportedTableError(
-            f"table {table.name} merges log records with {payload} (merger strategy {strategy}); "
-            f"fedcore merges only with {' and '.join(sorted(PAYLOADS))}, so it refuses a snapshot "
-            "read (a read-optimized query reads base files only)"
-        )
-    ordering = config.precombine_field
-    if ordering is not None and types and ordering not in types:
-        raise UnsupportedTableError(f"table {table.name}'s precombine field {ordering!r} is not a column")
-    return MergeRules(ordering, PAYLOADS[payload])

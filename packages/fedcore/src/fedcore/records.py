@@ -43,10 +43,10 @@ def to_arrow_table(data: WriteInput) -> pa.Table:
     try:
         if isinstance(data, pa.RecordBatchReader):
             return data.read_all()
+        if _is_pandas(data):  # before its Arrow stream, which holds a filtered frame's index
+            return pa.Table.from_pandas(data, preserve_index=False)
         if hasattr(data, "__arrow_c_stream__"):
             return pa.RecordBatchReader.from_stream(data).read_all()
-        if type(data).__module__.startswith("pandas"):
-            return pa.Table.from_pandas(data, preserve_index=False)
     except (pa.ArrowException, TypeError, ValueError) as exc:
         raise InvalidRecordsError(f"cannot read the records as Arrow: {exc}") from exc
     raise InvalidRecordsError(
@@ -60,7 +60,9 @@ def record_chunks(data: WriteInput, max_bytes: int) -> Iterator[pa.Table]:
     record batches), each read only when it is needed, so the stream is never held whole.
     Anything else (a table, already in memory) is one table. At least one table, empty for
     empty input."""
-    if isinstance(data, pa.RecordBatchReader) or hasattr(data, "__arrow_c_stream__"):
+    if not _is_pandas(data) and (
+        isinstance(data, pa.RecordBatchReader) or hasattr(data, "__arrow_c_stream__")
+    ):
         try:
             reader = (
                 data if isinstance(data, pa.RecordBatchReader) else pa.RecordBatchReader.from_stream(data)
@@ -87,6 +89,12 @@ def record_chunks(data: WriteInput, max_bytes: int) -> Iterator[pa.Table]:
     yield to_arrow_table(data)
 
 
+def _is_pandas(data: WriteInput) -> bool:
+    """A pandas frame: its columns only (its Arrow stream would add a non-default index as a
+    column, ``__index_level_0__``, once rows were filtered out)."""
+    return type(data).__module__.startswith("pandas")
+
+
 def with_meta_fields(schema: pa.Schema) -> pa.Schema:
     """A data schema with Hudi's five meta columns (strings) first, as base files hold them."""
     return pa.schema([pa.field(name, pa.string()) for name in META_COLUMNS] + list(schema))
@@ -99,6 +107,14 @@ def check_columns(data: pa.Table, fields: Sequence[str], what: str) -> None:
 
 
 def check_keys(data: pa.Table, key_fields: Sequence[str]) -> None:
+    """``InvalidRecordsError`` naming the first row whose record key has a null or empty
+    value, or a complex key's value that would make two keys one (``check_complex_key_values``)."""
+    _check_present(data, key_fields)
+    if len(key_fields) > 1:
+        check_complex_key_values(key_fields, [value_texts(data.column(f)) for f in key_fields])
+
+
+def _check_present(data: pa.Table, key_fields: Sequence[str]) -> None:
     """``InvalidRecordsError`` naming the first row whose record key has a null or empty value."""
     check_columns(data, key_fields, "record key")
     missing = None
@@ -119,11 +135,39 @@ def check_keys(data: pa.Table, key_fields: Sequence[str]) -> None:
 def record_keys(data: pa.Table, key_fields: Sequence[str], key_generator: str) -> pa.Array:
     """Hudi's record keys, one string per row: the value for one simple key field,
     ``f1:v1,f2:v2`` otherwise (values spelled by ``value_text``), computed over whole columns."""
-    check_keys(data, key_fields)
+    _check_present(data, key_fields)
     texts = [value_texts(data.column(f)) for f in key_fields]
     if len(key_fields) == 1 and key_generator != P.COMPLEX_KEY_GENERATOR:
         return texts[0]
+    if len(key_fields) > 1:
+        check_complex_key_values(key_fields, texts)
     return _complex_keys(key_fields, texts)
+
+
+#: What a value of a complex key may not hold or be: the separator of its parts (Hudi's key
+#: ``f1:v1,f2:v2`` is read back by splitting at commas), and the placeholders Hudi writes for
+#: a null or empty part.
+KEY_PART_SEPARATOR: Final = ","
+KEY_PART_PLACEHOLDERS: Final = ("__null__", "__empty__")
+
+
+def check_complex_key_values(key_fields: Sequence[str], texts: Sequence[pa.Array]) -> None:
+    """``InvalidRecordsError`` naming the field and value of a complex key part that would
+    make two records' keys one string: Hudi joins the parts as ``f1:v1,f2:v2`` without
+    escaping, so ``('x,b:y', 'z')`` and ``('x', 'y,b:z')`` both become ``a:x,b:y,b:z``, and
+    an upsert of one would replace the other. With no comma in any value, the parts split
+    back one way only."""
+    for field, text in zip(key_fields, texts, strict=True):
+        bad = pc.or_(
+            pc.match_substring(text, KEY_PART_SEPARATOR), pc.is_in(text, pa.array(KEY_PART_PLACEHOLDERS))
+        )
+        if pc.any(bad).as_py():
+            value = text.filter(pc.fill_null(bad, False))[0].as_py()
+            raise InvalidRecordsError(
+                f"record key field {field!r} has the value {value!r}: a part of a complex record key "
+                f"({', '.join(key_fields)}) may not contain {KEY_PART_SEPARATOR!r} or be one of "
+                f"{', '.join(KEY_PART_PLACEHOLDERS)}, or two records' keys could be the same string"
+            )
 
 
 def _complex_keys(key_fields: Sequence[str], texts: Sequence[Any]) -> pa.Array:
@@ -222,28 +266,112 @@ def strip_meta(data: pa.Table) -> pa.Table:
     return data.drop_columns([c for c in META_COLUMNS if c in data.column_names])
 
 
-def conform(data: pa.Table, schema: pa.Schema | None) -> pa.Table:
+def conform(data: pa.Table, schema: pa.Schema | None, keys: Sequence[str] = ()) -> pa.Table:
     """Input in the write's schema (``evolve``'s; the first write's is the input's own): a
-    column the input lacks (``evolve`` allowed it) is null, narrower types cast up."""
+    column the input lacks (``evolve`` allowed it) is null, narrower types cast up. ``keys``
+    (record key and partition columns) are cast only exactly (``conform_keys``)."""
     data = strip_meta(data)
     if schema is None:
         return data
     extra = [name for name in data.column_names if name not in schema.names]
     if extra:
         raise SchemaMismatchError(f"input columns {extra} are not columns of the table")
+    data = conform_keys(data, schema, keys)
     try:
         return conform_to(data, schema)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as exc:
         raise SchemaMismatchError(f"input does not fit the table schema: {exc}") from exc
 
 
-def evolve(table: pa.Schema, incoming: pa.Schema, *, fill_missing: bool) -> pa.Schema:
+def conform_keys(data: pa.Table, schema: pa.Schema | None, keys: Sequence[str]) -> pa.Table:
+    """``data`` with its record key and partition columns (``keys``) in the table's types.
+
+    A key column never changes type through a write: a record's key and partition path are
+    spelled from its values, so ``1.0`` for a table's ``1`` would be another record (Hudi's
+    key ``'1.0'``, folder ``bucket=1.0``), and every later upsert would insert a second copy.
+    A column of another type is cast only where ``exact_key_cast`` allows the pair of types
+    and every value converts exactly (floats that are all whole numbers into an integer key:
+    what pandas makes of an integer column with a null in it); anything else is refused
+    with ``SchemaMismatchError`` naming the column, both types and a value that does not
+    fit, before anything is written."""
+    if schema is None:
+        return data
+    for name in keys:
+        if name not in data.column_names or name not in schema.names:
+            continue  # a missing key column is refused where keys are checked
+        want = schema.field(name).type
+        column = data.column(name)
+        if column.type == want:
+            continue
+        if not exact_key_cast(want, column.type):
+            raise key_type_error(name, want, column.type)
+        data = data.set_column(data.schema.get_field_index(name), name, _exact_cast(name, column, want))
+    return data
+
+
+def key_type_error(name: str, table: pa.DataType, given: pa.DataType) -> SchemaMismatchError:
+    return SchemaMismatchError(
+        f"key column {name!r} is {table} in the table; the input's {given} is not cast to it, as "
+        "its records' keys or partition paths would change"
+    )
+
+
+#: Largest magnitude up to which every whole number is a float64 (beyond, a float that came
+#: from an integer column may already have lost digits).
+_EXACT_FLOAT_INTEGERS: Final = 2**53
+
+
+def exact_key_cast(table: pa.DataType, given: pa.DataType) -> bool:
+    """Whether a key column of type ``given`` may be written into a table whose column is
+    ``table`` (values checked as they are cast): the same kind of value whose text Hudi's key
+    generators spell alike in both types (integers of any width, whole floats into integers,
+    strings, binaries, dates, timestamps of one zone in any unit)."""
+    if pa.types.is_dictionary(given):
+        return exact_key_cast(table, given.value_type)
+    if pa.types.is_null(given):
+        return True  # no values: nulls, refused as keys where keys are checked
+    kinds = (_kind(table), _kind(given))
+    if kinds in (("integer", "integer"), ("integer", "floating")):
+        return True
+    if kinds[0] != kinds[1] or kinds[0] not in ("string", "binary", "date", "timestamp"):
+        return False
+    return kinds[0] != "timestamp" or table.tz == given.tz
+
+
+def _exact_cast(name: str, column: pa.ChunkedArray, want: pa.DataType) -> pa.ChunkedArray:
+    """``column`` as ``want``, every value unchanged (``SchemaMismatchError`` names one that
+    would change: truncated, out of range, or a float too large to be a whole number exactly)."""
+    values = column
+    if pa.types.is_dictionary(values.type):
+        values = values.cast(values.type.value_type)
+    if pa.types.is_floating(values.type):
+        too_big = pc.greater_equal(pc.abs(values), _EXACT_FLOAT_INTEGERS)
+        if pc.any(too_big).as_py():
+            bad = values.filter(pc.fill_null(too_big, False))[0].as_py()
+            raise SchemaMismatchError(
+                f"key column {name!r} is {want} in the table; the input's {column.type} value {bad!r} "
+                "is beyond the whole numbers a float holds exactly"
+            )
+    try:
+        return values.cast(want, safe=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise SchemaMismatchError(
+            f"key column {name!r} is {want} in the table; the input's {column.type} values do not all "
+            f"convert to it exactly: {exc}"
+        ) from exc
+
+
+def evolve(
+    table: pa.Schema, incoming: pa.Schema, *, fill_missing: bool, keys: Sequence[str] = ()
+) -> pa.Schema:
     """The table's schema after a write of rows in ``incoming``, as Hudi's Spark writer
     evolves it: a new column is added (nullable: older records have none); a wider type
     replaces the table's (int -> long, float -> double, an integer -> a floating point);
     a narrower input type is cast up to the table's; a column the input lacks is written as
     null when ``fill_missing`` (``hoodie.datasource.write.reconcile.schema``) and the column
-    is nullable. Anything else is refused, naming the column (``SchemaMismatchError``)."""
+    is nullable. Anything else is refused, naming the column (``SchemaMismatchError``).
+    ``keys`` (record key and partition columns) keep the table's type whatever the input's:
+    their values are cast exactly or refused (``conform_keys``)."""
     incoming = pa.schema([f for f in incoming if f.name not in META_COLUMNS])
     fields = []
     for field in table:
@@ -258,7 +386,13 @@ def evolve(table: pa.Schema, incoming: pa.Schema, *, fill_missing: bool) -> pa.S
                 raise SchemaMismatchError(f"the input has no column {field.name!r} of the table: {why}")
             fields.append(field)
             continue
-        fields.append(field.with_type(_written_type(field.name, field.type, incoming.field(index).type)))
+        given = incoming.field(index).type
+        if field.name in keys:
+            if given != field.type and not exact_key_cast(field.type, given):
+                raise key_type_error(field.name, field.type, given)
+            fields.append(field)
+            continue
+        fields.append(field.with_type(_written_type(field.name, field.type, given)))
     fields.extend(f.with_nullable(True) for f in incoming if f.name not in table.names)
     return pa.schema(fields)
 

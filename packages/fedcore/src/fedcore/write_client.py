@@ -19,7 +19,6 @@ import pyarrow as pa
 from fedcore.commit_metadata import WriteStat
 from fedcore.exceptions import InvalidRecordsError
 from fedcore.file_writer import (
-    Encoding,
     FileGroupWrite,
     file_names,
     new_groups,
@@ -30,7 +29,6 @@ from fedcore.records import (
     WriteInput,
     check_columns,
     check_keys,
-    conform,
     partition_rows,
     record_chunks,
     to_arrow_table,
@@ -162,8 +160,8 @@ class WriteClient:
         config, operation = self.table.config, job.operation
         if operation == DELETE:
             check_columns(data, [*config.record_key_fields, *config.partition_fields], "key")
-        else:
-            data = conform(data, job.schema)
+        planner.check_ordering(data)  # as given: a missing column is not one filled with nulls
+        data = job.conform(data)
         partitions = partition_rows(data, self.table.partition_scheme)
         keys = None
         if operation in (INSERT, BULK_INSERT):
@@ -194,7 +192,7 @@ class WriteClient:
         while chunk is not None:
             write_partition_metadata(self.table, sorted(chunk.by_partition.keys() - known), job.instant)
             known.update(chunk.by_partition)
-            source = Encoding(job.instant, chunk.data, chunk.keys, job.schema, job.parquet)
+            source = job.encoding(chunk.data, chunk.keys)
             # The file's number in the instant names it and its rows' sequence numbers.
             names = file_names(job.instant, len(plan), start=len(stats))
             total = len(stats) + len(plan)  # files known so far: a stream's later chunks add more

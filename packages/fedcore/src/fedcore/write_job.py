@@ -52,8 +52,9 @@ from fedcore.file_writer import (
     write_partition_metadata,
 )
 from fedcore.handle import TableHandle
+from fedcore.log_merge import merge_rules
 from fedcore.metadata.format import ADD, REPLACE, Op
-from fedcore.records import check_keys, conform, evolve, partition_rows, strip_meta
+from fedcore.records import check_keys, conform, conform_keys, evolve, partition_rows, strip_meta
 from fedcore.services import run_table_services
 from fedcore.timeline import COMMIT, DELTA_COMMIT, REPLACE_COMMIT, Timeline
 from fedcore.transaction import Heartbeat, Transaction, roll_back_failed_writes, stat_claims
@@ -74,6 +75,12 @@ REPLACING: Final = (INSERT_OVERWRITE, INSERT_OVERWRITE_TABLE)
 #: Threads a process writes files on: reads and uploads overlap on these, while encoding
 #: runs on one thread per core (more only contend, each with an allocator heap of its own).
 IO_THREADS: Final = 8
+
+
+def key_columns(table: TableHandle) -> tuple[str, ...]:
+    """The columns a record's key and partition path are spelled from: their types are fixed."""
+    config = table.config
+    return tuple(dict.fromkeys([*config.record_key_fields, *config.partition_fields]))
 
 
 @dataclass(frozen=True)
@@ -146,6 +153,10 @@ class WriteJob:
         self.extra_metadata = dict(extra_metadata or {})
         self.record_size = record_size(table, timeline)
         self.parquet = parquet_options(table.options, self.record_size)
+        #: How rewrites merge records into stored ones (Hudi's payload): upserts and inserts
+        #: (an insert drops records marked deleted); other operations write rows as they are.
+        # (An upsert's ordering values are checked with its rows: ``WritePlanner.check_ordering``.)
+        self.rules = merge_rules(table.name, table.config, ()) if operation in (UPSERT, INSERT) else None
         self.instant = ""
         self._transaction: Transaction | None = None
 
@@ -172,7 +183,10 @@ class WriteJob:
             given = strip_meta(input_schema.empty_table()).schema
             # The first write's schema is its input's; later ones evolve the table's.
             fill = P.RECONCILE_SCHEMA.of(table.options) or P.SET_NULL_FOR_MISSING_COLUMNS.of(table.options)
-            schema = given if table_schema is None else evolve(table_schema, given, fill_missing=fill)
+            keys = key_columns(table)
+            schema = (
+                given if table_schema is None else evolve(table_schema, given, fill_missing=fill, keys=keys)
+            )
         return cls(table, operation, timeline, schema, table_schema, extra_metadata)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -308,7 +322,7 @@ class WriteJob:
         conformed to the job's schema, split by partition and by file size, written (marker
         first) and described. ``task`` and ``attempt`` name the files: a retried task never
         overwrites what its first attempt wrote."""
-        data = conform(data, self.schema)
+        data = self.conform(data)
         partitions = partition_rows(data, self.table.partition_scheme)
         check_keys(data, self.table.config.record_key_fields)
         per_file = self.rows_per_file()
@@ -332,17 +346,27 @@ class WriteJob:
         (conformed to the job's schema here, unless deleting; ``keys``: their record keys
         when computed already), its heartbeat beating. ``task`` and ``attempt`` name the
         files."""
-        if self.operation != DELETE:
-            data = conform(data, self.schema)
-        return self._write_rows(groups, data, keys, task, attempt)
+        return self._write_rows(groups, self.conform(data), keys, task, attempt)
 
     def _write_rows(
         self, groups: Sequence[FileGroupWrite], data: pa.Table, keys: pa.Array | None, task: int, attempt: int
     ) -> list[WriteStat]:
-        source = Encoding(self.instant, data, keys, self.schema, self.parquet)
+        source = self.encoding(data, keys)
         names = file_names(self.instant, len(groups), task=task, attempt=attempt)
         with self.beating():
             return self.write_groups(groups, source, names, self.put())
+
+    def conform(self, data: pa.Table) -> pa.Table:
+        """Rows in the job's schema (``records.conform``); a delete's key and partition columns
+        only, in the table's types (its other columns are never written)."""
+        if self.operation == DELETE:
+            return conform_keys(strip_meta(data), self.table_schema, key_columns(self.table))
+        return conform(data, self.schema, key_columns(self.table))
+
+    def encoding(self, data: pa.Table, keys: pa.Array | None) -> Encoding:
+        """What the file groups of ``data`` (conformed rows; ``keys``: their record keys, when
+        computed) are encoded with."""
+        return Encoding(self.instant, data, keys, self.schema, self.parquet, self.rules)
 
     def rows_per_file(self) -> int:
         return max(1, P.MAX_FILE_SIZE.of(self.table.options) // self.record_size)

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from fedcore import properties as P
-from fedcore.exceptions import UnsupportedTableError
+from fedcore.exceptions import InvalidRecordsError, UnsupportedTableError
 from fedcore.file_writer import NO_ROWS, FileGroupWrite, new_groups
 from fedcore.filenames import new_file_id
 from fedcore.io.filesystems import open_sized, read_object
@@ -126,8 +126,32 @@ class WritePlanner:
         config = self.table.config
         return record_keys(rows, config.record_key_fields, config.get(P.KEY_GENERATOR_CLASS, ""))
 
+    def check_ordering(self, rows: pa.Table) -> None:
+        """An upsert's rows each carry an ordering (precombine) value, as Hudi requires of
+        them: its combine and its payloads compare them, and a null would rank as nothing
+        Hudi can reproduce. ``InvalidRecordsError`` names the field (missing, or null in a
+        row); other operations do not order records."""
+        field = self.table.config.precombine_field
+        if self.job.operation != UPSERT or field is None:
+            return
+        if field not in rows.column_names:
+            raise InvalidRecordsError(
+                f"the input has no column {field!r}, the table's ordering (precombine) field, which an "
+                "upsert orders its records by"
+            )
+        nulls = rows.column(field).null_count
+        if nulls:
+            row = pc.index(pc.is_null(rows.column(field)), True).as_py()
+            raise InvalidRecordsError(
+                f"record {row} has a null value in {field!r}, the table's ordering (precombine) field: "
+                f"an upsert needs one in every record ({nulls} are null)"
+            )
+
     def tag(self, rows: pa.Table) -> tuple[pa.Array, pa.Array]:
-        """Each row's partition path and record key."""
+        """Each row's partition path and record key (its key columns in the table's types);
+        an upsert's ordering values checked (``check_ordering``)."""
+        self.check_ordering(rows)
+        rows = self.job.conform(rows)
         found = partition_rows(rows, self.table.partition_scheme)
         paths = pa.array(found.paths, pa.string()).take(pa.array(found.codes))
         return paths, self.record_keys(rows)

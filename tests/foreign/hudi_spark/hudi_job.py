@@ -1,0 +1,98 @@
+"""Apache Hudi's own Spark writer and reader: what a user of Hudi would write and read.
+
+Run in a process of its own per Hudi version (one JVM, one bundle on its class path):
+``python hudi_job.py BUNDLE_JAR`` with a JSON object on stdin::
+
+    {"writes": {name: {"path": P, "options": {hoodie keys}, "schema": "id long, ...",
+                       "steps": [[operation, [row, ...]], ...]}},
+     "reads": {name: {"path": P, "query_type": "snapshot" | "read_optimized",
+                      "columns": [...], "where": "country = 'usa'" (optional)}}}
+
+Writes run first, each step an ``append`` of its rows (lists in ``schema``'s column order)
+with ``hoodie.datasource.write.operation`` set to the step's operation; then the reads. It
+prints one JSON line: ``{"writes": {name: "ok" | "<Java exception>: <message>"}, "reads":
+{name: {"rows": [[...], ...], "count": N} | {"error": ...}}}`` (rows sorted, nulls last; ``count``: rows
+matching ``where``). Needs PySpark 3.5 (``tox -e hudi``) and Java 17.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from py4j.protocol import Py4JJavaError
+from pyspark.sql import SparkSession
+from pyspark.sql.utils import CapturedException
+
+#: Spark 3.5 on Java 17 needs these packages opened to it.
+OPENS = ("java.lang", "java.lang.invoke", "java.nio", "java.util", "sun.nio.ch", "sun.util.calendar")
+
+
+def session(bundle: str) -> SparkSession:
+    options = " ".join(f"--add-opens=java.base/{package}=ALL-UNNAMED" for package in OPENS)
+    spark = (
+        SparkSession.builder.master("local[1]")
+        .config("spark.jars", bundle)
+        .config("spark.serializer", "org.apache.spark.serializer.KryoSerializer")
+        .config("spark.sql.extensions", "org.apache.spark.sql.hudi.HoodieSparkSessionExtension")
+        .config("spark.driver.extraJavaOptions", options)
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def java_error(exc: Exception) -> str:
+    """A Java exception as Java names it (PySpark converted it, or py4j carried it)."""
+    if isinstance(exc, CapturedException):
+        origin = getattr(exc, "_origin", None)
+        return str(origin.toString()) if origin is not None else f"{type(exc).__name__}: {exc.desc}"
+    assert isinstance(exc, Py4JJavaError)
+    return str(exc.java_exception.toString())
+
+
+def write(spark: SparkSession, spec: dict[str, Any]) -> str:
+    try:
+        for operation, rows in spec["steps"]:
+            frame = spark.createDataFrame(rows, spec["schema"])
+            writer = frame.write.format("hudi").options(**spec["options"])
+            writer.option("hoodie.datasource.write.operation", operation).mode("append").save(spec["path"])
+    except (CapturedException, Py4JJavaError) as exc:
+        return java_error(exc)
+    return "ok"
+
+
+def read(spark: SparkSession, spec: dict[str, Any]) -> dict[str, object]:
+    try:
+        reader = spark.read.format("hudi").option("hoodie.datasource.query.type", spec["query_type"])
+        frame = reader.load(spec["path"]).select(*spec["columns"])
+        rows = sorted((list(row) for row in frame.collect()), key=_order)
+        where = spec.get("where")
+        return {"rows": rows, "count": frame.where(where).count() if where else len(rows)}
+    except (CapturedException, Py4JJavaError) as exc:
+        return {"error": java_error(exc)}
+
+
+def _order(row: list[Any]) -> list[tuple[bool, Any]]:
+    """Rows in their values' order, a null after every value of its column."""
+    return [(value is None, 0 if value is None else value) for value in row]
+
+
+def main() -> None:
+    bundle = sys.argv[1]
+    job: dict[str, dict[str, Any]] = json.load(sys.stdin)
+    spark = session(bundle)
+    try:
+        writes = {name: write(spark, spec) for name, spec in job.get("writes", {}).items()}
+        reads = {name: read(spark, spec) for name, spec in job.get("reads", {}).items()}
+    finally:
+        spark.stop()
+    print(json.dumps({"writes": writes, "reads": reads}, default=str))
+
+
+if __name__ == "__main__":
+    main()
