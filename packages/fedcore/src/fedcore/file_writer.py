@@ -74,6 +74,9 @@ class FileGroupWrite:
     #: Merge-on-read: the version of the log file this write appends onto the slice of
     #: ``base`` (its updates as a data block, its deletes as a delete block); None: a base file.
     log_version: int | None = None
+    #: Its partition may be new (no file group of it was found): the write gives the partition
+    #: Hudi's partition metadata file, without which Hudi's readers do not see the partition.
+    new_partition: bool = False
 
 
 class Encoding(NamedTuple):
@@ -120,10 +123,15 @@ def file_names(
     ]
 
 
-def new_groups(partition: str, rows: np.ndarray, per_file: int) -> list[FileGroupWrite]:
-    """New file groups for ``rows``, at most ``per_file`` rows each."""
+def new_groups(
+    partition: str, rows: np.ndarray, per_file: int, new_partition: bool = True
+) -> list[FileGroupWrite]:
+    """New file groups for ``rows``, at most ``per_file`` rows each (``new_partition``: the
+    partition may be new, see ``FileGroupWrite.new_partition``)."""
     return [
-        FileGroupWrite(partition, new_file_id(), rows=rows[start : start + per_file])
+        FileGroupWrite(
+            partition, new_file_id(), rows=rows[start : start + per_file], new_partition=new_partition
+        )
         for start in range(0, len(rows), per_file)
     ]
 

@@ -22,7 +22,6 @@ from fedcore.file_writer import (
     FileGroupWrite,
     file_names,
     new_groups,
-    write_partition_metadata,
 )
 from fedcore.handle import TableHandle
 from fedcore.records import (
@@ -190,7 +189,6 @@ class WriteClient:
         del first
         put = job.put()
         while chunk is not None:
-            write_partition_metadata(self.table, sorted(chunk.by_partition.keys() - known), job.instant)
             known.update(chunk.by_partition)
             source = job.encoding(chunk.data, chunk.keys)
             # The file's number in the instant names it and its rows' sequence numbers.
@@ -209,7 +207,7 @@ class WriteClient:
                 plan = [
                     group
                     for partition, rows in sorted(chunk.by_partition.items())
-                    for group in new_groups(partition, rows, per_file)
+                    for group in new_groups(partition, rows, per_file, partition not in known)
                 ]
         return job.commit(stats, supersedes=supersedes, replaced=replaced)
 

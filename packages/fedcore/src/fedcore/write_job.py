@@ -329,9 +329,8 @@ class WriteJob:
         groups = [
             group
             for partition, rows in sorted(partitions.groups().items())
-            for group in new_groups(partition, rows, per_file)
+            for group in new_groups(partition, rows, per_file)  # a task knows no partition's files
         ]
-        write_partition_metadata(self.table, sorted({g.partition for g in groups}), self.instant)
         return self._write_rows(groups, data, None, task, attempt)
 
     def write_task(
@@ -380,7 +379,10 @@ class WriteJob:
         done: Callable[[WriteStat], None] | None = None,
     ) -> list[WriteStat]:
         """Write file groups in parallel (files go to many prefixes, often many buckets),
-        after one marker batch naming them all; ``done(stat)`` is called as each is written."""
+        after one marker batch naming them all and the partition metadata files of partitions
+        that may be new; ``done(stat)`` is called as each is written."""
+        new = sorted({group.partition for group in groups if group.new_partition})
+        write_partition_metadata(self.table, new, source.instant)
         entries = [
             (relative_path(group, name, source.instant), marker_kind(group))
             for group, name in zip(groups, names, strict=True)

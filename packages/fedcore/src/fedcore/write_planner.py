@@ -274,6 +274,7 @@ class WritePlanner:
         Merge-on-read: a group given updates or deletes only appends a log file onto its
         slice; a group given inserts (one ``insert_candidates`` offered: no log files) is
         rewritten whole, its updates with it."""
+        known = {partition for partition, _ in base_files}  # partitions with file groups
         order = np.lexsort((targets, partitions))
         by_partition, by_target = partitions[order], targets[order]
         bounds = np.flatnonzero((by_partition[1:] != by_partition[:-1]) | (by_target[1:] != by_target[:-1]))
@@ -284,7 +285,7 @@ class WritePlanner:
             partition, target = str(partitions[rows[0]]), str(targets[rows[0]])
             base = base_files.get((partition, target))
             hits = rows[matched[rows]]
-            group = FileGroupWrite(partition, target)
+            group = FileGroupWrite(partition, target, new_partition=partition not in known)
             if base is not None:
                 group.base, group.base_size = (base.instant, base.name), base.size
                 group.removed_keys = keys.take(pa.array(hits)) if len(hits) else None
@@ -324,12 +325,13 @@ class WritePlanner:
                 replaced[partition] = sorted(current[partition].latest_slices())
         for partition, rows in sorted(first.by_partition.items()):
             files = current.get(partition, PartitionFiles())
+            new = partition not in current
             if operation in REPLACING:
                 if files.latest_slices():
                     replaced[partition] = sorted(files.latest_slices())
-                groups.extend(new_groups(partition, rows, per_file))
+                groups.extend(new_groups(partition, rows, per_file, new))
             elif operation == BULK_INSERT:
-                groups.extend(new_groups(partition, rows, per_file))
+                groups.extend(new_groups(partition, rows, per_file, new))
             else:
                 planned = self._plan_partition(partition, rows, first.keys, files)
                 for group in planned:  # base files fetched whole are kept within a budget
@@ -400,7 +402,9 @@ class WritePlanner:
         for target in self.insert_targets(sizes, len(inserts)):
             taken, inserts = inserts[: target.rows], inserts[target.rows :]
             if target.new:
-                groups[target.file_id] = FileGroupWrite(partition, target.file_id, rows=taken)
+                groups[target.file_id] = FileGroupWrite(
+                    partition, target.file_id, rows=taken, new_partition=not slices
+                )
                 continue
             group = groups.get(target.file_id)
             if group is None:
