@@ -18,6 +18,11 @@ rewrite), a snapshot read of the merge-on-read table with those logs pending aga
 same table compacted, and the compaction against the copy-on-write upsert that rewrites the
 same file groups.
 
+Virtual keys against meta fields, same rows, same updates (``--sections virtual_keys``): a
+copy-on-write table written with ``hoodie.populate.meta.fields=false`` (its files hold no
+meta values; reads compute keys from the key fields) against one with Hudi's meta columns:
+bulk insert and upserts of 1% and 10%, time and bytes written.
+
 Local files and S3 on loopback (moto, fewer rows: moto stores at a few hundred MB/s). The
 peak memory of a bulk insert and of ``write_to_dataset`` is measured in a process of its
 own (Arrow's allocator peak and the process's peak RSS).
@@ -273,6 +278,47 @@ def merge_on_read_cases(place: Place, n: int, progress: tqdm) -> dict[str, tuple
     return results
 
 
+#: The goal of a virtual-keys case: virtual keys / meta fields at most this.
+VIRTUAL_KEY_GOALS = {"bulk insert: time": 1.0, "upsert 1%: time": 1.0, "bulk insert: bytes written": 1.0}
+
+
+def virtual_key_cases(place: Place, n: int, progress: tqdm) -> dict[str, tuple[float, float, str]]:
+    """case -> (virtual keys, meta fields, unit): the same rows bulk inserted into a table of
+    each kind (fresh tables, alternately, best of ``REPEATS``), then the same updates upserted
+    into both."""
+    data = rows_of(n)
+    virtual = {str(P.POPULATE_META_FIELDS): "false"}
+    times: dict[str, list[float]] = {"virtual": [], "meta": []}
+    written: dict[str, int] = {}
+    tables: dict[str, Table] = {}
+    for attempt in range(REPEATS):
+        for name, properties in (("virtual", virtual), ("meta", {})):
+            table = place.table(f"{name}{attempt}", **properties)
+            start = time.perf_counter()
+            result = table.bulk_insert(data)
+            times[name].append(time.perf_counter() - start)
+            written.setdefault(name, result.bytes_written)
+            tables[name] = table
+    results: dict[str, tuple[float, float, str]] = {
+        "bulk insert: time": (min(times["virtual"]), min(times["meta"]), "s"),
+        "bulk insert: bytes written": (written["virtual"], written["meta"], "B"),
+    }
+    progress.update()
+    for fraction in (0.01, 0.10):
+        batches = [updates_of(n, fraction, seed=200 + attempt) for attempt in range(REPEATS)]
+        upserts: dict[str, list[float]] = {"virtual": [], "meta": []}
+        for batch in batches:
+            for name, table in tables.items():
+                start = time.perf_counter()
+                table.upsert(batch)
+                upserts[name].append(time.perf_counter() - start)
+        results[f"upsert {fraction:.0%}: time"] = (min(upserts["virtual"]), min(upserts["meta"]), "s")
+    for name in tables:  # both read the same rows back
+        assert tables[name].scan().count() == n
+    progress.update()
+    return results
+
+
 def _upsert(table: Table, batches: list[pa.Table], attempt: int) -> None:
     table.upsert(batches[attempt])
 
@@ -335,13 +381,21 @@ def peak_memory(kind: str, n: int) -> tuple[int, int]:
     return arrow, rss
 
 
+Pairs = dict[str, dict[str, tuple[float, float, str]]]
+
+
 def main(
     n: int, s3_n: int, sections: set[str]
-) -> tuple[dict[str, dict[str, tuple[float, float, int]]], dict[str, dict[str, tuple[float, float, str]]]]:
+) -> tuple[dict[str, dict[str, tuple[float, float, int]]], Pairs, Pairs]:
     found: dict[str, dict[str, tuple[float, float, int]]] = {}
-    merge_on_read: dict[str, dict[str, tuple[float, float, str]]] = {}
+    merge_on_read: Pairs = {}
+    virtual_keys: Pairs = {}
     places = 2 if s3_n else 1
-    total = places * ((4 if "write" in sections else 0) + (3 if "merge_on_read" in sections else 0))
+    total = places * (
+        (4 if "write" in sections else 0)
+        + (3 if "merge_on_read" in sections else 0)
+        + (2 if "virtual_keys" in sections else 0)
+    )
     with tqdm(total=total, desc="write path cases", unit="case") as progress:
         with tempfile.TemporaryDirectory() as root:
             if "write" in sections:
@@ -349,6 +403,10 @@ def main(
             if "merge_on_read" in sections:
                 merge_on_read[f"local files, {n:,} rows"] = merge_on_read_cases(
                     Place(f"{root}/mor", None), n, progress
+                )
+            if "virtual_keys" in sections:
+                virtual_keys[f"local files, {n:,} rows"] = virtual_key_cases(
+                    Place(f"{root}/virtual", None), n, progress
                 )
         if s3_n:
             with LoopbackS3() as server:
@@ -360,7 +418,12 @@ def main(
                     merge_on_read[f"S3 (moto), {s3_n:,} rows"] = merge_on_read_cases(
                         mor_place, s3_n, progress
                     )
-    return found, merge_on_read
+                if "virtual_keys" in sections:
+                    virtual_place = Place(server.create_bucket("virtual"), server.storage_options())
+                    virtual_keys[f"S3 (moto), {s3_n:,} rows"] = virtual_key_cases(
+                        virtual_place, s3_n, progress
+                    )
+    return found, merge_on_read, virtual_keys
 
 
 def report(found: dict[str, dict[str, tuple[float, float, int]]], memory: dict[str, tuple[int, int]]) -> None:
@@ -380,18 +443,19 @@ def report(found: dict[str, dict[str, tuple[float, float, int]]], memory: dict[s
             )
 
 
-def report_merge_on_read(found: dict[str, dict[str, tuple[float, float, str]]]) -> None:
+def report_pairs(found: Pairs, title: str, heads: tuple[str, str], goals: dict[str, float]) -> None:
+    """Each case's two sides, their ratio and its goal (``title``: what is held against what)."""
     for place, results in found.items():
-        print(f"\nmerge-on-read vs copy-on-write, {place}")
-        print(f"{'':56} {'MOR':>12} {'COW/base':>12} {'ratio':>6} {'goal':>6}")
+        print(f"\n{title}, {place}")
+        print(f"{'':56} {heads[0]:>12} {heads[1]:>12} {'ratio':>6} {'goal':>6}")
         for name, (mor, cow, unit) in results.items():
-            goal = MOR_GOALS.get(name)
+            goal = goals.get(name)
             shown = (lambda v: f"{v:>11.2f}s") if unit == "s" else (lambda v: f"{v / 2**20:>9.2f}MiB")
             mark = "" if goal is None else f"{'<=' if mor / cow <= goal else '> '}{goal}"
             print(f"{name:56} {shown(mor)} {shown(cow)} {mor / cow:>5.2f}x {mark:>6}")
 
 
-def plot_merge_on_read(found: dict[str, dict[str, tuple[float, float, str]]], path: str) -> None:
+def plot_pairs(found: Pairs, path: str, label: str, goals: dict[str, float]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -402,15 +466,15 @@ def plot_merge_on_read(found: dict[str, dict[str, tuple[float, float, str]]], pa
         names = list(results)
         ratios = [results[n][0] / results[n][1] for n in names]
         colors = [
-            "tab:green" if n in MOR_GOALS and r <= MOR_GOALS[n] else "tab:blue"
+            "tab:green" if n in goals and r <= goals[n] else "tab:blue"
             for n, r in zip(names, ratios, strict=True)
         ]
         ax.barh(names, ratios, color=colors)
         for y, name in enumerate(names):
-            if name in MOR_GOALS:
-                ax.plot([MOR_GOALS[name]] * 2, [y - 0.4, y + 0.4], color="tab:red")
+            if name in goals:
+                ax.plot([goals[name]] * 2, [y - 0.4, y + 0.4], color="tab:red")
         ax.axvline(1.0, color="grey", linewidth=0.5)
-        ax.set_xlabel("merge-on-read / copy-on-write (red: goal)")
+        ax.set_xlabel(f"{label} (red: goal)")
         ax.set_title(place)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -442,16 +506,17 @@ if __name__ == "__main__":
     parser.add_argument("--s3-rows", type=int, default=1_000_000, help="0: leave S3 out")
     parser.add_argument(
         "--sections",
-        default="write,merge_on_read,memory",
-        help="comma separated: write (against pyarrow), merge_on_read (against copy-on-write), memory",
+        default="write,merge_on_read,virtual_keys,memory",
+        help="comma separated: write (against pyarrow), merge_on_read (against copy-on-write), "
+        "virtual_keys (against meta fields), memory",
     )
     parser.add_argument("--plot", metavar="PNG")
     args = parser.parse_args()
     sections = {s.strip() for s in args.sections.split(",") if s.strip()}
-    unknown = sections - {"write", "merge_on_read", "memory"}
+    unknown = sections - {"write", "merge_on_read", "virtual_keys", "memory"}
     if unknown:
         parser.error(f"unknown section(s): {', '.join(sorted(unknown))}")
-    results, merge_on_read = main(args.rows, args.s3_rows, sections)
+    results, merge_on_read, virtual_keys = main(args.rows, args.s3_rows, sections)
     memory = {}
     if "memory" in sections:
         memory = {
@@ -461,8 +526,12 @@ if __name__ == "__main__":
             "pyarrow.dataset.write_dataset, a stream": peak_memory("pyarrow-stream", args.rows),
         }
     report(results, memory)
-    report_merge_on_read(merge_on_read)
+    report_pairs(merge_on_read, "merge-on-read vs copy-on-write", ("MOR", "COW/base"), MOR_GOALS)
+    report_pairs(virtual_keys, "virtual keys vs meta fields", ("virtual", "meta"), VIRTUAL_KEY_GOALS)
     if args.plot and results:
         plot(results, args.plot)
+    stem = (args.plot or "").removesuffix(".png")
     if args.plot and merge_on_read:
-        plot_merge_on_read(merge_on_read, args.plot.removesuffix(".png") + "-merge-on-read.png")
+        plot_pairs(merge_on_read, f"{stem}-merge-on-read.png", "merge-on-read / copy-on-write", MOR_GOALS)
+    if args.plot and virtual_keys:
+        plot_pairs(virtual_keys, f"{stem}-virtual-keys.png", "virtual keys / meta fields", VIRTUAL_KEY_GOALS)

@@ -167,10 +167,16 @@ def write(
     operation = operation_of(given, mode == "overwrite", from_sql=False)
     data = df.drop(*[c for c in META_COLUMNS if c in df.columns])
     job = WriteJob.open(table, operation, rows)
-    with job:
+    plan = json.dumps({"operationType": operation.upper(), "engine": "spark"}).encode()
+
+    def begin() -> None:
         job.begin()
-        job.inflight(json.dumps({"operationType": operation.upper(), "engine": "spark"}).encode())
+        job.inflight(plan)
+
+    with job:
         if operation in DISTRIBUTED:
+            _check_key_values(data, job, rows)
+            begin()
 
             def new_groups(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
                 task, attempt = task_ids()
@@ -179,5 +185,27 @@ def write(
 
             stats = stats_from(data.mapInArrow(new_groups, STATS_SCHEMA).collect())
         else:
-            stats = rewrite_by_file_group(spark, data, job)
+            stats = rewrite_by_file_group(spark, data, job, begin)
         return job.commit(stats, distributed=True)
+
+
+def _check_key_values(data: DataFrame, job: WriteJob, rows: pa.Schema) -> None:
+    """Where the rows' key or partition columns are of another type than the table's (a
+    double key Spark read from a CSV, say), a Spark job conforms the rows first, so values
+    that do not convert exactly are refused before the write begins; rows of the table's
+    types need no such pass."""
+    schema = job.schema if job.table_schema is not None else None
+    config = job.table.config
+    keys = [*config.record_key_fields, *config.partition_fields]
+    if schema is None or all(
+        c not in rows.names or c not in schema.names or rows.field(c).type == schema.field(c).type
+        for c in keys
+    ):
+        return
+
+    def conformed(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            job.conform(pa.Table.from_batches([batch]))
+        yield from ()
+
+    data.mapInArrow(conformed, "x int").collect()

@@ -17,7 +17,7 @@ Only the file groups that hold a changed key, or receive inserts, are rewritten.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -38,8 +38,14 @@ TARGET = "_fed_target"
 SLOT = "_fed_slot"
 
 
-def rewrite_by_file_group(spark: SparkSession, data: DataFrame, job: WriteJob) -> list[WriteStat]:
-    """Run an upsert or delete of ``data`` in Spark; the write stats of every file written."""
+def rewrite_by_file_group(
+    spark: SparkSession, data: DataFrame, job: WriteJob, begin: Callable[[], None]
+) -> list[WriteStat]:
+    """Run an upsert or delete of ``data`` in Spark; the write stats of every file written.
+
+    ``begin`` begins the job's instant: called once the rows are tagged and their keys looked
+    up, so rows the tag step refuses (a key that does not fit the table's type, a null
+    ordering value) are refused before anything of the write exists."""
     planner = WritePlanner(job)
     tagged_schema = StructType(
         [*data.schema.fields, StructField(PARTITION, StringType()), StructField(KEY, StringType())]
@@ -75,6 +81,7 @@ def rewrite_by_file_group(spark: SparkSession, data: DataFrame, job: WriteJob) -
         routes = _insert_routes(planner, {p: n for p, n in inserts.items() if n}, slices)
     shared_index = spark.sparkContext.broadcast(index)
     deleting = job.operation == DELETE
+    begin()  # the rewrite tasks below write the instant's files
 
     def route(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:

@@ -42,6 +42,7 @@ from fedcore.records import (
     RECORD_KEY,
     conform_to,
     record_keys,
+    stored_keys,
     with_meta_fields,
 )
 from fedcore.timeline import Timeline
@@ -275,7 +276,7 @@ def encode_log(
     blocks = []
     n = len(group.rows)
     if n:
-        rows = _with_meta(table, source, naming, group, group.file_id)
+        rows = file_rows(table, _with_meta(table, source, naming, group, group.file_id), log=True)
         if P.LOG_DATA_BLOCK_FORMAT.of(table.options) == "avro":
             blocks.append(avro_data_block(rows, instant, avro))
         else:
@@ -298,8 +299,15 @@ def _with_meta(
     new_rows = data.take(group.rows) if n else data.slice(0, 0)
     if schema is not None and n:
         new_rows = new_rows.select(schema.names)
-    sequence = pc.cast(pa.array(np.arange(n, dtype=np.int64)), pa.string())
     config = table.config
+    if not P.POPULATE_META_FIELDS.of(config):
+        # Virtual keys: the files hold no meta values, so none is computed; the keys only
+        # where the write has them (a rewrite merges by them).
+        nulls = pa.nulls(n, pa.string())
+        found = nulls if keys is None else keys.take(group.rows)
+        meta = [nulls, nulls, found, nulls, pa.repeat(pa.scalar(name), n)]
+        return pa.Table.from_arrays([*meta, *new_rows.columns], names=[*META_COLUMNS, *new_rows.column_names])
+    sequence = pc.cast(pa.array(np.arange(n, dtype=np.int64)), pa.string())
     return pa.Table.from_arrays(
         [
             pa.repeat(pa.scalar(instant), n),
@@ -334,8 +342,12 @@ def encode_group(
         return encode_base_file(table, fresh, parquet)
     stored = open_parquet(io.BytesIO(base))
     names = stored.schema_arrow.names
+    config = table.config
     if group.base_keys is None:
         old = stored.read(use_threads=False)
+        if not P.POPULATE_META_FIELDS.of(config) and group.removed_keys is not None:
+            keys = stored_keys(old, config.record_key_fields, config.get(P.KEY_GENERATOR_CLASS, ""), False)
+            old = old.set_column(names.index(RECORD_KEY), RECORD_KEY, keys)
     else:  # read already: decode the rest only
         old = stored.read(columns=[c for c in names if c != RECORD_KEY], use_threads=False)
         old = old.add_column(names.index(RECORD_KEY), RECORD_KEY, group.base_keys)
@@ -357,10 +369,13 @@ def encode_base_file(
     table: TableHandle, fresh: pa.Table, parquet: Mapping[str, Any]
 ) -> tuple[bytes, int, str | None]:
     """A base file of ``fresh`` (meta columns first), as Hudi writes one: the record-key range
-    in its footer; with its rows and its column statistics (``io.parquet.file_stats``)."""
+    in its footer; with its rows and its column statistics (``io.parquet.file_stats``). A
+    table without meta fields keeps only the file name of them (and no key range), one with
+    dropped partition columns leaves them out (``file_rows``)."""
+    fresh = file_rows(table, fresh)
     all_keys = fresh.column(RECORD_KEY)
     footer = {}
-    if fresh.num_rows:
+    if fresh.num_rows and P.POPULATE_META_FIELDS.of(table.config):
         footer = {
             b"hoodie_min_record_key": str(pc.min(all_keys).as_py()).encode(),
             b"hoodie_max_record_key": str(pc.max(all_keys).as_py()).encode(),
@@ -382,6 +397,26 @@ def encode_base_file(
     )
     stats = file_stats(written[0], stats_columns(table.options, columns)) if written else None
     return sink.getvalue().to_pybytes(), fresh.num_rows, stats
+
+
+def file_rows(table: TableHandle, rows: pa.Table, *, log: bool = False) -> pa.Table:
+    """Rows (meta columns first) as the table's data files hold them, as Hudi writes them:
+    with ``hoodie.populate.meta.fields=false`` (virtual keys; copy-on-write tables only) the
+    meta columns are null but the file name (readers compute the rest); with
+    ``hoodie.datasource.write.drop.partition.columns=true`` a base file leaves the partition
+    columns out (readers take them from the path; log files keep them, as Hudi's merge-on-read
+    upserts do)."""
+    config = table.config
+    if not P.POPULATE_META_FIELDS.of(config):
+        nulls = pa.nulls(rows.num_rows, pa.string())
+        name = rows.column(FILE_NAME) if FILE_NAME in rows.column_names else nulls
+        data = rows.drop_columns([c for c in META_COLUMNS if c in rows.column_names])
+        rows = pa.Table.from_arrays(
+            [nulls, nulls, nulls, nulls, name, *data.columns], names=[*META_COLUMNS, *data.column_names]
+        )
+    if not log and P.DROP_PARTITION_COLUMNS.of(config):
+        rows = rows.drop_columns([c for c in config.partition_fields if c in rows.column_names])
+    return rows
 
 
 def stats_columns(options: Mapping[str, str], columns: Sequence[str]) -> frozenset[str]:

@@ -238,6 +238,7 @@ class TableHandle:
                     continue  # a log file
                 with self.fs.errors(stat.path), open_sized(self.fs, stat.path, stat.file_size) as handle:
                     found = strip_meta(read_parquet_schema(handle).empty_table()).schema.remove_metadata()
+                found = self._with_dropped_partition_columns(found, metadata.schema)
                 return found if logged is None else evolve(found, logged, fill_missing=True)
             if metadata.stats and logged is None and metadata.schema:
                 logged = self._arrow_schema(metadata.schema)
@@ -245,6 +246,20 @@ class TableHandle:
             return logged
         avro = self.commit_metadata(writes[-1]).schema if writes else self.config.get(P.CREATE_SCHEMA)
         return self._arrow_schema(avro) if avro else None
+
+    def _with_dropped_partition_columns(self, found: pa.Schema, avro: str | None) -> pa.Schema:
+        """A base file's schema with the partition columns its table leaves out of files
+        (``hoodie.datasource.write.drop.partition.columns``), typed as the commit's schema
+        has them, else as text (as Hudi's readers take them from paths), last."""
+        if not P.DROP_PARTITION_COLUMNS.of(self.config):
+            return found
+        missing = [f for f in self.config.partition_fields if f not in found.names]
+        if not missing:
+            return found
+        written = self._arrow_schema(avro) if avro else pa.schema([])
+        return pa.schema(
+            [*found, *(written.field(f) if f in written.names else pa.field(f, pa.string()) for f in missing)]
+        )
 
     def _arrow_schema(self, avro: str) -> pa.Schema:
         """The data columns of an Avro schema, in Arrow."""

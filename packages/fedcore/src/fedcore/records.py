@@ -237,7 +237,7 @@ def record_key_array(data: pa.Table, key_fields: Sequence[str], complex_keys: bo
     for field in key_fields:
         column = data.column(field)
         kind = column.type
-        if pa.types.is_floating(kind) or pa.types.is_timestamp(kind) or pa.types.is_nested(kind):
+        if not _spelled_by_cast(kind):
             raise UnsupportedTableError(
                 f"record key field {field!r} is {kind}: fedcore cannot spell its values as Hudi's "
                 "key generator does, so it cannot compute this table's record keys"
@@ -248,6 +248,46 @@ def record_key_array(data: pa.Table, key_fields: Sequence[str], complex_keys: bo
         return _complex_keys(key_fields, spelled)
     joined = texts[0]
     return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
+
+
+def stored_keys(data: pa.Table, key_fields: Sequence[str], key_generator: str, meta_fields: bool) -> pa.Array:
+    """The record keys of stored rows (as text): their ``_hoodie_record_key``, or for a table
+    written without meta fields (virtual keys, ``meta_fields`` False), computed from the key
+    fields as Hudi's key generators spell them (``record_key_array``)."""
+    if meta_fields:
+        keys = data.column(RECORD_KEY)
+        keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+        return keys if pa.types.is_string(keys.type) else keys.cast(pa.string())
+    complex_keys = len(key_fields) > 1 or key_generator.strip() == P.COMPLEX_KEY_GENERATOR
+    return record_key_array(data, key_fields, complex_keys)
+
+
+def _spelled_by_cast(kind: pa.DataType) -> bool:
+    """Whether Arrow's cast to text spells values of ``kind`` as Java's ``toString`` does (not
+    floating point, timestamps or nested values)."""
+    return not (pa.types.is_floating(kind) or pa.types.is_timestamp(kind) or pa.types.is_nested(kind))
+
+
+def stored_key_columns(key_fields: Sequence[str], meta_fields: bool) -> list[str]:
+    """The columns ``stored_keys`` reads: the meta column, or (virtual keys) the key fields."""
+    return [RECORD_KEY] if meta_fields else list(key_fields)
+
+
+def virtual_key_types_error(schema: pa.Schema, key_fields: Sequence[str]) -> UnsupportedTableError | None:
+    """Why a table written without meta fields (virtual keys) could not spell the keys of rows
+    in ``schema`` as Hudi's key generators do (None: it can): every read and upsert computes
+    them, so a key fedcore cannot spell exactly is refused before it is written."""
+    for field in key_fields:
+        if field not in schema.names:
+            continue
+        kind = schema.field(field).type
+        if not _spelled_by_cast(kind):
+            return UnsupportedTableError(
+                f"record key field {field!r} is {kind}: a table without meta fields "
+                f"({P.POPULATE_META_FIELDS}=false) computes its keys from their values, and fedcore "
+                "cannot spell such values as Hudi's key generators do; keep meta fields for this table"
+            )
+    return None
 
 
 def conform_to(data: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -35,7 +35,8 @@ from fedcore.records import (
     PARTITION_PATH,
     RECORD_KEY,
     conform_to,
-    record_key_array,
+    stored_key_columns,
+    stored_keys,
 )
 
 if TYPE_CHECKING:
@@ -192,7 +193,7 @@ class SliceReader:
         assert self.rules is not None
         assert self.instant is not None
         rules = self.rules
-        key_columns = [RECORD_KEY] if self.meta_fields else list(self.table.config.record_key_fields)
+        key_columns = stored_key_columns(self.table.config.record_key_fields, self.meta_fields)
         merging = [*key_columns, *([rules.ordering_field] if rules.ordering_field else [])]
         if IS_DELETED in self.types:
             merging.append(IS_DELETED)
@@ -233,14 +234,9 @@ class SliceReader:
 
     def _keys(self, data: pa.Table) -> pa.Array:
         """The record keys of stored rows: the meta column, or computed (virtual keys)."""
-        if self.meta_fields:
-            return data.column(RECORD_KEY).combine_chunks()
         config = self.table.config
-        fields = config.record_key_fields
-        complex_keys = (
-            len(fields) > 1 or config.get(P.KEY_GENERATOR_CLASS, "").strip() == P.COMPLEX_KEY_GENERATOR
-        )
-        return record_key_array(data, fields, complex_keys)
+        generator = config.get(P.KEY_GENERATOR_CLASS, "")
+        return stored_keys(data, config.record_key_fields, generator, self.meta_fields)
 
     def _with_computed_columns(
         self, data: pa.Table, file_slice: FileSlice, instant: str, file_name: str

@@ -34,6 +34,7 @@ from fedcore.handle import (
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import StorageOptions, filesystem_for
 from fedcore.io.uris import normalize_uri
+from fedcore.partitioning import VALUE_ENCODING_KEY_GENERATORS, PartitionScheme
 from fedcore.records import META_COLUMNS, WriteInput
 from fedcore.scan import DataScan
 from fedcore.storage.loader import load_storage_strategy, named_strategy_class
@@ -233,6 +234,7 @@ def create_table(
         federated=not strategy.data_under_table_path,
     )
     P.check_options(config)
+    check_file_shape(config)
     fs = filesystem_for(table_path, storage_options)
     _prepare_new_table_path(fs, table_path, start_over)
     config.save_new(fs, table_path)
@@ -241,6 +243,51 @@ def create_table(
     if index is not None:
         index.point_to_no_manifest()
     return table
+
+
+def check_file_shape(config: TableConfig) -> None:
+    """Refuse, at creation, what a table without meta fields or without partition columns in
+    its files could not be written and read back exactly by (Hudi refuses the first too):
+    virtual keys on a merge-on-read table (Hudi's readers merge by meta fields), computed by
+    a key generator other than Hudi's simple, complex or non-partitioned ones, or from a
+    column its files leave out; partition columns left out
+    of files whose paths do not spell their values (a timestamp-based key generator), or
+    that the table orders records by."""
+    fields = set(config.partition_fields)
+    dropped = P.DROP_PARTITION_COLUMNS.of(config)
+    if not P.POPULATE_META_FIELDS.of(config):
+        generator = config.get(P.KEY_GENERATOR_CLASS, "").strip()
+        if generator not in VALUE_ENCODING_KEY_GENERATORS:
+            raise InvalidTableConfigError(
+                str(P.POPULATE_META_FIELDS),
+                f"false needs a simple, complex or non-partitioned key generator (Hudi's rule); "
+                f"the table's is {generator or 'not set'}",
+            )
+        if config.merge_on_read:
+            raise InvalidTableConfigError(
+                str(P.POPULATE_META_FIELDS),
+                "false is for copy-on-write tables: Apache Hudi's merge-on-read readers merge log "
+                "records by their meta fields (1.0 reads _hoodie_record_key; 0.15 only a text key)",
+            )
+        if dropped and fields & set(config.record_key_fields):
+            raise InvalidTableConfigError(
+                str(P.DROP_PARTITION_COLUMNS),
+                "true leaves a record key field out of the files, from which a table without meta "
+                "fields computes its keys",
+            )
+    if not dropped:
+        return
+    if not PartitionScheme.from_config(config).encodes_values:
+        raise InvalidTableConfigError(
+            str(P.DROP_PARTITION_COLUMNS),
+            "true needs partition paths that spell the columns' values (a simple or complex key "
+            "generator): readers take the values from the paths",
+        )
+    if config.precombine_field in fields:
+        raise InvalidTableConfigError(
+            str(P.DROP_PARTITION_COLUMNS),
+            f"true would leave the ordering field {config.precombine_field!r} out of the files",
+        )
 
 
 def _prepare_new_table_path(fs: AbstractFileSystem, table_path: str, start_over: bool) -> None:

@@ -54,7 +54,15 @@ from fedcore.file_writer import (
 from fedcore.handle import TableHandle
 from fedcore.log_merge import merge_rules
 from fedcore.metadata.format import ADD, REPLACE, Op
-from fedcore.records import check_keys, conform, conform_keys, evolve, partition_rows, strip_meta
+from fedcore.records import (
+    check_keys,
+    conform,
+    conform_keys,
+    evolve,
+    partition_rows,
+    strip_meta,
+    virtual_key_types_error,
+)
 from fedcore.services import run_table_services
 from fedcore.timeline import COMMIT, DELTA_COMMIT, REPLACE_COMMIT, Timeline
 from fedcore.transaction import Heartbeat, Transaction, roll_back_failed_writes, stat_claims
@@ -187,6 +195,10 @@ class WriteJob:
             schema = (
                 given if table_schema is None else evolve(table_schema, given, fill_missing=fill, keys=keys)
             )
+            if not P.POPULATE_META_FIELDS.of(table.config):
+                error = virtual_key_types_error(schema, table.config.record_key_fields)
+                if error is not None:
+                    raise error
         return cls(table, operation, timeline, schema, table_schema, extra_metadata)
 
     def __getstate__(self) -> dict[str, Any]:
