@@ -83,6 +83,9 @@ def test_keys_that_would_change_and_null_ordering_values_are_refused(
         fed_spark.write(doubles(fed, [9.0, 1.5], 20, 0.0), table.path, insert)
     with pytest.raises(Exception, match=r"InvalidRecordsError: record 0 has a null value in 'ts'"):
         fed_spark.write(doubles(fed, [1.0], None, 0.0), table.path)
+    with pytest.raises(Exception, match="SchemaMismatchError") as raised:
+        fed_spark.write(doubles(fed, [2.5], 20, 0.0), table.path)
+    assert "Traceback (most recent call last)" not in str(raised.value), "one line from the task"
     got = load_table(table.path, storage_options=backend.storage_options)
     assert rows(got) == {i: ("us", 10.0 + i) for i in range(6)}
     assert [i.action for i in got.timeline().completed()] == ["commit"], "nothing else committed"

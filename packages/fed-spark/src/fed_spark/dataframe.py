@@ -29,6 +29,7 @@ from typing import Literal
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
+from fed_spark.errors import one_line
 from fed_spark.filters import exact
 from fed_spark.options import AS_OF_INSTANT, QUERY_TYPE, WriteOptions
 from fed_spark.session import registered
@@ -178,6 +179,7 @@ def write(
             _check_key_values(data, job, rows)
             begin()
 
+            @one_line
             def new_groups(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
                 task, attempt = task_ids()
                 found = [b for b in batches if b.num_rows]
@@ -203,6 +205,7 @@ def _check_key_values(data: DataFrame, job: WriteJob, rows: pa.Schema) -> None:
     ):
         return
 
+    @one_line
     def conformed(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             job.conform(pa.Table.from_batches([batch]))

@@ -56,6 +56,16 @@ def _wrapped(method: Callable[..., Any]) -> Callable[..., Any]:
     return plain
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def one_line(function: F) -> F:
+    """``function``, which Spark runs in its workers (a ``mapInArrow`` function), reporting a
+    fedcore error as its one line."""
+    wrapped: F = _wrapped(function)  # type: ignore[assignment]
+    return wrapped
+
+
 def one_line_errors(cls: C) -> C:
     """Wrap the methods Spark calls on ``cls`` (every public function its body defines)."""
     for name, member in list(vars(cls).items()):

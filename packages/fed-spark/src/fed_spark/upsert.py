@@ -27,8 +27,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from fed_spark.errors import one_line
 from fed_spark.write import STATS_SCHEMA, stat_batch, stats_from, task_ids
 from fedcore.engine import DELETE, BaseFile, WriteJob, WritePlanner, WriteStat
+from fedcore.exceptions import DataFileMissingError
 
 PARTITION = "_fed_partition_path"
 KEY = "_fed_record_key"
@@ -51,6 +53,7 @@ def rewrite_by_file_group(
         [*data.schema.fields, StructField(PARTITION, StringType()), StructField(KEY, StringType())]
     )
 
+    @one_line
     def tag(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             paths, keys = planner.tag(pa.Table.from_batches([batch]))
@@ -83,6 +86,7 @@ def rewrite_by_file_group(
     deleting = job.operation == DELETE
     begin()  # the rewrite tasks below write the instant's files
 
+    @one_line
     def route(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             partitions = batch.column(PARTITION).to_numpy(zero_copy_only=False)
@@ -124,6 +128,7 @@ def rewrite_by_file_group(
 
     data_columns = list(data.columns)
 
+    @one_line
     def rewrite(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         found = [b for b in batches if b.num_rows]
         if not found:
@@ -144,7 +149,11 @@ def rewrite_by_file_group(
             slices,
         )
         task, attempt = task_ids()
-        yield stat_batch(job.write_task(groups, chunk.select(data_columns), keys, task, attempt))
+        try:
+            stats = job.write_task(groups, chunk.select(data_columns), keys, task, attempt)
+        except DataFileMissingError as error:  # a concurrent writer's doing, or a lost file
+            raise job.missing_file(error) from error
+        yield stat_batch(stats)
 
     try:
         return stats_from(routed.mapInArrow(rewrite, STATS_SCHEMA).collect())
@@ -176,12 +185,16 @@ def _key_index(
         max(1, min(parallelism, len(described)))
     )
 
+    @one_line
     def keys_of(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for partition, file_id, instant, _name, _size in zip(
                 *(c.to_pylist() for c in batch.columns), strict=True
             ):
-                keys = planner.group_keys(partition, slices[(partition, file_id)])
+                try:
+                    keys = planner.group_keys(partition, slices[(partition, file_id)])
+                except DataFileMissingError as error:  # a concurrent writer's doing, or a lost file
+                    raise planner.job.missing_file(error) from error
                 keys = keys.filter(pc.is_in(keys, value_set=wanted.value[partition]))
                 n = len(keys)
                 if not n:

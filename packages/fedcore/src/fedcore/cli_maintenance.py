@@ -53,8 +53,19 @@ def maintenance_commands(commands: Any) -> None:
     )
     repair.set_defaults(run=_repair)
 
-    verify = add("verify", "compare the metadata table with storage: missing files, orphans")
+    verify = add(
+        "verify",
+        "compare the metadata table with storage: missing files, orphans (exit 0: the table passes; "
+        "1: it fails the check; 2: it could not be checked)",
+    )
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
+    verify.add_argument(
+        "--deep",
+        action="store_true",
+        help="also read every referenced file and check it against what was recorded of it (a "
+        "base file's footer, rows and column statistics; a log file's blocks): finds truncated, "
+        "zeroed and swapped files, at one read per file",
+    )
     verify.add_argument(
         "--delete-orphans", action="store_true", help="delete orphans older than --older-than"
     )
@@ -153,7 +164,7 @@ def _verify(args: argparse.Namespace) -> int:
         raise FedError("--delete-orphans and --older-than DURATION go together")
     table = open_table(args)
     with _listing_bar() as progress:
-        report = verify_table(table, progress)
+        report = verify_table(table, progress, deep=args.deep)
     if args.delete_orphans:
         delete_orphans(table, report, args.older_than)
     print(json.dumps(report.to_json(), indent=2) if args.json else report.format())

@@ -99,8 +99,18 @@ class StoragePermissionError(StorageError, PermissionError):
     """Storage refused access to a path."""
 
 
+class StorageUnavailableError(StorageError, ConnectionError):
+    """The storage endpoint cannot be reached: it refuses connections, its host does not
+    resolve, or it timed out on every retry."""
+
+
 class DataFileMissingError(StorageFileNotFoundError):
     """A data file the table's metadata references is not in storage (deleted outside fedcore)."""
+
+
+class DataFileCorruptError(StorageError):
+    """A data file the table's metadata references cannot be decoded: truncated, overwritten,
+    or not a Parquet file (damaged outside fedcore). The message names it and what to do."""
 
 
 class UnsupportedTableVersionError(FedError):

@@ -209,14 +209,18 @@ def write_group(
     name = relative.rpartition("/")[2]
     base = group.base_bytes
     group.base_bytes = None  # held by this call only from here
-    if group.base is not None and base is None:
+    fs = table.fs
+    base_path = ""
+    if group.base is not None:
         base_path = f"{group.partition}/{group.base[1]}" if group.partition else group.base[1]
-        fs = table.fs
+    if group.base is not None and base is None:
         with fs.errors(base_path), open_sized(fs, base_path, group.base_size) as handle:
             base = handle.read()
-    payload, rows_written, column_stats = encoder.submit(
-        encode_group, table, source, naming, name, group, base
-    ).result()
+    # The base file is decoded as it is merged: its damage is named as the file's.
+    with fs.errors(base_path) if base_path else contextlib.nullcontext():
+        payload, rows_written, column_stats = encoder.submit(
+            encode_group, table, source, naming, name, group, base
+        ).result()
     put(relative, payload)
     updates = group.updates
     return WriteStat(

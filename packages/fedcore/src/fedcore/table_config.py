@@ -21,6 +21,7 @@ from fsspec import AbstractFileSystem
 from fedcore import properties as P
 from fedcore.exceptions import InvalidTableConfigError, TableAlreadyExistsError, TableNotFoundError
 from fedcore.io.atomic import create_exclusive, replace_atomic
+from fedcore.io.errors import storage_errors
 
 _SECRET_KEY_RE = re.compile(
     r"secret|password|passwd|credential|access[._-]?key|session[._-]?token|sas[._-]?token", re.I
@@ -119,7 +120,8 @@ class TableConfig(Mapping[str, str]):
     def load(cls, fs: AbstractFileSystem, table_path: str) -> TableConfig:
         path = properties_path(table_path)
         try:
-            data = fs.cat_file(path)
+            with storage_errors(path):
+                data = fs.cat_file(path)
         except FileNotFoundError:
             raise TableNotFoundError(f"no table at {table_path} ({path} does not exist)") from None
         return cls.from_bytes(bytes(data))
@@ -216,12 +218,32 @@ class TableConfig(Mapping[str, str]):
                 P.TABLE_CHECKSUM,
                 f"{checksum} does not match the table name and database: the file is corrupt",
             )
+        for key in _FLAGS:
+            value = self._props.get(key)
+            if value is not None and value.strip().lower() not in ("true", "false"):
+                raise InvalidTableConfigError(key, f"{value!r} is not true or false")
+        if self._props.get(str(P.POPULATE_META_FIELDS), "true").strip().lower() == "false" and not (
+            self.record_key_fields
+        ):
+            raise InvalidTableConfigError(
+                P.RECORD_KEY_FIELDS, "is missing: a table without meta fields computes its keys from them"
+            )
         for key in self._props:
             if _SECRET_KEY_RE.search(key):
                 raise InvalidTableConfigError(
                     key,
                     "looks like a credential; pass credentials as storage options, never as table properties",
                 )
+
+
+#: Flags a table's config may hold, read as true or false wherever they are used.
+_FLAGS = (
+    P.HIVE_STYLE_PARTITIONING,
+    P.URL_ENCODE_PARTITIONING,
+    str(P.POPULATE_META_FIELDS),
+    str(P.DROP_PARTITION_COLUMNS),
+    str(P.METADATA_ENABLE),
+)
 
 
 def _split_fields(value: str) -> tuple[str, ...]:

@@ -17,7 +17,7 @@ from typing import Final
 import pyarrow as pa
 
 from fedcore.commit_metadata import WriteStat
-from fedcore.exceptions import InvalidRecordsError
+from fedcore.exceptions import DataFileMissingError, InvalidRecordsError
 from fedcore.file_writer import (
     FileGroupWrite,
     file_names,
@@ -147,10 +147,13 @@ class WriteClient:
         planner = WritePlanner(job)  # one per write: its chunks' keys and their file groups
         prepared = [self._prepare(first, planner)]
         del first  # each chunk is let go once its files are written
-        with job:
-            job.begin()
-            later = (self._prepare(chunk, planner) for chunk in chunks)
-            return self._write(planner, prepared.pop(), later)
+        try:
+            with job:
+                job.begin()
+                later = (self._prepare(chunk, planner) for chunk in chunks)
+                return self._write(planner, prepared.pop(), later)
+        except DataFileMissingError as error:  # rolled back: was it a concurrent writer's doing?
+            raise job.missing_file(error) from error
 
     def _prepare(self, data: pa.Table, planner: WritePlanner) -> Prepared:
         """Records checked and conformed to the table's schema, with their partitions and

@@ -33,7 +33,13 @@ import pyarrow as pa
 from fedcore import properties as P
 from fedcore.avro_schema import to_avro_json
 from fedcore.commit_metadata import CommitMetadata, WriteStat
-from fedcore.exceptions import InvalidRecordsError
+from fedcore.exceptions import (
+    CommitConflictError,
+    DataFileMissingError,
+    FedError,
+    InvalidRecordsError,
+    InvalidTableConfigError,
+)
 from fedcore.file_writer import (
     Encoding,
     FileGroupWrite,
@@ -156,6 +162,8 @@ class WriteJob:
         #: The table's schema before this write (None: this write defines it).
         self.table_schema = table_schema
         self.timeline: Timeline | None = timeline
+        #: The writes completed when the job opened: one completed since is a concurrent one.
+        self.seen_writes = frozenset(i.time for i in timeline.completed(table.write_actions))
         #: Recorded in the commit's ``extraMetadata`` (and its inflight plan, where written
         #: by ``WriteClient``): a streaming sink's checkpoint.
         self.extra_metadata = dict(extra_metadata or {})
@@ -179,6 +187,12 @@ class WriteJob:
         """Recover from failed writes and learn the table's schema: one listing of the
         timeline, which the plan uses too. ``input_schema``: the rows' schema, which a first
         write makes the table's; ``extra_metadata``: kept in the commit's ``extraMetadata``."""
+        if not table.config.record_key_fields:
+            raise InvalidTableConfigError(
+                P.RECORD_KEY_FIELDS,
+                f"is missing from table {table.name}'s hoodie.properties: fedcore writes tables whose "
+                "records have keys (a table written with Hudi's generated keys is read, not written)",
+            )
         upgrade_config(table)  # before anything of this write exists
         timeline = table.timeline()
         timeline.check_readable(table.name, table.config.merge_on_read)
@@ -366,6 +380,24 @@ class WriteJob:
         names = file_names(self.instant, len(groups), task=task, attempt=attempt)
         with self.beating():
             return self.write_groups(groups, source, names, self.put())
+
+    def missing_file(self, error: DataFileMissingError) -> FedError:
+        """What a data file this job planned by and found gone means: a write that completed
+        since the job opened replaced the file's group (and its clean deleted the version
+        read), which is a conflict (``CommitConflictError`` naming that write: retry this one);
+        with no such write, the file the table still references is gone (``error``)."""
+        newer = sorted(
+            i.time
+            for i in self.table.timeline().completed(self.table.write_actions)
+            if i.time not in self.seen_writes
+        )
+        if not newer:
+            return error
+        return CommitConflictError(
+            f"table {self.table.name}: {error.filename} was replaced while this {self.operation} ran, by "
+            f"a write that completed since it began (instant {newer[-1]}), and cleaned; nothing of "
+            "this write is visible: retry it"
+        )
 
     def conform(self, data: pa.Table) -> pa.Table:
         """Rows in the job's schema (``records.conform``); a delete's key and partition columns

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from multiprocessing.connection import Connection
 from types import TracebackType
-from typing import Final
+from typing import Final, NamedTuple, TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from fed_dev.lab.partitions import Limits, PartitionModel, Split
@@ -42,13 +42,7 @@ WRITE_METHODS: Final = frozenset({"PUT", "POST", "DELETE"})
 
 def slow_down_body(resource: str) -> bytes:
     """S3's error body for a throttled request."""
-    request_id = uuid.uuid4().hex[:16].upper()
-    return (
-        '<?xml version="1.0" encoding="UTF-8"?>\n'
-        "<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message>"
-        f"<Resource>{resource}</Resource><RequestId>{request_id}</RequestId>"
-        f"<HostId>{request_id}</HostId></Error>"
-    ).encode()
+    return error_body("SlowDown", "Please reduce your request rate.", resource)
 
 
 class ProxyStats:
@@ -80,21 +74,51 @@ class ProxyStats:
             )
 
 
-class ThrottlingProxy:
-    """Start with ``start()`` (or as a context manager); point S3 clients at ``endpoint_url``."""
+class Reply(NamedTuple):
+    """An answer a relay gives in the store's place: its status, reason and S3 error body."""
 
-    def __init__(self, backend_url: str, model: PartitionModel) -> None:
+    status: int
+    reason: str
+    body: bytes
+
+
+def error_body(code: str, message: str, resource: str) -> bytes:
+    """S3's XML error body."""
+    request_id = uuid.uuid4().hex[:16].upper()
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        f"<Error><Code>{code}</Code><Message>{message}</Message>"
+        f"<Resource>{resource}</Resource><RequestId>{request_id}</RequestId>"
+        f"<HostId>{request_id}</HostId></Error>"
+    ).encode()
+
+
+class RelayProxy:
+    """An S3 relay on loopback in front of a real S3 server: each request is offered to
+    ``intercept`` (bucket, key, method), which may answer in the store's place; otherwise it
+    is forwarded unchanged (signature headers included, so the server sees what the client
+    signed) and the server's answer is passed back, through ``forwarded``. Start with
+    ``start()`` (or as a context manager); point S3 clients at ``endpoint_url``."""
+
+    name = "relay-proxy"
+
+    def __init__(self, backend_url: str) -> None:
         parts = urlsplit(backend_url)
         if parts.scheme != "http" or parts.hostname is None:
             raise ValueError(f"backend must be an http:// URL, got {backend_url!r}")
         self.backend = (parts.hostname, parts.port or 80)
-        self.model = model
-        self.stats = ProxyStats(time.monotonic())
         self.endpoint_url = ""
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
-    def start(self) -> ThrottlingProxy:
+    def intercept(self, method: str, bucket: str, key: str, resource: str) -> Reply | None:
+        """An answer in the store's place, or None to forward the request."""
+        return None
+
+    def forwarded(self, method: str, bucket: str, sent: int, received: int) -> None:
+        """Called after a request was forwarded and answered."""
+
+    def start(self) -> RelayProxy:
         proxy = self
         local = threading.local()
 
@@ -111,18 +135,17 @@ class ThrottlingProxy:
                 bucket, _, key = unquote(url.path).lstrip("/").partition("/")
                 if not key:  # a bucket-level request: LIST names its prefix
                     key = parse_qs(url.query).get("prefix", [""])[0]
-                write = self.command in WRITE_METHODS
-                if bucket and not proxy.model.admit(bucket, key, write):
-                    proxy.stats.add(time.monotonic(), bucket, write, False)
-                    reply = slow_down_body(url.path)
-                    self.send_response(503, "Slow Down")
+                reply = proxy.intercept(self.command, bucket, key, url.path) if bucket else None
+                if reply is not None:
+                    self.send_response(reply.status, reply.reason)
                     self.send_header("Content-Type", "application/xml")
-                    self.send_header("Content-Length", str(len(reply)))
+                    self.send_header("Content-Length", str(len(reply.body)))
                     self.end_headers()
-                    self.wfile.write(reply)
+                    if self.command != "HEAD":
+                        self.wfile.write(reply.body)
                     return
                 status, reason, headers, data = self._forward(body)
-                proxy.stats.add(time.monotonic(), bucket, write, True, len(body), len(data))
+                proxy.forwarded(self.command, bucket, len(body), len(data))
                 self.send_response(status, reason)
                 for name, value in headers:
                     if name.lower() not in _HOP_BY_HOP and name.lower() != "content-length":
@@ -173,20 +196,46 @@ class ThrottlingProxy:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread, self.endpoint_url = serve_in_thread(self._server, "throttling-proxy")
+        self._thread, self.endpoint_url = serve_in_thread(self._server, self.name)
         return self
 
     def stop(self) -> None:
         shut_down(self._server, self._thread)
         self._server = self._thread = None
 
-    def __enter__(self) -> ThrottlingProxy:
-        return self.start()
+    def __enter__(self: _Relay) -> _Relay:
+        self.start()
+        return self
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
     ) -> None:
         self.stop()
+
+
+_Relay = TypeVar("_Relay", bound=RelayProxy)
+
+
+class ThrottlingProxy(RelayProxy):
+    """S3's per-partition limits in front of a real S3 server: a request the partition model
+    rejects gets ``503 Slow Down``, as S3 answers it, and the server never sees it."""
+
+    name = "throttling-proxy"
+
+    def __init__(self, backend_url: str, model: PartitionModel) -> None:
+        super().__init__(backend_url)
+        self.model = model
+        self.stats = ProxyStats(time.monotonic())
+
+    def intercept(self, method: str, bucket: str, key: str, resource: str) -> Reply | None:
+        write = method in WRITE_METHODS
+        if self.model.admit(bucket, key, write):
+            return None
+        self.stats.add(time.monotonic(), bucket, write, False)
+        return Reply(503, "Slow Down", slow_down_body(resource))
+
+    def forwarded(self, method: str, bucket: str, sent: int, received: int) -> None:
+        self.stats.add(time.monotonic(), bucket, method in WRITE_METHODS, True, sent, received)
 
 
 @dataclass

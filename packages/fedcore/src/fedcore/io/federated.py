@@ -180,7 +180,11 @@ class FederatedFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec s
         if not target.is_data:
             return storage_errors(path, target.path)
         return storage_errors(
-            f"data file {path}", target.path, missing=DataFileMissingError, hint=_missing_data_hint(path)
+            f"data file {path}",
+            target.path,
+            missing=DataFileMissingError,
+            hint=_missing_data_hint(path),
+            data=True,
         )
 
     def _listable(self, rel: str) -> bool:

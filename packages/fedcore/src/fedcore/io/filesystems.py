@@ -24,15 +24,25 @@ is slowed, not failed:
   second; s3fs's tries carry those writes through.
 
 Give ``config_kwargs={"retries": {...}}`` to choose botocore's retries otherwise.
+
+An endpoint that refuses connections, or a host that does not resolve, is no throttling:
+retrying it for minutes only delays the error. Such a request is tried
+``CONNECT_ATTEMPTS`` times (about a second), then fails (``StorageUnavailableError``
+naming the endpoint); a connection or read that times out keeps its retries (a slow or
+overloaded store), each attempt bounded by botocore's ``connect_timeout`` (fedcore's default
+``CONNECT_TIMEOUT_S``; ``config_kwargs={"connect_timeout": ...}`` to change it).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, TypeAlias
 
+import aiobotocore.session
+import botocore.exceptions
 import fsspec
 import fsspec.asyn
 from fsspec import AbstractFileSystem
@@ -51,6 +61,33 @@ S3_RETRY_MODE: Final = "standard"
 #: default is 5; its waits between tries grow 1.7 times from 0.1 s to at most 15 s, so
 #: 15 tries wait about 100 s in all).
 S3_TRIES: Final = 15
+#: Attempts of a request whose endpoint refuses the connection or does not resolve.
+CONNECT_ATTEMPTS: Final = 3
+#: Seconds a connection may take to open (botocore's default is 60).
+CONNECT_TIMEOUT_S: Final = 5
+
+
+def _unreachable_fails_fast(
+    caught_exception: BaseException | None = None, attempts: int = 0, **_: Any
+) -> None:
+    """botocore's ``needs-retry`` hook, run before its retry handler: a refused connection or
+    an unknown host is raised once ``CONNECT_ATTEMPTS`` attempts failed (timeouts are left
+    to the retry handler)."""
+    if (
+        isinstance(caught_exception, botocore.exceptions.EndpointConnectionError)
+        and not isinstance(caught_exception, botocore.exceptions.ConnectTimeoutError)
+        and attempts >= CONNECT_ATTEMPTS
+    ):
+        raise caught_exception
+
+
+@functools.cache
+def _s3_session() -> Any:
+    """The botocore session fedcore's S3 filesystems share (one, so that fsspec's cache of
+    filesystems by their options still finds them), with ``_unreachable_fails_fast``."""
+    session = aiobotocore.session.AioSession()
+    session.register("needs-retry.s3", _unreachable_fails_fast, unique_id="fed-unreachable-fails-fast")
+    return session
 
 
 def storage_options_of(pairs: Mapping[str, str]) -> StorageOptions | None:
@@ -100,7 +137,14 @@ def filesystem_for(uri: str, storage_options: StorageOptions | None = None) -> A
     elif protocol == "s3":
         config = dict(options.get("config_kwargs") or {})
         config.setdefault("retries", {"mode": S3_RETRY_MODE, "max_attempts": S3_RETRIES})
+        config.setdefault("connect_timeout", CONNECT_TIMEOUT_S)
         options["config_kwargs"] = config
+        if "session" in options:  # the caller's: it fails fast too
+            options["session"].register(
+                "needs-retry.s3", _unreachable_fails_fast, unique_id="fed-unreachable-fails-fast"
+            )
+        else:
+            options["session"] = _s3_session()
     try:
         fs = fsspec.filesystem(protocol, **options)
     except (ImportError, ValueError) as exc:
