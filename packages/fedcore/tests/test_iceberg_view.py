@@ -56,9 +56,10 @@ def make(backend: Backend, layout: str = "object_store", **extra: str) -> Table:
     )
 
 
-def iceberg(table: Table) -> StaticTable:
-    """The published view as an Iceberg reader opens it: its metadata file alone."""
-    location = current_view(table).location
+def iceberg(table: Table, location: str | None = None) -> StaticTable:
+    """The published view as an Iceberg reader opens it: its metadata file alone (``location``:
+    another version's than the current one)."""
+    location = location or current_view(table).location
     assert location is not None
     props = {}
     if table.storage_options:  # the reader's own credentials, from its own configuration
@@ -241,3 +242,26 @@ def test_racing_publishers_both_land_on_one_history(backend: Backend) -> None:
     view = iceberg(table)
     assert len(view.metadata.snapshots) == 2  # the catch-up landed once, not once per racer
     assert_same(table)
+
+
+def test_the_view_is_cleaned_with_the_table(backend: Backend) -> None:
+    """A publish after each of 100 writes: the files under the view's folder stay bounded
+    (what no retained version reaches is deleted every 10 versions), a reader reads the
+    current version exactly, and the oldest version kept still plans (its metadata whole)."""
+    table = make(backend, **KEEP)
+    fs = filesystem_for(table.path, backend.storage_options)
+    folder = f"{table.path}/{FOLDER}/metadata"
+    counts = []
+    for n in range(100):
+        table.upsert(trips([n % 7, 100 + n], ["us", "de"], ts=n, fare=float(n)))
+        publish(table)
+        fs.invalidate_cache()
+        counts.append(len(fs.ls(folder, detail=False)))
+    assert max(counts[40:]) <= max(counts[:30]), counts  # bounded: not growing with the writes
+    assert_same(table)
+    fs.invalidate_cache()
+    retained = sorted(p for p in fs.ls(folder, detail=False) if p.endswith(".metadata.json"))
+    assert 10 <= len(retained) < 20, retained
+    oldest = iceberg(table, fs.unstrip_protocol(retained[0]))
+    # Its manifest list and manifests are all there (its data files are the table cleaner's).
+    assert len(list(oldest.scan().plan_files())) > 0, "the oldest version kept is whole"
