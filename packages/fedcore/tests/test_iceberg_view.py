@@ -19,8 +19,9 @@ from fedcore.archival import archive
 from fedcore.cleaning import clean
 from fedcore.exceptions import UnsupportedTableError
 from fedcore.iceberg import current_view, publish
+from fedcore.iceberg.locations import FOLDER
 from fedcore.iceberg.schema import iceberg_schema
-from fedcore.iceberg.view import FOLDER, INSTANT_KEY
+from fedcore.iceberg.view import INSTANT_KEY
 from fedcore.io.filesystems import filesystem_for
 from fedcore.rollback import rollback
 from fedcore.table import Table, create_table, load_table

@@ -399,11 +399,13 @@ class WriteJob:
             "this write is visible: retry it"
         )
 
-    def conform(self, data: pa.Table) -> pa.Table:
-        """Rows in the job's schema (``records.conform``); a delete's key and partition columns
-        only, in the table's types (its other columns are never written)."""
-        if self.operation == DELETE:
-            return conform_keys(strip_meta(data), self.table_schema, key_columns(self.table))
+    def conform(self, data: pa.Table, *, keys_only: bool = False) -> pa.Table:
+        """Rows in the job's schema (``records.conform``); with ``keys_only`` (and for a delete,
+        whose other columns are never written) only their key and partition columns are cast,
+        to the table's types (what a record's key and partition path are spelled from)."""
+        if keys_only or self.operation == DELETE:
+            schema = self.table_schema if self.operation == DELETE else self.schema
+            return conform_keys(strip_meta(data), schema, key_columns(self.table))
         return conform(data, self.schema, key_columns(self.table))
 
     def encoding(self, data: pa.Table, keys: pa.Array | None) -> Encoding:

@@ -153,7 +153,7 @@ class WritePlanner:
         """Each row's partition path and record key (its key columns in the table's types);
         an upsert's ordering values checked (``check_ordering``)."""
         self.check_ordering(rows)
-        rows = self.job.conform(rows)
+        rows = self.job.conform(rows, keys_only=True)  # the rest is conformed as it is written
         found = partition_rows(rows, self.table.partition_scheme)
         paths = pa.array(found.paths, pa.string()).take(pa.array(found.codes))
         return paths, self.record_keys(rows)

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from fedcore import properties as P
 from fedcore.exceptions import MetastoreError
 from fedcore.handle import TableHandle
+from fedcore.iceberg.locations import version_of
 from fedcore.iceberg.metastore import INSTANT_PARAMETER, Metastore
-from fedcore.iceberg.view import publish, version_of
+from fedcore.iceberg.view import publish
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from pyiceberg.manifest import read_manifest_list
 from pyiceberg.table.metadata import TableMetadataUtil
 
 from fedcore.iceberg.fileio import FedFileIO
+from fedcore.iceberg.locations import HINT, version_of
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import read_object, remove_files
 
@@ -32,8 +33,6 @@ if TYPE_CHECKING:
 RETAINED_VERSIONS: Final = 10
 #: A publish cleans the view when its version is a multiple of this.
 CLEAN_EVERY: Final = 10
-#: The version hint: never deleted.
-_HINT = "version-hint.text"
 
 
 @dataclass(frozen=True)
@@ -53,9 +52,9 @@ def clean_view(table: TableHandle, folder: str, newest: str) -> ViewCleanup:
         listed = fs.ls(folder, detail=True, refresh=True)
     # A listed name as the view's locations spell it: the folder's URI and the name.
     entries = {f"{folder}/{str(e['name']).rpartition('/')[2]}": e for e in listed if e.get("type") == "file"}
-    versions = sorted((n for n in entries if n.endswith(".metadata.json")), key=_version)
-    kept = [v for v in versions if _version(v) <= _version(newest)][-RETAINED_VERSIONS:]
-    reachable = set(kept) | {f"{folder}/{_HINT}"}
+    versions = sorted((n for n in entries if version_of(n) >= 0), key=version_of)
+    kept = [v for v in versions if version_of(v) <= version_of(newest)][-RETAINED_VERSIONS:]
+    reachable = set(kept) | {f"{folder}/{HINT}"}  # the hint is never deleted
     io = FedFileIO(fs)
     lists: set[str] = set()
     for location in kept:
@@ -75,12 +74,6 @@ def clean_view(table: TableHandle, folder: str, newest: str) -> ViewCleanup:
     ]
     remove_files(fs, doomed)
     return ViewCleanup(len(kept), len(reachable), sorted(doomed))
-
-
-def _version(location: str) -> int:
-    name = location.rpartition("/")[2]
-    head = name.split("-", 1)[0]
-    return int(head) if head.isdigit() else -1
 
 
 def _modified(entry: dict[str, object] | None) -> float | None:

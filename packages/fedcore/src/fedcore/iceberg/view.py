@@ -77,6 +77,7 @@ from fedcore.filenames import BASE_FILE_RE
 from fedcore.handle import TableHandle
 from fedcore.iceberg.data_files import DataFiles, parse_stats, partition_spec
 from fedcore.iceberg.fileio import FedFileIO
+from fedcore.iceberg.locations import HINT, metadata_file, metadata_folder, version_of
 from fedcore.iceberg.retention import CLEAN_EVERY, clean_view
 from fedcore.iceberg.schema import iceberg_schema, name_mapping_json, same_fields
 from fedcore.io.atomic import create_exclusive
@@ -86,8 +87,6 @@ from fedcore.io.parquet import file_stats, read_parquet_metadata
 from fedcore.records import with_meta_fields
 from fedcore.timeline import ROLLBACK, Instant
 
-#: The view's folder, under the table path.
-FOLDER = ".hoodie/iceberg"
 #: Snapshot summary keys naming what a snapshot shows.
 INSTANT_KEY = "fed.instant"
 ACTION_KEY = "fed.action"
@@ -96,8 +95,6 @@ QUERY_TYPE_KEY = "fed.query-type"
 #: Table property: a hash of the commit Avro schema the current Iceberg schema was made for, so
 #: that a publish whose commits record the same schema needs no file footer to learn it.
 SCHEMA_HASH_KEY = "fed.avro-schema-hash"
-_HINT = "version-hint.text"
-_VERSION_RE = re.compile(r"/(\d+)-[0-9a-f]{16}\.metadata\.json$")
 _SHARD_RE = re.compile(r"-m([0-9a-f]{16})\.avro$")
 #: How often a publisher that lost a race for the next version starts again.
 _ATTEMPTS = 5
@@ -125,32 +122,13 @@ class PublishResult:
     metadata: TableMetadata | None = field(default=None, compare=False, repr=False)
 
 
-def metadata_folder(table: TableHandle) -> str:
-    return f"{table.path}/{FOLDER}/metadata"
-
-
-def metadata_file(table: TableHandle, version: int) -> str:
-    """Version ``version``'s metadata file. Its name carries a tag of the table's path: Trino
-    caches metadata files by path without the bucket (and by time and length), so two tables
-    at one key in two buckets, published in the same second, were confused (seen here with
-    Trino 476); with the tag, no two tables share a metadata file name."""
-    tag = str(xxhash.xxh64_hexdigest(table.path.encode()))
-    return f"{metadata_folder(table)}/{version:05d}-{tag}.metadata.json"  # Iceberg's own form
-
-
-def version_of(location: str) -> int:
-    """The version number of a metadata file of the view (-1 for another file)."""
-    match = _VERSION_RE.search(location)
-    return int(match[1]) if match else -1
-
-
 def current_view(table: TableHandle) -> ViewState:
     """The newest published version: the version hint, then a probe past it (the hint is
     written after the version, so it may lag by one or more)."""
     fs = table.fs.table_fs
     folder = metadata_folder(table)
     try:
-        version = int(read_object(fs, f"{folder}/{_HINT}").decode().strip())
+        version = int(read_object(fs, f"{folder}/{HINT}").decode().strip())
     except (FileNotFoundError, ValueError):
         version = 0
     # The hinted version and the next in one round trip; then one more while there are more.
@@ -594,7 +572,7 @@ class _Publisher:
         location = metadata_file(self.table, version)
         create_exclusive(self.table.fs.table_fs, location, metadata.model_dump_json().encode())
         with storage_errors(location):
-            self.table.fs.table_fs.pipe_file(f"{self.folder}/{_HINT}", str(version).encode())
+            self.table.fs.table_fs.pipe_file(f"{self.folder}/{HINT}", str(version).encode())
         return PublishResult(shown_instant(metadata), location, snapshots, metadata)
 
 
