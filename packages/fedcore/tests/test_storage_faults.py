@@ -35,6 +35,7 @@ from fedcore.table import Table, create_table, load_table
 from fedcore.table_config import properties_path
 
 from .test_cli_table import options
+from .test_writes import make_table
 
 #: What a refused connection or an unknown host may take to fail, at most.
 UNREACHABLE_S = 10.0
@@ -114,14 +115,8 @@ def test_a_damaged_data_file_is_a_typed_error_naming_it(
 
 @pytest.mark.parametrize("how", ["truncated", "zeroed"])
 def test_a_damaged_local_data_file_is_a_typed_error(tmp_path: Path, how: str) -> None:
-    backend = Backend("local", f"file://{tmp_path}/tables/trips", f"file://{tmp_path}/storage", None)
-    table = create_table(
-        backend.table_path,
-        name="trips",
-        record_key_fields=["trip_id"],
-        partition_fields=["country"],
-        precombine_field="ts",
-        properties={P.STORAGE_STRATEGY_CLASS: "object_store", P.STORAGE_PATH: backend.storage_path},
+    table = make_table(
+        Backend("local", f"file://{tmp_path}/tables/trips", f"file://{tmp_path}/storage", None)
     )
     table.bulk_insert(trips(range(6), ["us", "de"] * 3))
     damage(lambda p, data: table.fs.pipe_file(p, data), table, "country=us", how)

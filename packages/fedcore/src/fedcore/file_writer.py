@@ -42,7 +42,6 @@ from fedcore.records import (
     RECORD_KEY,
     conform_to,
     record_keys,
-    stored_keys,
     with_meta_fields,
 )
 from fedcore.timeline import Timeline
@@ -350,8 +349,7 @@ def encode_group(
     if group.base_keys is None:
         old = stored.read(use_threads=False)
         if not P.POPULATE_META_FIELDS.of(config) and group.removed_keys is not None:
-            keys = stored_keys(old, config.record_key_fields, config.get(P.KEY_GENERATOR_CLASS, ""), False)
-            old = old.set_column(names.index(RECORD_KEY), RECORD_KEY, keys)
+            old = old.set_column(names.index(RECORD_KEY), RECORD_KEY, table.stored_keys(old))
     else:  # read already: decode the rest only
         old = stored.read(columns=[c for c in names if c != RECORD_KEY], use_threads=False)
         old = old.add_column(names.index(RECORD_KEY), RECORD_KEY, group.base_keys)

@@ -40,7 +40,14 @@ from fedcore.io.uris import normalize_uri
 from fedcore.metadata import FileIndex, ListingFileIndex, MetadataTable
 from fedcore.metadata.table import IndexCache
 from fedcore.partitioning import PartitionScheme
-from fedcore.records import META_COLUMNS, evolve, strip_meta, with_meta_fields
+from fedcore.records import (
+    META_COLUMNS,
+    evolve,
+    stored_key_columns,
+    stored_keys,
+    strip_meta,
+    with_meta_fields,
+)
 from fedcore.storage.base import StorageStrategy
 from fedcore.storage.loader import load_storage_strategy, strategy_spec
 from fedcore.table_config import TableConfig
@@ -268,6 +275,19 @@ class TableHandle:
         except (ValueError, KeyError, TypeError) as exc:
             raise UnsupportedTableError(f"table {self.name}'s Avro schema has no Arrow form: {exc}") from exc
         return pa.schema([f for f in schema if f.name not in META_COLUMNS])
+
+    @cached_property
+    def stored_key_columns(self) -> list[str]:
+        """The columns of stored rows their record keys are read from: the meta column, or
+        (a table without meta fields) the key fields."""
+        return stored_key_columns(self.config.record_key_fields, P.POPULATE_META_FIELDS.of(self.config))
+
+    def stored_keys(self, rows: pa.Table) -> pa.Array:
+        """The record keys of stored rows (``records.stored_keys``: computed from the key
+        fields for a table without meta fields)."""
+        config = self.config
+        generator = config.get(P.KEY_GENERATOR_CLASS, "")
+        return stored_keys(rows, config.record_key_fields, generator, P.POPULATE_META_FIELDS.of(config))
 
     def schema_with_meta_fields(self) -> pa.Schema | None:
         """``schema()`` with Hudi's five ``_hoodie_*`` columns first (strings), as reads return it."""

@@ -35,8 +35,6 @@ from fedcore.records import (
     PARTITION_PATH,
     RECORD_KEY,
     conform_to,
-    stored_key_columns,
-    stored_keys,
 )
 
 if TYPE_CHECKING:
@@ -193,7 +191,7 @@ class SliceReader:
         assert self.rules is not None
         assert self.instant is not None
         rules = self.rules
-        key_columns = stored_key_columns(self.table.config.record_key_fields, self.meta_fields)
+        key_columns = self.table.stored_key_columns
         merging = [*key_columns, *([rules.ordering_field] if rules.ordering_field else [])]
         if IS_DELETED in self.types:
             merging.append(IS_DELETED)
@@ -234,9 +232,7 @@ class SliceReader:
 
     def _keys(self, data: pa.Table) -> pa.Array:
         """The record keys of stored rows: the meta column, or computed (virtual keys)."""
-        config = self.table.config
-        generator = config.get(P.KEY_GENERATOR_CLASS, "")
-        return stored_keys(data, config.record_key_fields, generator, self.meta_fields)
+        return self.table.stored_keys(data)
 
     def _with_computed_columns(
         self, data: pa.Table, file_slice: FileSlice, instant: str, file_name: str

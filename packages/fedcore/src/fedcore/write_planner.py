@@ -29,7 +29,7 @@ from fedcore.io.parquet import read_parquet
 from fedcore.io.uris import protocol_of
 from fedcore.log_format import BlockType, data_records, read_blocks
 from fedcore.metadata.file_index import PartitionFiles
-from fedcore.records import latest_per_key, partition_rows, record_keys, stored_key_columns, stored_keys
+from fedcore.records import latest_per_key, partition_rows, record_keys
 from fedcore.write_job import (
     BULK_INSERT,
     DELETE,
@@ -118,8 +118,6 @@ class WritePlanner:
         #: fed metadata table), whose writer's index may have put inserts into log files. fed
         #: (and Hudi's default index) never does, so its keys are all in base files.
         self.keys_in_logs = self.merge_on_read and self.table.metadata_table_or_none() is None
-        #: False for a table without meta fields: stored keys are computed from the key fields.
-        self.meta_fields = P.POPULATE_META_FIELDS.of(self.table.config)
 
     # --- records ---------------------------------------------------------------------------------
 
@@ -210,7 +208,7 @@ class WritePlanner:
                 data = read_object(fs, path)
             for block in read_blocks(data, path):
                 if block.type in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA):
-                    chunks.append(self._stored_keys(data_records(block)))
+                    chunks.append(self.table.stored_keys(data_records(block)))
         return pa.chunked_array(chunks, pa.string())
 
     def insert_candidates(
@@ -232,18 +230,12 @@ class WritePlanner:
         the size is known, no HEAD)."""
         path = f"{partition}/{name}" if partition else name
         fs = self.table.fs
-        columns = stored_key_columns(self.table.config.record_key_fields, self.meta_fields)
+        columns, keys = self.table.stored_key_columns, self.table.stored_keys
         with fs.errors(path), open_sized(fs, path, size) as handle:
             if whole:
                 data = handle.read()
-                return pa.chunked_array([self._stored_keys(read_parquet(io.BytesIO(data), columns))]), data
-            return pa.chunked_array([self._stored_keys(read_parquet(handle, columns))]), None
-
-    def _stored_keys(self, rows: pa.Table) -> pa.Array:
-        """The record keys of stored rows (computed, for a table without meta fields)."""
-        config = self.table.config
-        generator = config.get(P.KEY_GENERATOR_CLASS, "")
-        return stored_keys(rows, config.record_key_fields, generator, self.meta_fields)
+                return pa.chunked_array([keys(read_parquet(io.BytesIO(data), columns))]), data
+            return pa.chunked_array([keys(read_parquet(handle, columns))]), None
 
     def insert_targets(self, small: Sequence[tuple[str, int]], count: int) -> list[InsertTarget]:
         """Where ``count`` inserts into a partition go, given its file groups as (file id,
