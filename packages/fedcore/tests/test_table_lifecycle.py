@@ -3,6 +3,7 @@ and options that must reach what they configure."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -18,9 +19,8 @@ from fedcore.exceptions import (
 )
 from fedcore.handle import with_step_hook
 from fedcore.metadata.table import MetadataTable
-from fedcore.repair import repair_metadata
 from fedcore.rollback import rollback
-from fedcore.table import load_table
+from fedcore.table import Table, load_table
 from fedcore.table_config import properties_path
 from fedcore.write_client import WriteClient
 
@@ -148,14 +148,30 @@ def test_writer_options_reach_the_heartbeat_and_are_checked_before_writing(backe
     assert rows(table) == {1: ("us", 11.0), 2: ("us", 12.0)}
 
 
-def test_a_missing_delta_points_to_the_repair_that_mends_it(backend: Backend) -> None:
+def test_a_missing_delta_is_caught_up_from_its_commit_or_refused_naming_the_instant(backend: Backend) -> None:
     table = make_table(backend)
+    WriteClient(table).upsert(trips([2], "de"))
     instant = WriteClient(table, {P.METADATA_COMPACT_DELTAS: "100"}).upsert(trips([1])).instant
     index = table.file_index
     assert isinstance(index, MetadataTable)
     table.fs.table_fs.rm_file(index.delta_path(instant))
+
+    def fresh() -> Table:
+        return load_table(backend.table_path, storage_options=backend.storage_options)
+
+    # The commit's own metadata says what it wrote, as it does for a writer that keeps no delta.
+    assert rows(fresh()) == {1: ("us", 11.0), 2: ("de", 12.0)}
+    # A commit whose stats do not say how big its files are cannot be caught up exactly.
+    commit = f"{table.path}/.hoodie/{instant}.commit"
+    body = json.loads(table.fs.table_fs.cat_file(commit))
+    for stats in body["partitionToWriteStats"].values():
+        for stat in stats:
+            stat["fileSizeInBytes"] = 0
+    table.fs.table_fs.pipe_file(commit, json.dumps(body).encode())
     with pytest.raises(MetadataTableError) as caught:
-        load_table(backend.table_path, storage_options=backend.storage_options).read()
-    assert "run `fed repair TABLE`" in str(caught.value)
-    repair_metadata(load_table(backend.table_path, storage_options=backend.storage_options))
-    assert rows(load_table(backend.table_path, storage_options=backend.storage_options)) == {1: ("us", 11.0)}
+        fresh().read()
+    message = str(caught.value)
+    assert f"instant {instant} (commit)" in message
+    assert "written without fed's metadata table" in message
+    assert "damaged" not in message
+    assert "fed repair" in message

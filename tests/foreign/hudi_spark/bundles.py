@@ -60,6 +60,44 @@ def run_hudi(version: str, job: dict[str, object]) -> dict[str, dict[str, Any]]:
     return answer
 
 
+class HudiSession:
+    """Hudi ``version``'s Spark writer and reader in one process kept open (``hudi_job.py
+    --serve``): ``run(job)`` as ``run_hudi`` does, without a new JVM per job."""
+
+    def __init__(self, version: str) -> None:
+        self.version = version
+        self.process = subprocess.Popen(
+            [sys.executable, str(JOB), str(bundle(version)), "--serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        self._answer()  # the JVM is up
+
+    def _answer(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            if line.startswith("{"):
+                answer: dict[str, Any] = json.loads(line)
+                return answer
+        pytest.fail(f"Hudi {self.version}'s Spark session ended (exit {self.process.wait()})")
+
+    def run(self, job: dict[str, object]) -> dict[str, dict[str, Any]]:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(job) + "\n")
+        self.process.stdin.flush()
+        return self._answer()
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
 def read_with_hudi(
     version: str, tables: dict[str, str | list[str]], country: str
 ) -> dict[str, dict[str, object]]:

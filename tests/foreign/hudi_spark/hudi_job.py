@@ -13,6 +13,10 @@ with ``hoodie.datasource.write.operation`` set to the step's operation; then the
 prints one JSON line: ``{"writes": {name: "ok" | "<Java exception>: <message>"}, "reads":
 {name: {"rows": [[...], ...], "count": N} | {"error": ...}}}`` (rows sorted, nulls last; ``count``: rows
 matching ``where``). Needs PySpark 3.5 (``tox -e hudi``) and Java 17.
+
+``python hudi_job.py BUNDLE_JAR --serve`` keeps one JVM for many jobs: a job per line on
+stdin, its answer a line on stdout, until stdin ends (a test interleaving Hudi's writes with
+fed's pays for the JVM once).
 """
 
 from __future__ import annotations
@@ -82,16 +86,25 @@ def _order(row: list[Any]) -> list[tuple[bool, Any]]:
     return [(value is None, 0 if value is None else value) for value in row]
 
 
+def run(spark: SparkSession, job: dict[str, dict[str, Any]]) -> str:
+    writes = {name: write(spark, spec) for name, spec in job.get("writes", {}).items()}
+    reads = {name: read(spark, spec) for name, spec in job.get("reads", {}).items()}
+    return json.dumps({"writes": writes, "reads": reads}, default=str)
+
+
 def main() -> None:
-    bundle = sys.argv[1]
-    job: dict[str, dict[str, Any]] = json.load(sys.stdin)
+    bundle, serve = sys.argv[1], "--serve" in sys.argv[2:]
     spark = session(bundle)
     try:
-        writes = {name: write(spark, spec) for name, spec in job.get("writes", {}).items()}
-        reads = {name: read(spark, spec) for name, spec in job.get("reads", {}).items()}
+        if not serve:
+            print(run(spark, json.load(sys.stdin)))
+            return
+        print(json.dumps({"ready": True}), flush=True)
+        for line in sys.stdin:
+            if line.strip():
+                print(run(spark, json.loads(line)), flush=True)
     finally:
         spark.stop()
-    print(json.dumps({"writes": writes, "reads": reads}, default=str))
 
 
 if __name__ == "__main__":

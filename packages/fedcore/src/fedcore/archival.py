@@ -88,7 +88,19 @@ def archive(
     if not manifests:
         return []
     boundary = index.manifest(manifests[-1])
-    doomed = [i for i in completed if i.time <= boundary.instant and i.time not in boundary.excluded]
+    # An instant the manifest skipped (pending when it was made) stays, and so does every
+    # instant after it: archiving a later write while an earlier one stays active would leave
+    # a gap Hudi's readers take for an uncommitted write (they count an instant as committed
+    # when it is active or older than the active timeline's first instant).
+    on_timeline = {i.time for i in timeline.instants}
+    floor = min((t for t in boundary.excluded if t in on_timeline), default=None)
+    doomed = [
+        i
+        for i in completed
+        if i.time <= boundary.instant
+        and i.time not in boundary.excluded
+        and (floor is None or i.time < floor)
+    ]
     if not doomed:
         return []
     step = table.step

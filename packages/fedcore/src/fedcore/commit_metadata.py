@@ -7,17 +7,24 @@ path is derived through the storage strategy, never stored.
 
 Clean and rollback metadata keep Hudi's field names but are written as JSON;
 Hudi itself writes those two as Avro, and its readers of a copy-on-write
-snapshot do not need them.
+snapshot do not need them. Both are read here (``action_body``): a table Hudi's
+writers also write holds Hudi's.
 """
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
+
+import fastavro
 
 from fedcore.exceptions import MetadataTableError
+
+#: The start of an Avro object container file (Hudi's clean and rollback metadata).
+_AVRO_MAGIC: Final = b"Obj\x01"
 
 #: fed's own field of a write stat: the file's column statistics. Hudi's readers ignore
 #: fields they do not know (Apache Hudi 0.15 and 1.0 read such commits: ``tox -e hudi``).
@@ -184,20 +191,51 @@ def clean_metadata(
     return json.dumps(body, indent=2).encode()
 
 
+def action_body(data: bytes) -> dict[str, Any]:
+    """A clean's or rollback's metadata as a dict: fed's JSON, or Hudi's Avro (one record)."""
+    if data.startswith(_AVRO_MAGIC):
+        try:
+            records = list(fastavro.reader(io.BytesIO(data)))
+        except Exception as exc:  # fastavro's errors have no common base of their own
+            raise ValueError(f"unreadable Avro: {exc}") from exc
+        if len(records) != 1 or not isinstance(records[0], dict):
+            raise ValueError(f"an Avro metadata file holds {len(records)} records, not one")
+        return records[0]
+    body = json.loads(data) if data.strip() else {}
+    if not isinstance(body, dict):
+        raise ValueError("the metadata is not a JSON object")
+    return body
+
+
 def deleted_files(data: bytes) -> dict[str, list[str]]:
     """partition -> file names a clean (or rollback) deleted, from its metadata."""
     try:
-        partitions = json.loads(data).get("partitionMetadata") or {}
-        return {p: list(body.get("successDeleteFiles") or []) for p, body in partitions.items()}
-    except (ValueError, AttributeError) as exc:
+        partitions = action_body(data).get("partitionMetadata") or {}
+        return {
+            p: [str(name).rpartition("/")[2] for name in body.get("successDeleteFiles") or []]
+            for p, body in partitions.items()
+        }
+    except (ValueError, AttributeError, TypeError) as exc:
         raise MetadataTableError(f"clean metadata is unreadable: {exc}") from exc
+
+
+def appended_log_files(data: bytes) -> list[str]:
+    """The log files a rollback appended a rollback block to (Hudi's merge-on-read rollbacks
+    on storage that appends), rather than deleted: their recorded sizes are stale."""
+    try:
+        partitions = action_body(data).get("partitionMetadata") or {}
+        return sorted(
+            str(name) for body in partitions.values() for name in body.get("rollbackLogFiles") or {}
+        )
+    except (ValueError, AttributeError, TypeError) as exc:
+        raise MetadataTableError(f"rollback metadata is unreadable: {exc}") from exc
 
 
 def earliest_retained(data: bytes) -> str | None:
     """The earliest commit a clean kept the files of; time travel before it is impossible."""
     try:
-        return json.loads(data).get("earliestCommitToRetain") or None
-    except (ValueError, AttributeError):
+        return action_body(data).get("earliestCommitToRetain") or None
+    except (ValueError, AttributeError, TypeError):
         return None
 
 
@@ -223,9 +261,22 @@ def rollback_metadata(
 def rolled_back_instants(data: bytes) -> list[str]:
     """The instants a rollback undid, from its metadata."""
     try:
-        body = json.loads(data)
+        body = action_body(data)
         named = [str(t) for t in body.get("commitsRollback") or []]
         named += [str(i.get("commitTime")) for i in body.get("instantsRollback") or [] if i.get("commitTime")]
-    except (ValueError, AttributeError) as exc:
+    except (ValueError, AttributeError, TypeError) as exc:
         raise MetadataTableError(f"rollback metadata is unreadable: {exc}") from exc
     return sorted(set(named))
+
+
+def rolled_back_actions(data: bytes) -> dict[str, str]:
+    """instant -> action of the instants a rollback undid, where its metadata names them."""
+    try:
+        body = action_body(data)
+        return {
+            str(i.get("commitTime")): str(i.get("action") or "")
+            for i in body.get("instantsRollback") or []
+            if i.get("commitTime")
+        }
+    except (ValueError, AttributeError, TypeError) as exc:
+        raise MetadataTableError(f"rollback metadata is unreadable: {exc}") from exc

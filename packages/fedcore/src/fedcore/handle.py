@@ -38,6 +38,7 @@ from fedcore.io.filesystems import StorageOptions, filesystem_for, open_sized, r
 from fedcore.io.parquet import read_parquet_schema
 from fedcore.io.uris import normalize_uri
 from fedcore.metadata import FileIndex, ListingFileIndex, MetadataTable
+from fedcore.metadata.format import folder_of
 from fedcore.metadata.table import IndexCache
 from fedcore.partitioning import PartitionScheme
 from fedcore.records import (
@@ -199,8 +200,24 @@ class TableHandle:
 
     def _file_index(self, load_timeline: Callable[[], Timeline]) -> FileIndex:
         if self.metadata_enabled:
-            return MetadataTable(self.fs.table_fs, self.path, load_timeline, cache=self.index_cache)
+            return MetadataTable(
+                self.fs.table_fs,
+                self.path,
+                load_timeline,
+                folder=self.metadata_folder,
+                cache=self.index_cache,
+            )
         return ListingFileIndex(self.fs.table_fs, self.path, load_timeline)
+
+    @property
+    def metadata_folder(self) -> str:
+        """The metadata table's folder under the table path (``metadata.format.folder_of``)."""
+        return folder_of(self.config.metadata_layout)
+
+    def forget_file_index(self) -> None:
+        """Open the metadata table anew on next use (an upgrade moved it)."""
+        for name in ("file_index", "index_cache"):
+            self.__dict__.pop(name, None)
 
     def metadata_table_or_none(self) -> MetadataTable | None:
         index = self.file_index

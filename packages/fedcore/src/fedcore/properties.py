@@ -278,6 +278,20 @@ STORAGE_KEYS: Final = (
 #: only the table name, and a hand-edited storage key would send every read to the wrong place.
 STORAGE_CHECKSUM: Final = "hoodie.storage.checksum"
 
+#: Where the table keeps fedcore's metadata table (``metadata.format.folder_of``): 1 (or absent)
+#: inside Hudi's ``.hoodie/metadata/``, 2 in fed's own ``.hoodie/.fed/``. Set by fedcore, never
+#: given; ``fedcore.upgrade`` moves a table from 1 to 2.
+METADATA_LAYOUT: Final = "hoodie.fed.metadata.layout"
+CURRENT_METADATA_LAYOUT: Final = 2
+
+#: The partitions of Apache Hudi's own metadata table (``.hoodie/metadata/``) that Hudi's
+#: readers may use, and those a Hudi writer is building: a table Hudi's writers also write may
+#: have one. fed's writes do not maintain it, so each drops it first (``fedcore.upgrade``).
+HUDI_METADATA_PARTITIONS: Final = "hoodie.table.metadata.partitions"
+HUDI_METADATA_PARTITIONS_INFLIGHT: Final = "hoodie.table.metadata.partitions.inflight"
+#: Where Hudi keeps its metadata table, under the table path.
+HUDI_METADATA_FOLDER: Final = f"{HOODIE_FOLDER}/metadata"
+
 #: The table a migration copied (``fed migrate``): recorded in the target's config.
 MIGRATION_SOURCE: Final = "hoodie.fed.migration.source"
 
@@ -366,7 +380,7 @@ TABLE_KEYS: Final = frozenset(
 #: key generator they configure, as Hudi records them.
 KEY_GENERATOR_PREFIXES: Final = ("hoodie.keygen.", "hoodie.deltastreamer.keygen.")
 #: Keys fedcore computes; a value given for one is refused rather than overwritten.
-COMPUTED_KEYS: Final = frozenset({TABLE_CHECKSUM, STORAGE_CHECKSUM})
+COMPUTED_KEYS: Final = frozenset({TABLE_CHECKSUM, STORAGE_CHECKSUM, METADATA_LAYOUT})
 
 
 def check_table_keys(properties: Iterable[str], strategy_keys: Iterable[str] = ()) -> None:

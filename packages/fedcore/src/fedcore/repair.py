@@ -194,7 +194,9 @@ def repair_metadata(
             "that need them fail instead of returning older versions)"
         )
     if not dry_run:
-        index = MetadataTable(table.fs.table_fs, table.path, lambda: timeline, cache=IndexCache())
+        index = MetadataTable(
+            table.fs.table_fs, table.path, lambda: timeline, folder=table.metadata_folder, cache=IndexCache()
+        )
         rebuild(index, history.upto, state, history.pending, history.schema, table.step)
         newer = [t for t in index.manifest_times() if t > history.upto]
         if newer:
@@ -235,7 +237,9 @@ def _rebuilt_state(history: History, inventory: Inventory, report: RepairReport)
 
 
 def _compare_with_old(table: TableHandle, timeline: Timeline, report: RepairReport) -> None:
-    old = MetadataTable(table.fs.table_fs, table.path, lambda: timeline, cache=IndexCache())
+    old = MetadataTable(
+        table.fs.table_fs, table.path, lambda: timeline, folder=table.metadata_folder, cache=IndexCache()
+    )
     try:
         files = old.files()
     except FedError as exc:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 
 import javaproperties
@@ -91,6 +91,7 @@ class TableConfig(Mapping[str, str]):
         if database:
             props[P.DATABASE_NAME] = database
         props.update(properties or {})
+        props[P.METADATA_LAYOUT] = str(P.CURRENT_METADATA_LAYOUT)  # a new table's is always current
         props[P.TABLE_CHECKSUM] = str(table_checksum(props[P.TABLE_NAME], props.get(P.DATABASE_NAME, "")))
         config = cls(props)
         return config.marked_federated() if federated else config
@@ -187,6 +188,18 @@ class TableConfig(Mapping[str, str]):
         return self._props.get(P.METADATA_ENABLE, "false").strip().lower() == "true"
 
     @property
+    def metadata_layout(self) -> int:
+        """Where the metadata table lives (``properties.METADATA_LAYOUT``; 1 when absent)."""
+        return int(self._props.get(P.METADATA_LAYOUT, "1"))
+
+    def with_metadata_layout(self, layout: int) -> TableConfig:
+        return TableConfig({**self._props, P.METADATA_LAYOUT: str(layout)})
+
+    def without(self, keys: Iterable[str]) -> TableConfig:
+        dropped = set(keys)
+        return TableConfig({k: v for k, v in self._props.items() if k not in dropped})
+
+    @property
     def hive_style_partitioning(self) -> bool:
         return self._props.get(P.HIVE_STYLE_PARTITIONING, "false").strip().lower() == "true"
 
@@ -227,6 +240,13 @@ class TableConfig(Mapping[str, str]):
         ):
             raise InvalidTableConfigError(
                 P.RECORD_KEY_FIELDS, "is missing: a table without meta fields computes its keys from them"
+            )
+        layout = self._props.get(P.METADATA_LAYOUT, "1").strip()
+        if layout not in {str(n) for n in range(1, P.CURRENT_METADATA_LAYOUT + 1)}:
+            raise InvalidTableConfigError(
+                P.METADATA_LAYOUT,
+                f"{layout!r} is not a metadata layout this fedcore knows (1 to {P.CURRENT_METADATA_LAYOUT}): "
+                "a newer fed wrote this table; upgrade fedcore to read it",
             )
         for key in self._props:
             if _SECRET_KEY_RE.search(key):

@@ -59,6 +59,7 @@ from fedcore.timeline import (
     parse_instant_time,
     transition,
 )
+from fedcore.upgrade import upgrade_config
 
 if TYPE_CHECKING:
     from fedcore.handle import StepHook, TableHandle
@@ -186,7 +187,9 @@ class Transaction:
 
     def begin(self, requested: bytes = b"") -> str:
         """Request the instant, with ``requested`` as its requested file's content (a
-        compaction's plan: Hudi reads it there)."""
+        compaction's plan: Hudi reads it there). The table is first brought up to what
+        this fedcore writes (``fedcore.upgrade``): every instant fed makes, whatever its action."""
+        upgrade_config(self.table)
         self.instant = new_instant(self._fs, self.table.path, self.action, requested)
         self.heartbeat = Heartbeat(self.table, self.instant.time, self.table.heartbeat_interval_ms)
         self.heartbeat.start()

@@ -185,7 +185,9 @@ def verify_table(
     referenced: dict[tuple[str, str], int] = {}
     recorded: dict[tuple[str, str], str] = {}
     try:
-        index = MetadataTable(table.fs.table_fs, table.path, lambda: timeline, cache=IndexCache())
+        index = MetadataTable(
+            table.fs.table_fs, table.path, lambda: timeline, folder=table.metadata_folder, cache=IndexCache()
+        )
         for partition, files in index.files().items():
             referenced.update(((partition, name), size) for name, size in files.files.items())
             recorded.update(((partition, name), stats) for name, stats in files.stats.items())

@@ -13,6 +13,7 @@ manifest to a rebuilt one, and a reader must see the old or the new one whole.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import uuid
@@ -75,6 +76,11 @@ def replace_atomic(fs: AbstractFileSystem, path: str, data: bytes) -> None:
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(temporary, local)
+            # Hadoop's local file system (Apache Hudi's writers on file:// tables) keeps a
+            # checksum of what it wrote beside it and fails reads that do not match it: the
+            # old content's is stale now. Without one, Hadoop reads unchecked.
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(directory, f".{os.path.basename(local)}.crc"))
             _fsync_directory(directory)
     elif "s3" in _protocols(fs):
         with storage_errors(path):

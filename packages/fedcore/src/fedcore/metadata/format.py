@@ -1,6 +1,8 @@
 """The metadata table: partition -> files, fed only from instant metadata.
 
-Under ``.hoodie/metadata/fed-files/``:
+Under ``.hoodie/.fed/metadata/`` (``FOLDER``; tables created before layout 2 kept it under
+``.hoodie/metadata/fed-files/``, the folder Apache Hudi's own metadata table lives in and its
+writers delete whole when they drop or rebuild theirs: ``fedcore.upgrade`` moves it):
 
 - ``deltas/<instant>.parquet``: the file changes of one instant (added, deleted,
   file groups replaced), sorted by partition. Written before the instant
@@ -38,7 +40,10 @@ from fedcore.exceptions import MetadataTableError
 from fedcore.io.parquet import read_parquet
 from fedcore.metadata.file_index import PartitionFiles
 
-FOLDER: Final = f"{P.HOODIE_FOLDER}/metadata/fed-files"
+#: The metadata table's folder under the table path (layout 2, ``properties.METADATA_LAYOUT``).
+FOLDER: Final = f"{P.HOODIE_FOLDER}/.fed/metadata"
+#: Where layout 1 kept it: inside Hudi's own metadata-table folder.
+LEGACY_FOLDER: Final = f"{P.HOODIE_FOLDER}/metadata/fed-files"
 MAGIC: Final = b"PAR1"
 SCHEMA_KEY: Final = "fed.schema"
 #: The pointer of a table no compaction has run on yet (older than any instant).
@@ -128,6 +133,11 @@ class Manifest:
         footer = base64.b64decode(encoded)
         tail = struct.pack("<I", len(footer)) + MAGIC
         return pq.read_metadata(pa.BufferReader(MAGIC + footer + tail))
+
+
+def folder_of(layout: int) -> str:
+    """The metadata table's folder under the table path, for a table of ``layout``."""
+    return FOLDER if layout >= 2 else LEGACY_FOLDER
 
 
 def shard_of(partition: str, shard_count: int) -> int:

@@ -40,10 +40,12 @@ from fedcore.exceptions import MetadataTableError
 from fedcore.io.atomic import create_exclusive
 from fedcore.io.filesystems import read_found, read_object, read_objects, remove_files
 from fedcore.io.parquet import open_parquet, read_row_groups
+from fedcore.metadata.catch_up import instant_ops
 from fedcore.metadata.file_index import FileIndex, PartitionFiles
 from fedcore.metadata.format import (
     ADD,
     FOLDER,
+    LEGACY_FOLDER,
     NO_MANIFEST,
     REPAIR_HINT,
     SCHEMA,
@@ -59,7 +61,7 @@ from fedcore.metadata.format import (
 )
 from fedcore.metadata.ranged import RangedFile, ReadStats
 from fedcore.retention import archived_through, check_not_cleaned
-from fedcore.timeline import MANIFEST_POINTER_PREFIX, Timeline
+from fedcore.timeline import MANIFEST_POINTER_PREFIX, Timeline, instant_path
 
 
 @dataclass
@@ -110,13 +112,15 @@ class MetadataTable(FileIndex):
         table_path: str,
         load_timeline: Callable[[], Timeline],
         *,
+        folder: str = FOLDER,
         shard_rows: int = 50_000,
         row_group_rows: int = 2_048,
         cache: IndexCache | None = None,
     ) -> None:
         self.fs = fs
         self.table_path = table_path
-        self.folder = f"{table_path}/{FOLDER}"
+        #: The metadata table's folder (``folder``: its path under the table path).
+        self.folder = f"{table_path}/{folder}"
         self.load_timeline = load_timeline
         self.shard_rows = shard_rows
         self.row_group_rows = row_group_rows
@@ -126,6 +130,8 @@ class MetadataTable(FileIndex):
         #: listing of manifests/ (a failure then retries from a listing).
         self._derived_view = False
         self._checked_as_of: tuple[Timeline, str] | None = None  # (timeline, as_of) found retained
+        #: The timeline the last view was taken from (the actions of the instants it applies).
+        self._view_timeline: Timeline | None = None
         #: Reads made by lookups: tests and benchmarks check a lookup stays proportional.
         self.stats = ReadStats()
 
@@ -233,6 +239,7 @@ class MetadataTable(FileIndex):
             check_not_cleaned(self.fs, self.table_path, timeline, as_of)
             self._checked_as_of = (timeline, as_of)
         completed = [i.time for i in timeline.completed(as_of=as_of)]
+        self._view_timeline = timeline
         cached = self.cache.manifest
         self._derived_view = not fresh
         # A cached manifest older than what archival moved out may lack instants that are on
@@ -319,21 +326,46 @@ class MetadataTable(FileIndex):
     def read_deltas(self, instants: Sequence[str], wanted: set[str] | None) -> list[list[Op]]:
         """The deltas of completed instants, oldest first; those not cached fetched together."""
         cache = self.cache.deltas
-        missing = [instant for instant in instants if instant not in cache]
-        paths = [self.delta_path(instant) for instant in missing]
-        try:
-            found = read_objects(self.fs, paths)
-        except FileNotFoundError as exc:
-            if self.cache.manifest is not None:
-                raise _StaleView from None  # folded into a newer manifest, then dropped
-            raise MetadataTableError(
-                f"a completed instant has no metadata-table delta ({exc}); the metadata table is "
-                f"damaged{REPAIR_HINT}"
-            ) from None
-        self.stats.add(len(found), sum(map(len, found)))
-        for instant, path, data in zip(missing, paths, found, strict=True):
-            self._parse_delta(instant, path, data)
+        missing = {self.delta_path(instant): instant for instant in instants if instant not in cache}
+        found = read_found(self.fs, list(missing))
+        self.stats.add(len(found), sum(map(len, found.values())))
+        for path, data in found.items():
+            self._parse_delta(missing[path], path, data)
+        absent = [instant for path, instant in missing.items() if path not in found]
+        if absent:
+            if self._derived_view and self.cache.manifest is not None:
+                raise _StaleView  # folded into a newer manifest, then dropped: list again
+            self._catch_up(absent)
         return [[op for op in cache[i] if wanted is None or op.partition in wanted] for i in instants]
+
+    def _catch_up(self, instants: Sequence[str]) -> None:
+        """Take in completed instants that have no delta here (``metadata.catch_up``): a
+        delta a writer of the table's old layout put in the old folder, else the changes
+        the instant's own metadata records. Kept in the cache only; the next compaction of
+        the metadata table folds them in for good."""
+        if self.folder != f"{self.table_path}/{LEGACY_FOLDER}":
+            paths = {
+                f"{self.table_path}/{LEGACY_FOLDER}/deltas/{instant}.parquet": instant for instant in instants
+            }
+            for path, data in read_found(self.fs, list(paths)).items():
+                self._parse_delta(paths[path], path, data)
+        left = [instant for instant in instants if instant not in self.cache.deltas]
+        if not left:
+            return
+        timeline = (
+            {i.time: i for i in self._view_timeline.instants if i.is_completed} if self._view_timeline else {}
+        )
+        known = [timeline[t] for t in left if t in timeline]
+        if len(known) < len(left):
+            unknown = sorted(set(left) - {i.time for i in known})
+            raise MetadataTableError(
+                f"completed instant {unknown[0]} has no metadata-table delta; the metadata table is "
+                f"damaged{REPAIR_HINT}"
+            )
+        bodies = read_objects(self.fs, [instant_path(self.table_path, i) for i in known])
+        self.stats.add(len(bodies), sum(map(len, bodies)))
+        for instant, body in zip(known, bodies, strict=True):
+            self.cache.deltas[instant.time] = instant_ops(instant.time, instant.action, body, self.table_path)
 
     def _parse_delta(self, instant: str, path: str, data: bytes) -> None:
         table = parquet_table(data, path)

@@ -1,0 +1,91 @@
+"""The file changes of an instant that wrote no metadata-table delta, from its own metadata.
+
+Every fedcore writer records its instant's delta before the instant completes. Another
+writer of the same table does not: Apache Hudi's own writers on a Hive-layout table fed
+created (a job not yet moved to fed), or a fedcore of layout 1 that wrote its delta into
+the folder the table has since moved out of. Such an instant's changes are read back from
+what Hudi's timeline holds for it, as Hudi's own readers would: a write's stats (files
+added, with their sizes), a replace commit's retired file groups, a clean's and a
+rollback's deleted files.
+
+What cannot be caught up exactly is refused, naming the instant: a rollback that appended
+rollback blocks to log files (their recorded sizes would be stale) or that undid a
+completed replace commit (the file groups it retired are known only to that commit's
+metadata, which the rollback deleted).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from fedcore.commit_metadata import (
+    CommitMetadata,
+    appended_log_files,
+    deleted_files,
+    rolled_back_actions,
+)
+from fedcore.exceptions import MetadataTableError
+from fedcore.metadata.format import ADD, REMOVE, REPLACE, Op
+from fedcore.timeline import CLEAN, DELTA_COMMIT, REPLACE_COMMIT, ROLLBACK, WRITE_ACTIONS
+
+#: The actions whose changes are caught up from their metadata.
+CAUGHT_UP: Final = WRITE_ACTIONS | {DELTA_COMMIT, CLEAN, ROLLBACK}
+
+
+def instant_ops(time: str, action: str, data: bytes, table: str) -> list[Op]:
+    """The metadata-table ops of completed instant ``time`` (``action``), from the content of
+    its completed timeline file. Raises ``MetadataTableError`` naming the instant when they
+    cannot be known exactly."""
+    try:
+        if action in WRITE_ACTIONS | {DELTA_COMMIT}:
+            return _write_ops(time, action, data)
+        if action == CLEAN:
+            return _removals(data)
+        if action == ROLLBACK:
+            return _rollback_ops(time, data)
+    except MetadataTableError as exc:
+        raise _refused(time, action, table, str(exc)) from exc
+    raise _refused(time, action, table, f"fedcore does not catch up {action} instants")
+
+
+def _write_ops(time: str, action: str, data: bytes) -> list[Op]:
+    metadata = CommitMetadata.from_bytes(data, f"{time}.{action}")
+    ops = []
+    for stat in metadata.stats:
+        if stat.file_size <= 0:
+            raise MetadataTableError(f"its write stat of {stat.path} records no file size")
+        name = stat.path.rpartition("/")[2]
+        ops.append(Op(stat.partition_path, name, stat.file_size, ADD, stat.column_stats))
+    if action == REPLACE_COMMIT:
+        ops.extend(
+            Op(partition, file_id, int(time), REPLACE)
+            for partition, file_ids in metadata.replaced.items()
+            for file_id in file_ids
+        )
+    return ops
+
+
+def _removals(data: bytes) -> list[Op]:
+    return [
+        Op(partition, name, 0, REMOVE) for partition, names in deleted_files(data).items() for name in names
+    ]
+
+
+def _rollback_ops(time: str, data: bytes) -> list[Op]:
+    appended = appended_log_files(data)
+    if appended:
+        raise MetadataTableError(
+            f"it appended rollback blocks to {len(appended)} log files ({appended[0]}, ...)"
+        )
+    undone = {t: a for t, a in rolled_back_actions(data).items() if a == REPLACE_COMMIT}
+    if undone:
+        raise MetadataTableError(f"it rolled back the replace commit {min(undone)}")
+    return _removals(data)
+
+
+def _refused(time: str, action: str, table: str, why: str) -> MetadataTableError:
+    return MetadataTableError(
+        f"instant {time} ({action}) of table {table} was written without fed's metadata table "
+        f"(by another writer, such as Apache Hudi's), and fed cannot take in its changes exactly: "
+        f"{why}. Run `fed repair {table}` to rebuild the metadata table from storage"
+    )
