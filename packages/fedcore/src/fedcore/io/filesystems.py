@@ -215,6 +215,25 @@ def read_found(fs: AbstractFileSystem, paths: Sequence[str]) -> dict[str, bytes]
     return {path: bytes(data) for path, data in zip(paths, found, strict=True) if isinstance(data, bytes)}
 
 
+def read_existing(fs: AbstractFileSystem, paths: Sequence[str]) -> dict[str, bytes]:
+    """Those of several whole (small) objects that exist, fetched concurrently: a missing one
+    is left out; any other failure is raised, typed (``read_object``)."""
+    if not paths:
+        return {}
+    out: dict[str, bytes] = {}
+    for path, data in zip(paths, _cat_all(fs, paths), strict=True):
+        if isinstance(data, FileNotFoundError):
+            continue
+        if isinstance(data, BaseException):
+            try:
+                out[path] = read_object(fs, path)  # raises the typed error, or it went away
+            except FileNotFoundError:
+                continue
+        else:
+            out[path] = bytes(data)
+    return out
+
+
 def _cat_all(fs: AbstractFileSystem, paths: Sequence[str]) -> list[Any]:
     """Whole objects fetched concurrently; each the bytes or the exception reading it raised."""
     with storage_errors(paths[0]):

@@ -38,7 +38,7 @@ from fsspec import AbstractFileSystem
 from fedcore import properties as P
 from fedcore.exceptions import MetadataTableError
 from fedcore.io.atomic import create_exclusive
-from fedcore.io.filesystems import read_found, read_object, read_objects, remove_files
+from fedcore.io.filesystems import read_existing, read_found, read_object, read_objects, remove_files
 from fedcore.io.parquet import open_parquet, read_row_groups
 from fedcore.metadata.catch_up import instant_ops
 from fedcore.metadata.file_index import FileIndex, PartitionFiles
@@ -327,7 +327,7 @@ class MetadataTable(FileIndex):
         """The deltas of completed instants, oldest first; those not cached fetched together."""
         cache = self.cache.deltas
         missing = {self.delta_path(instant): instant for instant in instants if instant not in cache}
-        found = read_found(self.fs, list(missing))
+        found = read_existing(self.fs, list(missing))
         self.stats.add(len(found), sum(map(len, found.values())))
         for path, data in found.items():
             self._parse_delta(missing[path], path, data)
@@ -347,7 +347,7 @@ class MetadataTable(FileIndex):
             paths = {
                 f"{self.table_path}/{LEGACY_FOLDER}/deltas/{instant}.parquet": instant for instant in instants
             }
-            for path, data in read_found(self.fs, list(paths)).items():
+            for path, data in read_existing(self.fs, list(paths)).items():
                 self._parse_delta(paths[path], path, data)
         left = [instant for instant in instants if instant not in self.cache.deltas]
         if not left:
