@@ -62,7 +62,7 @@ def build_source(server: LoopbackS3, bucket: str, files: int) -> str:
             bar.n = done
             bar.refresh()
 
-        from fedcore.write_client import WriteClient
+        from fedcore.write.client import WriteClient
 
         result = WriteClient(table, progress=progress).write(rows, "bulk_insert")
     print(f"source: {result.files_written:,} files written in {time.monotonic() - start:.1f} s")

@@ -51,7 +51,7 @@ from spark_rows import best, rows
 import fed_spark
 from fedcore import properties as P
 from fedcore.table import load_table
-from fedcore.write_client import WriteClient
+from fedcore.write.client import WriteClient
 
 HUDI_BUNDLE = "org.apache.hudi:hudi-spark3.5-bundle_2.12:0.15.0:jar"
 PARTITIONS = 16

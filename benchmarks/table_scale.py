@@ -50,13 +50,13 @@ from fedcore.commit_metadata import CommitMetadata, WriteStat
 from fedcore.filenames import base_file_name
 from fedcore.io.filesystems import filesystem_for
 from fedcore.metadata.format import ADD, Op
-from fedcore.read_planner import ScanPlanner
+from fedcore.read.planner import ScanPlanner
 from fedcore.retention import archived_through
 from fedcore.services import run_table_services
 from fedcore.table import Table, create_table
 from fedcore.timeline import COMMIT
 from fedcore.transaction import Transaction
-from fedcore.write_client import WriteClient
+from fedcore.write.client import WriteClient
 
 STAGES = (10, 100, 1_000, 10_000, 100_000)
 FILL_PARTITIONS = 1_000

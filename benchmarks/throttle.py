@@ -63,7 +63,7 @@ from fed_dev.servers import REGION, LoopbackS3, S3Endpoint, SeaweedS3
 from fedcore import properties as P
 from fedcore.io.filesystems import S3_RETRIES, S3_RETRY_MODE, S3_TRIES
 from fedcore.table import create_table, load_table
-from fedcore.write_client import WriteClient
+from fedcore.write.client import WriteClient
 
 LAYOUTS: dict[str, dict[str, str]] = {
     "hive": {P.STORAGE_STRATEGY_CLASS: "hive"},

@@ -22,7 +22,7 @@ from fedcore import properties as P
 from fedcore.io.atomic import create_exclusive
 from fedcore.io.filesystems import S3_RETRIES, S3_RETRY_MODE, S3_TRIES, filesystem_for
 from fedcore.table import Table, create_table, load_table
-from fedcore.write_client import WriteClient
+from fedcore.write.client import WriteClient
 
 
 class Clock:

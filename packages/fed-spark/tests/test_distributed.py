@@ -15,11 +15,11 @@ from pyspark.sql import functions as F
 
 import fed_spark
 from fed_dev.testing import Backend
-from fedcore import write_job
 from fedcore.exceptions import UnsupportedTableError
 from fedcore.table import load_table
-from fedcore.write_client import WriteClient
-from fedcore.write_job import WriteJob
+from fedcore.write import job as write_job
+from fedcore.write.client import WriteClient
+from fedcore.write.job import WriteJob
 
 from .test_write import frame, hudi_options, ids, referenced
 
@@ -122,7 +122,7 @@ import os, sys
 os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 from pyspark.sql import SparkSession
 import fed_spark
-from fedcore.write_job import WriteJob
+from fedcore.write.job import WriteJob
 
 def die(self, *args, **kwargs):
     os._exit(3)  # the driver dies after every task wrote its files, before anything commits

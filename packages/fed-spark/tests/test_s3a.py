@@ -1,5 +1,5 @@
 """The native scan on S3: Spark's own S3A filesystem reads the planned files from the loopback
-S3 server, with ``hadoop-aws`` fetched by ``fed_spark.jvm.s3a_jars`` (a session of its own:
+S3 server, with ``hadoop-aws`` fetched by ``fed_dev.s3a.s3a_jars`` (a session of its own:
 jars join a JVM when it starts)."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import sys
 from pyspark.sql import SparkSession
 
 import fed_spark
+from fed_dev.s3a import s3a_conf, s3a_jars
 from fed_dev.servers import ACCESS_KEY, SECRET_KEY, LoopbackS3
 from fed_dev.testing import Backend
-from fed_spark.jvm import s3a_conf, s3a_jars
 
 from .test_write import frame, hudi_options
 

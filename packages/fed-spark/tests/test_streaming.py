@@ -19,7 +19,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from fedcore import Table, load_table
 from fedcore.checkpoints import SINK_CHECKPOINT_KEY
-from fedcore.write_job import WriteJob
+from fedcore.write.job import WriteJob
 
 SCHEMA = "id long, region string, ts long, v double"
 KEYS = {

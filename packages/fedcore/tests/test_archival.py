@@ -11,7 +11,7 @@ from fedcore.exceptions import InstantNotRetainedError
 from fedcore.handle import with_step_hook
 from fedcore.metadata.compaction import compact
 from fedcore.table import Table, load_table
-from fedcore.write_client import WriteClient
+from fedcore.write.client import WriteClient
 
 from .test_writes import make_table, rows, trips
 

@@ -13,7 +13,7 @@ import pytest
 
 from fed_dev.testing import Backend
 from fedcore import properties as P
-from fedcore.cli import main
+from fedcore.cli.main import main
 from fedcore.exceptions import DataFileMissingError
 from fedcore.table import Table, load_table
 from fedcore.table_config import properties_path

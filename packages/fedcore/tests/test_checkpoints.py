@@ -16,7 +16,7 @@ from fedcore.checkpoints import (
 from fedcore.handle import with_step_hook
 from fedcore.timeline import INFLIGHT, instant_path
 from fedcore.transaction import STEPS
-from fedcore.write_client import WriteClient
+from fedcore.write.client import WriteClient
 
 from .test_commit_protocol import Crash, crash_at
 from .test_writes import make_table, rows, trips

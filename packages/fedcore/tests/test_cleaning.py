@@ -10,7 +10,7 @@ from fedcore import properties as P
 from fedcore.cleaning import EMPTY_CLEAN_WINDOW, _doomed, clean, plan_clean
 from fedcore.table import Table
 from fedcore.timeline import CLEAN
-from fedcore.write_client import WriteClient
+from fedcore.write.client import WriteClient
 
 from .test_writes import make_table, rows, trips
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from fedcore.cli import main
+from fedcore.cli.main import main
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

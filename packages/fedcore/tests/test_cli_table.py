@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from fed_dev.testing import Backend
-from fedcore.cli import main
+from fedcore.cli.main import main
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

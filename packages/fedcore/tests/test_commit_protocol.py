@@ -22,7 +22,7 @@ from fedcore.metadata.table import MetadataTable
 from fedcore.table import create_table
 from fedcore.timeline import COMMIT
 from fedcore.transaction import STEPS, Transaction
-from fedcore.write_client import WriteClient
+from fedcore.write.client import WriteClient
 
 from .test_writes import FAST_HEARTBEAT, make_table, physical_files, rows, trips
 
@@ -73,7 +73,7 @@ import json, os, sys
 import pyarrow.parquet as pq
 from fedcore.handle import with_step_hook
 from fedcore.table import load_table
-from fedcore.write_client import WriteClient
+from fedcore.write.client import WriteClient
 
 path, options, heartbeat, step, data = sys.argv[1:]
 table = load_table(path, properties=json.loads(heartbeat), storage_options=json.loads(options))

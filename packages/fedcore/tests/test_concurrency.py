@@ -23,7 +23,7 @@ from fedcore.metadata.table import MetadataTable
 from fedcore.table import Table
 from fedcore.timeline import CLEAN, COMMIT, Instant, heartbeat_path, instant_path, instant_time, new_instant
 from fedcore.transaction import is_failed, roll_back_failed_writes, roll_back_pending
-from fedcore.write_client import WriteClient
+from fedcore.write.client import WriteClient
 
 from .test_writes import make_table, physical_files, rows, trips
 

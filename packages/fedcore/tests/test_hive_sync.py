@@ -15,7 +15,7 @@ from fed_dev.metastore import HiveMetastore
 from fed_dev.servers import SECRET_KEY, LoopbackS3
 from fed_dev.testing import Backend
 from fedcore import properties as P
-from fedcore.cli import main
+from fedcore.cli.main import main
 from fedcore.iceberg import current_view
 from fedcore.iceberg.metastore import (
     HIVE_STORAGE_HANDLER,

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 import pytest
 
 from fedcore.exceptions import FedError, InvalidColumnsError, UnsupportedTableError
-from fedcore.log_format import BlockType, read_blocks
+from fedcore.log.format import BlockType, read_blocks
 from fedcore.table import load_table
 
 SHARED = Path(__file__).resolve().parents[3].parent / "shared" / "hudi-tables"

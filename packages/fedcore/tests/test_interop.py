@@ -11,7 +11,7 @@ import pytest
 
 from fedcore.exceptions import UnsupportedTableVersionError
 from fedcore.table import create_table, load_table
-from fedcore.write_client import WriteClient
+from fedcore.write.client import WriteClient
 
 V6_TABLES = ["v6_complexkeygen_hivestyle", "v6_nonpartitioned", "v6_simplekeygen_nonhivestyle"]
 

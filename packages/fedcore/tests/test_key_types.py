@@ -13,7 +13,7 @@ import pytest
 
 from fed_dev.testing import Backend, rows, trips
 from fedcore import properties as P
-from fedcore.cli import main
+from fedcore.cli.main import main
 from fedcore.exceptions import SchemaMismatchError
 from fedcore.table import Table, create_table, load_table
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from fedcore.avro_schema import to_avro_json
 from fedcore.exceptions import UnsupportedLogBlockError
-from fedcore.log_format import (
+from fedcore.log.format import (
     BlockType,
     HeaderKey,
     avro_data_block,

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 
 from fedcore.exceptions import CorruptLogFileError, UnsupportedLogBlockError
-from fedcore.log_format import (
+from fedcore.log.format import (
     BlockType,
     HeaderKey,
     LogBlock,
@@ -28,7 +28,7 @@ from fedcore.log_format import (
     delete_records,
     read_blocks,
 )
-from fedcore.log_merge import LogRecords, MergeRules, applicable_blocks, merge
+from fedcore.log.merge import LogRecords, MergeRules, applicable_blocks, merge
 
 
 def frame(kind: int, header: dict[int, str], content: bytes) -> bytes:

@@ -13,7 +13,7 @@ import pytest
 from fed_dev.testing import ENGINE_LAYOUTS, Backend, rows, trips
 from fedcore import properties as P
 from fedcore.cleaning import clean
-from fedcore.cli import main
+from fedcore.cli.main import main
 from fedcore.compaction import read_plan
 from fedcore.exceptions import (
     CommitConflictError,
@@ -23,14 +23,14 @@ from fedcore.exceptions import (
 )
 from fedcore.filenames import LOG_FILE_RE
 from fedcore.handle import with_step_hook
-from fedcore.log_format import BlockType, data_records, read_blocks
+from fedcore.log.format import BlockType, data_records, read_blocks
 from fedcore.repair import repair_metadata
 from fedcore.rollback import rollback
 from fedcore.table import Table, create_table, load_table
 from fedcore.timeline import DELTA_COMMIT
 from fedcore.transaction import STEPS
 from fedcore.verify import verify_table
-from fedcore.write_client import WriteClient
+from fedcore.write.client import WriteClient
 
 from .test_commit_protocol import Crash, crash_at, wait_for_heartbeat_expiry
 from .test_writes import FAST_HEARTBEAT
@@ -615,7 +615,7 @@ def test_keys_another_writer_put_in_log_files_are_found_not_inserted_again(tmp_p
     of such a key updates it, never adds a second row."""
     from fedcore.avro_schema import to_avro_json
     from fedcore.commit_metadata import CommitMetadata
-    from fedcore.log_format import parquet_data_block
+    from fedcore.log.format import parquet_data_block
     from fedcore.records import with_meta_fields
 
     path = f"file://{tmp_path}/t"

@@ -17,7 +17,7 @@ from fedcore.metadata.format import FOLDER, LEGACY_FOLDER
 from fedcore.table import Table, load_table
 from fedcore.table_config import TableConfig, properties_path
 from fedcore.verify import verify_table
-from fedcore.write_client import WriteClient
+from fedcore.write.client import WriteClient
 
 from .test_hive_sync import cli_options
 from .test_writes import make_table

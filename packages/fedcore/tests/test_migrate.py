@@ -21,7 +21,7 @@ from fedcore.migrate import migrate
 from fedcore.records import META_COLUMNS
 from fedcore.table import load_table
 from fedcore.verify import verify_table
-from fedcore.write_client import WriteClient
+from fedcore.write.client import WriteClient
 
 # HUDI_WRITTEN_ZIPS: merge-on-read tables Hudi 0.15 wrote, whose reads by fedcore match Hudi's
 # Spark reader (hudi-rs 0.5 misses a pending compaction's log files).

@@ -18,7 +18,7 @@ from fedcore import properties as P
 from fedcore import timeline as timeline_module
 from fedcore.rollback import rollback
 from fedcore.table import load_table
-from fedcore.write_client import WriteClient
+from fedcore.write.client import WriteClient
 
 from .test_writes import make_table, trips
 

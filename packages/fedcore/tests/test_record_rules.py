@@ -11,7 +11,7 @@ import pytest
 from fed_dev.testing import Backend, rows, trips
 from fedcore import properties as P
 from fedcore.exceptions import InvalidRecordsError
-from fedcore.log_merge import IS_DELETED
+from fedcore.log.merge import IS_DELETED
 from fedcore.table import Table, create_table, load_table
 
 from .test_writes import make_table

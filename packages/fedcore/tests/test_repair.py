@@ -27,7 +27,7 @@ from fedcore.metadata.table import IndexCache, MetadataTable
 from fedcore.repair import repair_metadata
 from fedcore.table import Table, load_table
 from fedcore.verify import delete_orphans, verify_table
-from fedcore.write_client import WriteClient
+from fedcore.write.client import WriteClient
 
 from .test_commit_protocol import Crash, crash_at
 from .test_writes import make_table, rows, trips

@@ -11,9 +11,9 @@ import pytest
 
 from fed_dev.testing import Backend
 from fedcore.exceptions import InvalidColumnsError
+from fedcore.read.scan import DataScan
 from fedcore.records import META_COLUMNS
-from fedcore.scan import DataScan
-from fedcore.write_client import WriteClient
+from fedcore.write.client import WriteClient
 
 from .test_writes import make_table, trips
 

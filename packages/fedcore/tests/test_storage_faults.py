@@ -19,7 +19,7 @@ from fed_dev.faults import Fault, FaultProxy
 from fed_dev.servers import LoopbackS3
 from fed_dev.testing import Backend, rows, trips, trips_table
 from fedcore import properties as P
-from fedcore.cli import main
+from fedcore.cli.main import main
 from fedcore.engine import WriteJob, WritePlanner
 from fedcore.exceptions import (
     CommitConflictError,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fedcore import properties as P
-from fedcore.cli import main
+from fedcore.cli.main import main
 from fedcore.exceptions import ConfigError
 from fedcore.table import create_table, load_table
 

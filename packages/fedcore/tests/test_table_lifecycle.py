@@ -22,7 +22,7 @@ from fedcore.metadata.table import MetadataTable
 from fedcore.rollback import rollback
 from fedcore.table import Table, load_table
 from fedcore.table_config import properties_path
-from fedcore.write_client import WriteClient
+from fedcore.write.client import WriteClient
 
 from .test_writes import make_table, rows, trips
 

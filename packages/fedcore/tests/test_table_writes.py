@@ -9,7 +9,7 @@ import pytest
 
 from fed_dev.testing import Backend
 from fedcore.exceptions import InvalidRecordsError
-from fedcore.write_client import OPERATIONS, WriteResult
+from fedcore.write.client import OPERATIONS, WriteResult
 
 from .test_writes import make_table, rows, trips
 

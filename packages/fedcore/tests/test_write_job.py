@@ -13,7 +13,7 @@ from fed_dev.testing import Backend
 from fedcore.commit_metadata import WriteStat
 from fedcore.exceptions import CommitConflictError
 from fedcore.table import Table, load_table
-from fedcore.write_job import Operation, WriteJob
+from fedcore.write.job import Operation, WriteJob
 
 from .test_writes import make_table, trips
 

@@ -34,7 +34,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fedcore import properties as P
-from fedcore.log_merge import IS_DELETED
+from fedcore.log.merge import IS_DELETED
 from fedcore.table import Table, create_table
 
 SCHEMA = pa.schema(

@@ -11,7 +11,6 @@ import pytest
 from fed_dev.servers import LoopbackS3
 from fed_dev.testing import Backend, rows, trips
 from fedcore import properties as P
-from fedcore import write_client
 from fedcore.exceptions import (
     ConfigError,
     InstantNotRetainedError,
@@ -26,7 +25,8 @@ from fedcore.records import META_COLUMNS
 from fedcore.rollback import rollback
 from fedcore.table import Table, create_table, load_table
 from fedcore.verify import verify_table
-from fedcore.write_client import WriteClient
+from fedcore.write import client as write_client
+from fedcore.write.client import WriteClient
 
 FAST_HEARTBEAT = {P.HEARTBEAT_INTERVAL_MS: "100", P.HEARTBEAT_TOLERABLE_MISSES: "2"}
 
@@ -413,7 +413,7 @@ def test_an_empty_input_commits_an_empty_instant_and_changes_nothing(tmp_path: A
 def test_fed_write_of_an_empty_file_succeeds_and_says_so(
     tmp_path: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from fedcore.cli import main
+    from fedcore.cli.main import main
 
     path = f"file://{tmp_path}/t"
     created = ["create", path, "--name", "t", "--record-key", "trip_id", "--partition-by", "country"]

@@ -23,7 +23,7 @@ from fedcore import properties as P
 from fedcore.exceptions import FedError
 from fedcore.layout import table_layout
 from fedcore.table import Table, create_table
-from fedcore.write_client import Operation, WriteClient
+from fedcore.write.client import Operation, WriteClient
 
 COUNTRIES = ("usa", "bra", "deu", "ind", "jpn")
 START = date(2026, 1, 1)

@@ -1,4 +1,5 @@
-"""The JVM side of S3: ``hadoop-aws`` and the AWS SDK it was built against, for ``s3a:``.
+"""The JVM side of S3 for tests and benchmarks: ``hadoop-aws`` and the AWS SDK it was built
+against, for ``s3a:`` (test tooling: it runs ``mvn``, so no shipped package carries it).
 
 The pyspark wheel ships Hadoop's client but not ``hadoop-aws``, so its JVM cannot read
 ``s3a://`` and ``fed_spark.read`` scans S3 tables through Python workers. ``s3a_jars()``

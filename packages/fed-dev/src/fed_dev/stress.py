@@ -35,8 +35,8 @@ from fedcore.exceptions import FedError
 from fedcore.io.filesystems import StorageOptions, filesystem_for
 from fedcore.table import Table, create_table, load_table
 from fedcore.transaction import roll_back_failed_writes
-from fedcore.write_client import WriteClient
-from fedcore.write_job import DELETE, INSERT, UPSERT
+from fedcore.write.client import WriteClient
+from fedcore.write.job import DELETE, INSERT, UPSERT
 
 HOT: Final = "hot"
 HOT_KEYS: Final = 40

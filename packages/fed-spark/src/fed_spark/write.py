@@ -2,7 +2,7 @@
 
 Operations that write new file groups only (``bulk_insert``, ``insert_overwrite``,
 ``insert_overwrite_table``) run distributed on fedcore's write
-protocol (``fedcore.write_job``): the driver side begins the instant; each task writes its
+protocol (``fedcore.write.job``): the driver side begins the instant; each task writes its
 rows as new file groups through the federated filesystem, marker first, and returns write
 stats; the driver side commits the stats of the tasks that succeeded, after deleting
 whatever failed or duplicate task attempts left behind (their markers name it), or rolls

@@ -5,9 +5,9 @@ from fedcore.handle import TableHandle
 from fedcore.io.federated import FederatedFileSystem
 from fedcore.layout import LayoutReport, table_layout
 from fedcore.migrate import MigrationReport
-from fedcore.read_planner import ScanPlan
+from fedcore.read.planner import ScanPlan
+from fedcore.read.scan import DataScan
 from fedcore.repair import RepairReport, repair_metadata
-from fedcore.scan import DataScan
 from fedcore.storage import (
     HiveStorageStrategy,
     ObjectStoreStorageStrategy,
@@ -19,7 +19,7 @@ from fedcore.storage import (
 from fedcore.table import Table, create_table, load_table
 from fedcore.table_config import TableConfig
 from fedcore.verify import VerifyReport, verify_table
-from fedcore.write_client import WriteClient, WriteResult
+from fedcore.write.client import WriteClient, WriteResult
 
 __version__ = "0.1.0"
 

@@ -2,6 +2,6 @@
 
 import sys
 
-from fedcore.cli import main
+from fedcore.cli.main import main
 
 sys.exit(main())

@@ -43,7 +43,7 @@ from fedcore.file_writer import (
 )
 from fedcore.filenames import LOG_FILE_RE, base_file_name
 from fedcore.metadata.format import ADD, Op
-from fedcore.read_planner import ScanPlanner
+from fedcore.read.planner import ScanPlanner
 from fedcore.records import FILE_NAME
 from fedcore.timeline import COMMIT, COMPACTION, DELTA_COMMIT, Timeline
 from fedcore.transaction import Transaction, roll_back_failed_writes, stat_claims

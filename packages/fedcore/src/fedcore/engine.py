@@ -30,10 +30,10 @@ from fedcore.commit_metadata import WriteStat
 from fedcore.file_slice import QUERY_TYPES, FileSlice, QueryType
 from fedcore.filters import Filter, parse_where
 from fedcore.io.filesystems import StorageOptions, filesystem_for, storage_options_of
-from fedcore.read_planner import ScanPlan
+from fedcore.read.planner import ScanPlan
+from fedcore.read.scan import DataScan
 from fedcore.records import META_COLUMNS
-from fedcore.scan import DataScan
-from fedcore.write_job import (
+from fedcore.write.job import (
     BULK_INSERT,
     DELETE,
     INSERT,
@@ -45,7 +45,7 @@ from fedcore.write_job import (
     WriteJob,
     WriteResult,
 )
-from fedcore.write_planner import BaseFile, InsertTarget, WritePlanner
+from fedcore.write.planner import BaseFile, InsertTarget, WritePlanner
 
 __all__ = [
     "BULK_INSERT",

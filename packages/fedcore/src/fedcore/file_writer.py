@@ -33,8 +33,8 @@ from fedcore.handle import TableHandle
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import open_sized
 from fedcore.io.parquet import file_stats, open_parquet
-from fedcore.log_format import avro_data_block, delete_block, parquet_data_block
-from fedcore.log_merge import MergeRules, merge_into_base
+from fedcore.log.format import avro_data_block, delete_block, parquet_data_block
+from fedcore.log.merge import MergeRules, merge_into_base
 from fedcore.records import (
     COMMIT_SEQNO,
     FILE_NAME,

@@ -72,12 +72,12 @@ from fedcore.handle import StepHook, with_step_hook
 from fedcore.io.filesystems import StorageOptions, filesystem_for, open_sized
 from fedcore.io.parquet import file_stats, read_parquet_metadata
 from fedcore.io.uris import is_within, normalize_uri
-from fedcore.read_planner import ScanPlanner
+from fedcore.read.planner import ScanPlanner
 from fedcore.records import META_COLUMNS
 from fedcore.table import Table, create_table, load_table
 from fedcore.table_config import TableConfig
 from fedcore.transaction import roll_back_failed_writes
-from fedcore.write_job import BULK_INSERT, IO_THREADS, WriteJob
+from fedcore.write.job import BULK_INSERT, IO_THREADS, WriteJob
 
 #: Source config keys that define how records are keyed, partitioned and merged.
 _CARRIED: Final = frozenset(

@@ -37,9 +37,9 @@ BASE_FILE_FORMAT: Final = "hoodie.table.base.file.format"
 TABLE_CHECKSUM: Final = "hoodie.table.checksum"
 #: The table's Avro schema at creation: the schema of a table no write has completed on.
 CREATE_SCHEMA: Final = "hoodie.table.create.schema"
-#: How merge-on-read log records update base records (see ``log_merge``).
+#: How merge-on-read log records update base records (see ``log.merge``).
 PAYLOAD_CLASS: Final = "hoodie.compaction.payload.class"
-#: The payload classes whose merge fedcore reproduces (``log_merge``): the newest record
+#: The payload classes whose merge fedcore reproduces (``log.merge``): the newest record
 #: wins (Hudi's default), or the one with the greatest ordering value.
 OVERWRITE_WITH_LATEST_PAYLOAD: Final = "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"
 DEFAULT_HOODIE_PAYLOAD: Final = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"

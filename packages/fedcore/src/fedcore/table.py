@@ -35,11 +35,11 @@ from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import StorageOptions, filesystem_for
 from fedcore.io.uris import normalize_uri
 from fedcore.partitioning import VALUE_ENCODING_KEY_GENERATORS, PartitionScheme
+from fedcore.read.scan import DataScan
 from fedcore.records import META_COLUMNS, WriteInput
-from fedcore.scan import DataScan
 from fedcore.storage.loader import load_storage_strategy, named_strategy_class
 from fedcore.table_config import TableConfig
-from fedcore.write_client import Operation, WriteClient, WriteResult
+from fedcore.write.client import Operation, WriteClient, WriteResult
 
 
 class Table(TableHandle):
@@ -118,7 +118,7 @@ class Table(TableHandle):
         the log files a snapshot merges onto the base file: ``FileSlice.files()``)."""
         return self.scan(filters, as_of=as_of).plan_files()
 
-    # --- writes (see ``write_client``) -------------------------------------------------------
+    # --- writes (see ``write.client``) -------------------------------------------------------
 
     def write(
         self, data: WriteInput, operation: Operation, options: Mapping[str, str] | None = None

@@ -39,7 +39,7 @@ from fedcore.history import load_history, require_metadata_table
 from fedcore.inventory import Inventory, StoredFile, take_inventory
 from fedcore.io.filesystems import open_sized, read_object, remove_files
 from fedcore.io.parquet import file_stats, open_parquet, read_file_stats
-from fedcore.log_format import read_blocks
+from fedcore.log.format import read_blocks
 from fedcore.metadata.table import IndexCache, MetadataTable
 
 if TYPE_CHECKING:

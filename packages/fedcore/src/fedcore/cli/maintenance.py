@@ -22,7 +22,7 @@ from typing import Any
 from tqdm import tqdm
 
 from fedcore import properties as P
-from fedcore.cli_table import open_table, parse_pairs, storage_options
+from fedcore.cli.table import open_table, parse_pairs, storage_options
 from fedcore.exceptions import FedError, MetastoreError
 from fedcore.io.filesystems import storage_options_of
 from fedcore.migrate import migrate

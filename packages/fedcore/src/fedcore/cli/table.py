@@ -25,8 +25,8 @@ from fedcore.io.filesystems import StorageOptions, storage_options_of
 from fedcore.io.parquet import read_parquet
 from fedcore.rollback import rollback
 from fedcore.table import Table, create_table, load_table
-from fedcore.write_client import OPERATIONS, WriteClient
-from fedcore.write_job import UPSERT
+from fedcore.write.client import OPERATIONS, WriteClient
+from fedcore.write.job import UPSERT
 
 
 def table_commands(commands: Any) -> None:

@@ -5,7 +5,7 @@ blocks: ``#HUDI#``, the block's length, the log format version, the block type,
 a header (instant time, schema, the target of a command), the content, a footer
 and the block's total length. Data blocks hold records (Avro or Parquet), delete
 blocks hold keys, command blocks roll back earlier blocks of a failed instant.
-This module frames, decodes and encodes blocks; ``log_merge`` decides which apply.
+This module frames, decodes and encodes blocks; ``log.merge`` decides which apply.
 
 Formats come from libraries: Parquet blocks are whole Parquet files (pyarrow),
 Avro blocks are Avro datums, each after a 4-byte length, decoded by fastavro as

@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 
 from fedcore import properties as P
 from fedcore.exceptions import UnsupportedTableError
-from fedcore.log_format import (
+from fedcore.log.format import (
     BlockType,
     LogBlock,
     check_applicable,

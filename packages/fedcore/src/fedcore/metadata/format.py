@@ -53,7 +53,7 @@ REPAIR_HINT: Final = "; run `fed repair TABLE` to rebuild the metadata table fro
 
 ADD: Final = 0
 #: A file gone from the table (cleaned, or undone by a rollback). Not an operation's name:
-#: ``write_job.DELETE`` is the write that deletes records.
+#: ``write.job.DELETE`` is the write that deletes records.
 REMOVE: Final = 1
 REPLACE: Final = 2  # name is a file id retired from the table; size holds the replacing instant
 UNREPLACE: Final = 3  # undoes REPLACE (rollback of a replace commit)

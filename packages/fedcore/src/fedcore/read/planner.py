@@ -27,11 +27,11 @@ from fedcore.exceptions import (
 from fedcore.file_slice import QUERY_TYPES, VIRTUAL_META_COLUMNS, FileSlice, QueryType
 from fedcore.filters import UNARY, Filter, FilterSpec, may_match, stats_may_match, typed
 from fedcore.io.parquet import ColumnStats, read_file_stats
-from fedcore.log_merge import merge_rules
+from fedcore.log.merge import merge_rules
 from fedcore.metadata import FileIndex, MetadataTable
+from fedcore.read.slice_reader import Committed, SliceReader
 from fedcore.records import META_COLUMNS, conform_to
 from fedcore.retention import check_not_archived
-from fedcore.slice_reader import Committed, SliceReader
 from fedcore.timeline import (
     COMPACTION,
     Timeline,

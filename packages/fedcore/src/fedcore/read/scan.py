@@ -25,7 +25,7 @@ from fedcore.file_slice import FileSlice, QueryType
 from fedcore.filters import Filter, FilterSpec
 from fedcore.io.filesystems import open_sized
 from fedcore.io.parquet import read_parquet_metadata
-from fedcore.read_planner import ScanPlan, ScanPlanner
+from fedcore.read.planner import ScanPlan, ScanPlanner
 from fedcore.records import COMMIT_TIME, META_COLUMNS, conform_to, widens
 from fedcore.timeline import parse_instant_time
 

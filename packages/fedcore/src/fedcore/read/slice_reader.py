@@ -1,7 +1,7 @@
 """Reading: a file slice in, its rows out as Arrow (log files merged onto the base file,
 computed columns added, filters applied).
 
-A ``SliceReader`` is made by the planner (``read_planner.ScanPlanner``) with everything it
+A ``SliceReader`` is made by the planner (``planner.ScanPlanner``) with everything it
 needs already known (the instant read, the schema's types, how log records merge, which
 instants committed), so it does no I/O but the slice's own files and pickles small: an
 engine's tasks hold one.
@@ -26,8 +26,8 @@ from fedcore.file_slice import VIRTUAL_META_COLUMNS, FileSlice
 from fedcore.filters import Filter, filter_rows, matching_row_groups
 from fedcore.io.filesystems import open_sized, read_object
 from fedcore.io.parquet import open_parquet, read_parquet, read_row_groups
-from fedcore.log_format import LogBlock, read_blocks
-from fedcore.log_merge import IS_DELETED, LogRecords, MergeRules, applicable_blocks, merge
+from fedcore.log.format import LogBlock, read_blocks
+from fedcore.log.merge import IS_DELETED, LogRecords, MergeRules, applicable_blocks, merge
 from fedcore.records import (
     COMMIT_TIME,
     FILE_NAME,

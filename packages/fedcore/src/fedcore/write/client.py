@@ -32,7 +32,7 @@ from fedcore.records import (
     record_chunks,
     to_arrow_table,
 )
-from fedcore.write_job import (
+from fedcore.write.job import (
     BULK_INSERT,
     DELETE,
     INSERT,
@@ -44,7 +44,7 @@ from fedcore.write_job import (
     WriteJob,
     WriteResult,
 )
-from fedcore.write_planner import Prepared, WritePlanner
+from fedcore.write.planner import Prepared, WritePlanner
 
 __all__ = ["OPERATIONS", "Operation", "Progress", "WriteClient", "WriteResult"]
 

@@ -58,7 +58,7 @@ from fedcore.file_writer import (
     write_partition_metadata,
 )
 from fedcore.handle import TableHandle
-from fedcore.log_merge import merge_rules
+from fedcore.log.merge import merge_rules
 from fedcore.metadata.format import ADD, REPLACE, Op
 from fedcore.records import (
     check_keys,

@@ -27,10 +27,10 @@ from fedcore.filenames import new_file_id
 from fedcore.io.filesystems import open_sized, read_object
 from fedcore.io.parquet import read_parquet
 from fedcore.io.uris import protocol_of
-from fedcore.log_format import BlockType, data_records, read_blocks
+from fedcore.log.format import BlockType, data_records, read_blocks
 from fedcore.metadata.file_index import PartitionFiles
 from fedcore.records import latest_per_key, partition_rows, record_keys
-from fedcore.write_job import (
+from fedcore.write.job import (
     BULK_INSERT,
     DELETE,
     INSERT_OVERWRITE_TABLE,
