@@ -12,7 +12,7 @@ import pytest
 
 from fed_dev.testing import Backend, rows, trips
 from fedcore import properties as P
-from fedcore.exceptions import ConfigError, InvalidTableConfigError
+from fedcore.exceptions import ConfigError, InvalidTableConfigError, MetadataTableError
 from fedcore.metadata.format import FOLDER, LEGACY_FOLDER
 from fedcore.table import Table, load_table
 from fedcore.table_config import TableConfig, properties_path
@@ -133,3 +133,27 @@ def test_a_write_upgrades_and_a_writer_still_on_the_old_folder_loses_nothing(bac
     WriteClient(fresh(backend), {P.METADATA_COMPACT_DELTAS: "1"}).upsert(trips([5], "it"))  # folds them in
     assert rows(fresh(backend)) == {**expected, 5: ("it", 15.0)}
     assert verify_table(fresh(backend)).ok
+
+
+def test_a_reader_left_on_the_old_folder_after_archival_is_refused_not_short(backend: Backend) -> None:
+    table = make_table(backend, **{P.METADATA_COMPACT_DELTAS: "2"})
+    for n in range(3):
+        WriteClient(table).upsert(trips([n], "us", fare=float(n)))
+    old = as_layout_1(table, backend)
+    assert any(name.startswith("manifests/") for name in objects(old, LEGACY_FOLDER))
+    rows(old)  # the old handle's view now starts from the old folder's manifest
+    often = {
+        P.METADATA_COMPACT_DELTAS: "1",
+        P.ARCHIVE_MIN_INSTANTS: "2",
+        P.ARCHIVE_MAX_INSTANTS: "3",
+    }
+    for n in range(6):  # upgraded by the first; compacted and archived in the new folder
+        WriteClient(fresh(backend), often).upsert(trips([10 + n], "de", fare=float(n)))
+    assert fresh(backend).timeline().archived_through is not None
+    expected = {
+        **{n: ("us", 2.0 * n) for n in range(3)},
+        **{10 + n: ("de", 10.0 + 2 * n) for n in range(6)},
+    }
+    assert rows(fresh(backend)) == expected
+    with pytest.raises(MetadataTableError, match="archived through"):
+        old.read()

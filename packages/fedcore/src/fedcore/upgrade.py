@@ -72,11 +72,27 @@ def upgrade_config(table: TableHandle) -> dict[str, tuple[str, str]]:
     table.config = upgraded
     table.forget_file_index()
     if hudi_metadata:
-        folder = f"{table.path}/{P.HUDI_METADATA_FOLDER}"
-        with storage_errors(folder):
-            if table.fs.table_fs.exists(folder):
-                table.fs.table_fs.rm(folder, recursive=True)
+        _drop_hudi_metadata_table(table)
     return changed
+
+
+def _drop_hudi_metadata_table(table: TableHandle) -> None:
+    """Delete what Hudi keeps in ``.hoodie/metadata/``; a layout-1 metadata table of fed's
+    in there stays, for readers that loaded the config before the move."""
+    fs = table.fs.table_fs
+    folder = fs._strip_protocol(f"{table.path}/{P.HUDI_METADATA_FOLDER}")
+    kept = fs._strip_protocol(f"{table.path}/{LEGACY_FOLDER}")
+    with storage_errors(folder):
+        fs.invalidate_cache(folder)
+        if not fs.exists(folder):
+            return
+        entries = [entry.rstrip("/") for entry in fs.ls(folder, detail=False, refresh=True)]
+        if kept not in entries:
+            fs.rm(folder, recursive=True)  # as Hudi drops it: the folder and all in it
+            return
+        for entry in entries:
+            if entry != kept:
+                fs.rm(entry, recursive=True)
 
 
 def copy_metadata_table(table: TableHandle) -> int:

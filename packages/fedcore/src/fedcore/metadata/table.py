@@ -256,6 +256,14 @@ class MetadataTable(FileIndex):
         else:
             eligible = [t for t in self.manifest_times() if as_of is None or t <= as_of]
             manifest = self._fetch_manifest(eligible[-1], completed) if eligible else None
+            if manifest is not None and archived is not None and manifest.instant < archived:
+                # Archival moves instants out only up to a manifest it made: one older than
+                # that is all that is left here (lost manifests, or a folder the table has moved
+                # out of), and the instants between are in no delta this view would apply.
+                raise MetadataTableError(
+                    f"the newest metadata-table manifest in {self.folder} ({manifest.instant}) is older "
+                    f"than the instants archived through {archived}{REPAIR_HINT}"
+                )
             if manifest is None and NO_MANIFEST not in timeline.manifests:
                 # Without a manifest every delta applies, but only the active timeline's: if
                 # archival moved instants out (it drops their deltas and the start pointer),
