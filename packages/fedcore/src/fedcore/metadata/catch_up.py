@@ -16,8 +16,6 @@ metadata, which the rollback deleted).
 
 from __future__ import annotations
 
-from typing import Final
-
 from fedcore.commit_metadata import (
     CommitMetadata,
     appended_log_files,
@@ -27,9 +25,6 @@ from fedcore.commit_metadata import (
 from fedcore.exceptions import MetadataTableError
 from fedcore.metadata.format import ADD, REMOVE, REPLACE, Op
 from fedcore.timeline import CLEAN, DELTA_COMMIT, REPLACE_COMMIT, ROLLBACK, WRITE_ACTIONS
-
-#: The actions whose changes are caught up from their metadata.
-CAUGHT_UP: Final = WRITE_ACTIONS | {DELTA_COMMIT, CLEAN, ROLLBACK}
 
 
 def instant_ops(time: str, action: str, data: bytes, table: str) -> list[Op]:
