@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from fed_dev.testing import Backend
@@ -11,6 +13,7 @@ from fedcore.exceptions import InstantNotRetainedError
 from fedcore.handle import with_step_hook
 from fedcore.metadata.compaction import compact
 from fedcore.table import Table, load_table
+from fedcore.verify import verify_table
 from fedcore.write.client import WriteClient
 
 from .test_writes import make_table, rows, trips
@@ -145,3 +148,38 @@ def test_a_boundary_manifest_without_a_pointer_is_found_when_archival_dies_befor
     assert timeline.manifests[-1] >= timeline.archived_through
     assert rows(cached) == model
     assert rows(load_table(backend.table_path, storage_options=backend.storage_options)) == model
+
+
+def test_a_savepoint_keeps_its_files_from_the_cleaner_and_its_instants_from_archival(
+    backend: Backend,
+) -> None:
+    """A savepoint (Hudi's, made with its CLI before a risky change) names the files a restore
+    to it needs: fed's cleaner keeps them, and its archival stops before the savepoint, as
+    Hudi's own services do."""
+    table = make_table(backend, **KEEP)
+    model: dict[int, tuple[str, float]] = {}
+    saved = write_rounds(table, 2, model)[-1]
+    kept = {
+        partition: sorted(files.files) for partition, files in table.file_index.files(as_of=saved).items()
+    }
+    savepoint = {
+        "savepointedBy": "hudi-cli",
+        "savepointedAt": 0,
+        "comments": "before the backfill",
+        "partitionMetadata": {
+            p: {"partitionPath": p, "savepointDataFile": names} for p, names in kept.items()
+        },
+        "version": 1,
+    }
+    fs = table.fs.table_fs
+    fs.pipe_file(f"{table.path}/.hoodie/{saved}.savepoint.inflight", b"")
+    fs.pipe_file(f"{table.path}/.hoodie/{saved}.savepoint", json.dumps(savepoint).encode())
+    write_rounds(table, 12, model)
+    assert rows(table) == model
+    timeline = table.timeline()
+    assert len(timeline.completed(["clean"])) >= 5, "the cleaner ran"
+    assert timeline.find(saved) is not None, "archival stopped before the savepoint"
+    for partition, names in kept.items():
+        for name in names:
+            assert table.fs.exists(f"{partition}/{name}"), f"{partition}/{name} was cleaned"
+    assert verify_table(load_table(backend.table_path, storage_options=backend.storage_options)).ok

@@ -157,3 +157,34 @@ def test_a_reader_left_on_the_old_folder_after_archival_is_refused_not_short(bac
     assert rows(fresh(backend)) == expected
     with pytest.raises(MetadataTableError, match="archived through"):
         old.read()
+
+
+def test_a_handle_opened_before_another_writer_changed_the_config_writes_from_the_stored_one(
+    backend: Backend,
+) -> None:
+    """A handle keeps the config it loaded; another writer (a Hudi job) may change
+    ``hoodie.properties`` since. Each write works from the stored file: Hudi's metadata table,
+    built since the handle opened, is dropped (config key, then folder), a key the other
+    writer added is kept rather than overwritten by the handle's older copy, and a change to
+    the table's definition is refused by name, before anything is written."""
+    kept = make_table(backend)
+    kept.upsert(trips(range(4), ["us", "de"] * 2))
+    fs = kept.fs.table_fs
+    stored = TableConfig.load(fs, kept.path)
+    hudi_keys = {P.HUDI_METADATA_PARTITIONS: "files", "hoodie.table.initial.version": "6"}
+    TableConfig({**stored, **hudi_keys}).save_replacing(fs, kept.path)
+    fs.pipe_file(f"{kept.path}/{HUDI_METADATA}/files/.files-0000_00000000000000000.log.1_0-0-0", b"x")
+    assert P.HUDI_METADATA_PARTITIONS not in kept.config  # the handle's copy is from before
+    kept.upsert(trips([2, 7], "us", ts=2, fare=3.0))
+    after = TableConfig.load(fs, kept.path)
+    assert P.HUDI_METADATA_PARTITIONS not in after, "Hudi's metadata table was dropped from the config"
+    assert after["hoodie.table.initial.version"] == "6", "the other writer's key was kept"
+    assert objects(kept, HUDI_METADATA) == [], "and its folder went"
+    assert kept.config["hoodie.table.initial.version"] == "6"
+    expected = rows(fresh(backend))
+    assert expected[7] == ("us", 10.0)
+    TableConfig({**after, P.RECORD_KEY_FIELDS: "country"}).save_replacing(fs, kept.path)
+    timeline = [i.time for i in kept.timeline().instants]
+    with pytest.raises(InvalidTableConfigError, match=r"record key fields.*open the table again"):
+        kept.upsert(trips([0], "us", ts=3))
+    assert [i.time for i in kept.timeline().instants] == timeline, "nothing was written"

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiobotocore.session
 import pytest
 
 from fed_dev.faults import Fault, FaultProxy
@@ -25,6 +26,7 @@ from fedcore.exceptions import (
     CommitConflictError,
     DataFileCorruptError,
     DataFileMissingError,
+    InvalidStorageConfigError,
     InvalidTableConfigError,
     StorageError,
     StoragePermissionError,
@@ -176,6 +178,26 @@ def test_an_unreachable_endpoint_fails_within_seconds(
         assert code == 2
         assert "cannot be reached" in one_line(capsys.readouterr().err)
         assert time.monotonic() - start < UNREACHABLE_S
+
+
+def test_connect_attempts_are_configurable(faulty: Faulty) -> None:
+    """``connect_attempts`` (fed's S3 storage option) bounds the attempts at an endpoint that
+    refuses connections: counted as the requests botocore sends; a bad value is refused."""
+    for attempts in (1, 2, 4):
+        session = aiobotocore.session.AioSession()
+        sent: list[str] = []
+        session.register("before-send.s3", lambda request, sent=sent, **_: sent.append(request.url))
+        options: dict[str, Any] = dict(faulty.options["s3"])
+        options["client_kwargs"] = {**options["client_kwargs"], "endpoint_url": "http://127.0.0.1:9"}
+        options |= {"session": session, "connect_attempts": str(attempts)}
+        with pytest.raises(StorageUnavailableError, match="cannot be reached"):
+            load_table(faulty.table.path, storage_options={"s3": options})
+        assert len(sent) == attempts
+    for bad in ("0", "many"):
+        with pytest.raises(InvalidStorageConfigError, match="connect_attempts"):
+            load_table(
+                faulty.table.path, storage_options={"s3": {**faulty.options["s3"], "connect_attempts": bad}}
+            )
 
 
 def test_server_errors_are_retried_then_typed(faulty: Faulty) -> None:

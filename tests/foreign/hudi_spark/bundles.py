@@ -8,6 +8,7 @@ a process of its own (``hudi_job.py``): one JVM holds one Hudi on its class path
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -64,7 +65,9 @@ class HudiSession:
     """Hudi ``version``'s Spark writer and reader in one process kept open (``hudi_job.py
     --serve``): ``run(job)`` as ``run_hudi`` does, without a new JVM per job."""
 
-    def __init__(self, version: str) -> None:
+    def __init__(self, version: str, time_zone: str | None = None) -> None:
+        """``time_zone``: the JVM's local time zone (``TZ``), which Hudi's writers make instant
+        times in unless the table's config says UTC."""
         self.version = version
         self.process = subprocess.Popen(
             [sys.executable, str(JOB), str(bundle(version)), "--serve"],
@@ -72,6 +75,7 @@ class HudiSession:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
+            env={**os.environ, "TZ": time_zone} if time_zone else None,
         )
         self._answer()  # the JVM is up
 

@@ -21,6 +21,7 @@ import pytest
 from foreign.hudi_spark.bundles import HUDI_VERSIONS, HudiSession
 
 from fedcore import properties as P
+from fedcore.repair import repair_metadata
 from fedcore.table import Table, create_table, load_table
 from fedcore.verify import verify_table
 
@@ -145,3 +146,137 @@ def test_hudi_and_fed_write_one_table_turn_about(
     check = verify_table(load_table(path), deep=True)  # sizes, footers, statistics
     assert check.ok, check.format()
     assert len(seen) >= 8
+
+
+@pytest.mark.parametrize("table_type", P.TABLE_TYPES)
+def test_instants_hudi_archived_before_fed_took_them_in(
+    hudi: HudiSession, table_type: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Hudi's writer archives (keeping 3 to 4 commits) instants fed never saw: one that made a
+    partition no later write touches, and on merge-on-read the delta commits whose log files
+    still hold the newest values. fed's readers (a new handle and one kept from before), its
+    repair tool and Hudi's reader all return the model's rows, and fed writes on."""
+    name = f"arch_{table_type.lower()}_{hudi.version.replace('.', '_')}"
+    path = f"file://{tmp_path_factory.mktemp(name)}/{name}"
+    kept = create_table(
+        path,
+        name=name,
+        record_key_fields=["id"],
+        partition_fields=["p"],
+        precombine_field="ts",
+        table_type=table_type,  # type: ignore[arg-type]
+    )
+    first = [row(i, 1, "first") for i in range(6)]
+    kept.bulk_insert(pa.Table.from_pylist([dict(zip(ARROW.names, r, strict=True)) for r in first], ARROW))
+    model = {r[0]: r for r in first}
+    assert fed_rows(kept) == model_rows(model)
+    options = hudi_options(name, table_type, hudi.version) | {
+        "hoodie.keep.min.commits": "3",
+        "hoodie.keep.max.commits": "4",
+        "hoodie.cleaner.commits.retained": "2",
+    }
+    steps: list[tuple[str, list[Row]]] = [("upsert", [[100, "c", 2, "hudi c"]])]
+    steps += [("upsert", [row(k % 6, 3 + k, f"hudi {k}")]) for k in range(9)]
+    made_c = ""
+    for number, (operation, rows) in enumerate(steps):
+        spec = {"path": path, "options": options, "schema": SCHEMA, "steps": [[operation, rows]]}
+        assert hudi.run({"writes": {"w": spec}})["writes"]["w"] == "ok"
+        model.update((r[0], r) for r in rows)
+        if number == 0:
+            made_c = load_table(path).timeline().completed()[-1].time
+    archive = Path(path.removeprefix("file://"), P.HOODIE_FOLDER, "archived")
+    assert any(f.name.startswith(".commits_.archive.") for f in archive.iterdir()), "Hudi archived"
+    assert load_table(path).timeline().find(made_c) is None, "the commit that made p=c was archived"
+    expected = model_rows(model)
+    assert fed_rows(load_table(path)) == expected, "fedcore, a new handle"
+    assert fed_rows(kept) == expected, "fedcore, a handle kept from before Hudi wrote"
+    check = verify_table(load_table(path), deep=True)
+    assert check.ok, check.format()
+    repaired = load_table(path)
+    repair_metadata(repaired)
+    assert fed_rows(load_table(path)) == expected, "fedcore, after the repair tool rebuilt its metadata"
+    more = [row(1, 50, "fed after"), [101, "c", 50, "fed c"]]
+    load_table(path).upsert(
+        pa.Table.from_pylist([dict(zip(ARROW.names, r, strict=True)) for r in more], ARROW)
+    )
+    model.update((r[0], r) for r in more)
+    expected = model_rows(model)
+    assert fed_rows(load_table(path)) == expected, "fedcore, after its own upsert"
+    assert fed_rows(kept) == expected, "fedcore, the kept handle, after its own upsert"
+    read = hudi.run({"reads": {"r": {"path": path, "query_type": "snapshot", "columns": COLUMNS}}})
+    assert read["reads"]["r"].get("rows") == expected, f"Hudi's reader: {read['reads']['r']}"
+
+
+@pytest.mark.parametrize("version", HUDI_VERSIONS)
+def test_hudi_writing_local_times_behind_fed(version: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A Hudi job in a time zone behind UTC, on a table whose config does not say UTC (fed's
+    tables before it did, Hudi's own), makes instant times older than fed's newest, after fed
+    compacted its metadata table past them. fed takes those instants in all the same, and reads
+    each table type exactly as Hudi's reader does; on a table fed created now (UTC in its
+    config) the same job's instants come after fed's."""
+    hudi = HudiSession(version, time_zone="Etc/GMT+5")  # UTC-5
+    try:
+        for table_type in P.TABLE_TYPES:
+            name = f"late_{table_type.lower()}_{version.replace('.', '_')}"
+            path = f"file://{tmp_path_factory.mktemp(name)}/{name}"
+            table = create_table(
+                path,
+                name=name,
+                record_key_fields=["id"],
+                partition_fields=["p"],
+                precombine_field="ts",
+                table_type=table_type,  # type: ignore[arg-type]
+            )
+            assert table.config[P.TIMELINE_TIMEZONE] == "UTC"
+            table.config.without([P.TIMELINE_TIMEZONE]).save_replacing(table.fs.table_fs, table.path)
+            first = [row(i, 1, "first") for i in range(6)]
+            compacting = {str(P.METADATA_COMPACT_DELTAS): "1"}
+            kept = load_table(path, properties=compacting)
+            kept.bulk_insert(
+                pa.Table.from_pylist([dict(zip(ARROW.names, r, strict=True)) for r in first], ARROW)
+            )
+            fed_rows(kept)
+            newest_manifest = load_table(path).timeline().manifests[-1]
+            before = {i.time for i in load_table(path).timeline().completed()}
+            spec = {
+                "path": path,
+                "options": hudi_options(name, table_type, version),
+                "schema": SCHEMA,
+                "steps": [["upsert", [[100, "c", 2, "hudi c"], row(1, 2, "hudi 1")]]],
+            }
+            assert hudi.run({"writes": {"w": spec}})["writes"]["w"] == "ok"
+            hudi_made = {i.time for i in load_table(path).timeline().completed()} - before
+            assert hudi_made, "Hudi committed"
+            assert max(hudi_made) < newest_manifest, "Hudi's instants are older than fed's manifest"
+            read = hudi.run({"reads": {"r": {"path": path, "query_type": "snapshot", "columns": COLUMNS}}})
+            expected = read["reads"]["r"]["rows"]
+            assert ["100", "p=c", 100, "c", 2, "hudi c"] in expected, expected
+            assert fed_rows(load_table(path)) == expected, f"{table_type}: fedcore, a new handle"
+            assert fed_rows(kept) == expected, f"{table_type}: fedcore, a handle kept from before"
+            more = [row(2, 3, "fed 2"), [101, "c", 3, "fed c"]]
+            kept.upsert(pa.Table.from_pylist([dict(zip(ARROW.names, r, strict=True)) for r in more], ARROW))
+            read = hudi.run({"reads": {"r": {"path": path, "query_type": "snapshot", "columns": COLUMNS}}})
+            expected = read["reads"]["r"]["rows"]
+            assert ["101", "p=c", 101, "c", 3, "fed c"] in expected, expected
+            assert fed_rows(load_table(path)) == expected, f"{table_type}: fedcore after its upsert"
+            assert fed_rows(kept) == expected, f"{table_type}: the kept handle after its upsert"
+            check = verify_table(load_table(path), deep=True)
+            assert check.ok, check.format()
+
+        name = f"utc_{version.replace('.', '_')}"
+        path = f"file://{tmp_path_factory.mktemp(name)}/{name}"
+        table = create_table(
+            path, name=name, record_key_fields=["id"], partition_fields=["p"], precombine_field="ts"
+        )
+        table.bulk_insert(pa.Table.from_pylist([dict(zip(ARROW.names, row(0, 1, "x"), strict=True))], ARROW))
+        fed_time = table.timeline().completed()[-1].time
+        spec = {
+            "path": path,
+            "options": hudi_options(name, P.TABLE_TYPE_COW, version),
+            "schema": SCHEMA,
+            "steps": [["upsert", [row(0, 2, "hudi")]]],
+        }
+        assert hudi.run({"writes": {"w": spec}})["writes"]["w"] == "ok"
+        assert load_table(path).timeline().completed()[-1].time > fed_time, "Hudi's instant came after fed's"
+    finally:
+        hudi.close()

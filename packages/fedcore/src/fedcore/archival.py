@@ -36,13 +36,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from fedcore import properties as P
+from fedcore.archived_timeline import archive_folder
 from fedcore.exceptions import ConfigError
 from fedcore.io.atomic import create_exclusive
 from fedcore.io.filesystems import read_object, read_objects, remove_files
 from fedcore.io.parquet import read_parquet
 from fedcore.metadata.cleanup import drop_older_than
-from fedcore.retention import ARCHIVE_PREFIX, archive_folder, last_clean_retained
-from fedcore.timeline import ARCHIVED_MARKER_PREFIX, Instant, Timeline, parse_instant_file
+from fedcore.retention import ARCHIVE_PREFIX, last_clean_retained
+from fedcore.timeline import ARCHIVED_MARKER_PREFIX, SAVEPOINT, Instant, Timeline, parse_instant_file
 
 if TYPE_CHECKING:
     from fedcore.handle import TableHandle
@@ -88,25 +89,22 @@ def archive(
     if not manifests:
         return []
     boundary = index.manifest(manifests[-1])
-    # An instant the manifest skipped (pending when it was made) stays, and so does every
-    # instant after it: archiving a later write while an earlier one stays active would leave
-    # a gap Hudi's readers take for an uncommitted write (they count an instant as committed
-    # when it is active or older than the active timeline's first instant).
-    on_timeline = {i.time for i in timeline.instants}
-    floor = min((t for t in boundary.excluded if t in on_timeline), default=None)
-    doomed = [
-        i
-        for i in completed
-        if i.time <= boundary.instant
-        and i.time not in boundary.excluded
-        and (floor is None or i.time < floor)
-    ]
+    # An instant the manifest lacks (pending when it was made, or completed since with an
+    # older time) stays, and so does every instant after it: archiving a later write while
+    # an earlier one stays active would leave a gap Hudi's readers take for an uncommitted
+    # write (they count an instant as committed when it is active or older than the active
+    # timeline's first instant).
+    floor = min(
+        (i.time for i in timeline.instants if i.time <= boundary.instant and boundary.lacks(i.time)),
+        default=None,
+    )
+    doomed = [i for i in completed if i.time <= boundary.instant and (floor is None or i.time < floor)]
     if not doomed:
         return []
     step = table.step
     files = _instant_files(table, {i.time for i in doomed})
     try:
-        _write_archive(table, boundary.instant, files)
+        _write_archive(table, boundary.instant, doomed[-1].time, files)
     except FileNotFoundError:
         return []  # another writer's archival is moving these instants out right now
     _mark_archived(table, timeline, boundary.instant)
@@ -132,6 +130,11 @@ def _bound(table: TableHandle, timeline: Timeline, keep_from: str) -> str:
     retained = last_clean_retained(table.fs.table_fs, table.path, timeline)
     if retained:
         bounds.append(retained)
+    # Hudi's archival stops at the oldest savepoint (``hoodie.archive.beyond.savepoint`` off):
+    # a restore to it needs the instants after it on the active timeline.
+    savepoints = timeline.completed([SAVEPOINT])
+    if savepoints:
+        bounds.append(savepoints[0].time)
     return min(bounds)
 
 
@@ -162,7 +165,10 @@ def _remove(table: TableHandle, paths: list[str]) -> None:
     remove_files(table.fs.table_fs, paths)
 
 
-def _write_archive(table: TableHandle, boundary: str, files: list[str]) -> None:
+def _write_archive(table: TableHandle, boundary: str, newest: str, files: list[str]) -> None:
+    """Write the archive file of the instants up to ``newest`` that ``boundary`` lets go:
+    named after both, since two archivals may share a boundary (the second moves out what a
+    pending instant held back the first time)."""
     contents = read_objects(table.fs.table_fs, files)
     instants: list[Instant] = [parse_instant_file(path.rsplit("/", 1)[-1]) for path in files]  # type: ignore[misc]
     rows = pa.table(
@@ -176,8 +182,8 @@ def _write_archive(table: TableHandle, boundary: str, files: list[str]) -> None:
     )
     sink = io.BytesIO()
     pq.write_table(rows, sink, compression="zstd")
-    path = f"{archive_folder(table.path)}/{ARCHIVE_PREFIX}{boundary}.parquet"
-    # Exists when an earlier archival to the same boundary died before its deletions: finish them.
+    path = f"{archive_folder(table.path)}/{ARCHIVE_PREFIX}{boundary}-{newest}.parquet"
+    # Exists when an earlier archival of the same instants died before its deletions: finish them.
     with contextlib.suppress(FileExistsError):
         create_exclusive(table.fs.table_fs, path, sink.getvalue())
 

@@ -15,7 +15,8 @@ the instants between the previous clean's earliest retained instant and its
 own. That keeps the clean a writer runs after each commit flat in the size of
 the table; only the first clean of a table looks at every partition. A clean
 with nothing to delete is still recorded when its look was costly (a full look,
-or a window of many instants), so the next one starts from there.
+or a window of many instants), so the next one starts from there. Files a savepoint on the
+timeline keeps are never deleted, as Hudi's cleaner keeps them.
 """
 
 from __future__ import annotations
@@ -25,11 +26,12 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from fedcore.commit_metadata import clean_metadata
+from fedcore.commit_metadata import clean_metadata, savepointed_files
 from fedcore.filenames import BASE_FILE_RE, LOG_FILE_RE
+from fedcore.io.filesystems import read_objects
 from fedcore.metadata.format import REMOVE, Op
 from fedcore.retention import last_clean_retained
-from fedcore.timeline import CLEAN, Timeline
+from fedcore.timeline import CLEAN, SAVEPOINT, Timeline, instant_path
 from fedcore.transaction import Transaction, roll_back_failed_writes
 
 if TYPE_CHECKING:
@@ -76,11 +78,26 @@ def plan_clean(table: TableHandle, retained: int, timeline: Timeline | None = No
             plan.partitions.update(metadata.replaced)
         if not plan.partitions:
             return plan
+    kept = _savepointed(table, timeline)
     for partition, files in table.file_index_at(timeline).files(plan.partitions).items():
         doomed = _doomed(files, earliest)
+        for name in kept.get(partition, ()):
+            doomed.pop(name, None)
         if doomed:
             plan.doomed[partition] = doomed
     return plan
+
+
+def _savepointed(table: TableHandle, timeline: Timeline) -> dict[str, set[str]]:
+    """partition -> files a savepoint on the timeline keeps: as Hudi's cleaner does, a clean
+    never deletes them (a restore to the savepoint needs them)."""
+    savepoints = timeline.completed([SAVEPOINT])
+    kept: dict[str, set[str]] = {}
+    bodies = read_objects(table.fs.table_fs, [instant_path(table.path, i) for i in savepoints])
+    for data in bodies:
+        for partition, names in savepointed_files(data).items():
+            kept.setdefault(partition, set()).update(names)
+    return kept
 
 
 def _doomed(files: PartitionFiles, earliest: str) -> dict[str, int]:

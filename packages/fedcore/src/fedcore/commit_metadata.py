@@ -219,6 +219,19 @@ def deleted_files(data: bytes) -> dict[str, list[str]]:
         raise MetadataTableError(f"clean metadata is unreadable: {exc}") from exc
 
 
+def savepointed_files(data: bytes) -> dict[str, set[str]]:
+    """partition -> names of the files a savepoint keeps (a restore to it needs them), from its
+    metadata (Hudi's Avro ``HoodieSavepointMetadata``, or the same fields in JSON)."""
+    try:
+        partitions = action_body(data).get("partitionMetadata") or {}
+        return {
+            p: {str(name).rpartition("/")[2] for name in body.get("savepointDataFile") or []}
+            for p, body in partitions.items()
+        }
+    except (ValueError, AttributeError, TypeError) as exc:
+        raise MetadataTableError(f"savepoint metadata is unreadable: {exc}") from exc
+
+
 def appended_log_files(data: bytes) -> list[str]:
     """The log files a rollback appended a rollback block to (Hudi's merge-on-read rollbacks
     on storage that appends), rather than deleted: their recorded sizes are stale."""

@@ -174,7 +174,8 @@ class TableHandle:
         """The timeline, listed now. ``latest_read``: for a read of the latest snapshot, which
         may list on from the timeline this handle listed last (``Timeline.load``'s ``since``)."""
         cache = self.index_cache
-        timeline = Timeline.load(self.fs.table_fs, self.path, cache.timeline if latest_read else None)
+        since = cache.timeline if latest_read and not cache.co_written else None
+        timeline = Timeline.load(self.fs.table_fs, self.path, since)
         cache.timeline = timeline
         return timeline
 

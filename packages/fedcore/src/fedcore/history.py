@@ -4,9 +4,10 @@ The metadata table is derived from instants' metadata alone (each commit's write
 stats, each replace commit's retired file groups, each clean's and rollback's
 deletions). When it is lost or damaged, the same account can be read back from
 the timeline: every instant that ever completed is either still on the active
-timeline or in archival's files, content and all. The repair tool checks that
-account against what storage holds (``fedcore.inventory``), and ``fed verify``
-uses it to tell a file the metadata table lost from an orphan nothing references.
+timeline or in archival's files (fed's, or those of a Hudi writer of the table), content
+and all. The repair tool checks that account against what storage holds
+(``fedcore.inventory``), and ``fed verify`` uses it to tell a file the metadata table
+lost from an orphan nothing references.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from fedcore.archival import read_archive
+from fedcore.archived_timeline import hudi_archive_files, read_hudi_archive
 from fedcore.commit_metadata import CommitMetadata, deleted_files, rolled_back_instants
 from fedcore.exceptions import RepairError, UnsupportedTableError
 from fedcore.filenames import BASE_FILE_RE, LOG_FILE_RE, file_instant
@@ -104,6 +106,10 @@ def load_history(table: TableHandle, timeline: Timeline | None = None) -> Histor
     ):
         if name == f"{time}.{action}" and time not in bodies:
             bodies[time] = (action, content)
+    hudi_archived = read_hudi_archive(fs, list(hudi_archive_files(fs, table.path)))
+    for instant in hudi_archived:  # a Hudi writer's archival (``archived_timeline``)
+        if instant.body is not None and instant.time not in bodies:
+            bodies[instant.time] = (instant.action, instant.body)
     history = History(
         timeline,
         upto=completed[-1].time if completed else None,

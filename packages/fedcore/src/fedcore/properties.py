@@ -33,6 +33,10 @@ KEY_GENERATOR_TYPE: Final = "hoodie.table.keygenerator.type"
 
 TIMELINE_LAYOUT_VERSION: Final = "hoodie.timeline.layout.version"
 ARCHIVELOG_FOLDER: Final = "hoodie.archivelog.folder"
+#: The clock of instant times: fed's are UTC, and a new table says so, so that Hudi's writers
+#: of it make UTC times too (Hudi's default is the writer's local time zone, whose times
+#: would interleave with fed's out of order).
+TIMELINE_TIMEZONE: Final = "hoodie.table.timeline.timezone"
 BASE_FILE_FORMAT: Final = "hoodie.table.base.file.format"
 TABLE_CHECKSUM: Final = "hoodie.table.checksum"
 #: The table's Avro schema at creation: the schema of a table no write has completed on.

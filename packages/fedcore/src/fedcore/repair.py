@@ -197,7 +197,16 @@ def repair_metadata(
         index = MetadataTable(
             table.fs.table_fs, table.path, lambda: timeline, folder=table.metadata_folder, cache=IndexCache()
         )
-        rebuild(index, history.upto, state, history.pending, history.schema, table.step)
+        rebuild(
+            index,
+            history.upto,
+            state,
+            history.pending,
+            history.schema,
+            table.step,
+            folded=[i.time for i in timeline.completed()],
+            listed_from=timeline.instants[0].time if timeline.instants else None,
+        )
         newer = [t for t in index.manifest_times() if t > history.upto]
         if newer:
             raise RepairError(

@@ -13,21 +13,17 @@ from typing import Final
 
 from fsspec import AbstractFileSystem
 
-from fedcore import properties as P
+from fedcore.archived_timeline import archive_folder
 from fedcore.commit_metadata import earliest_retained
 from fedcore.exceptions import InstantNotRetainedError
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import read_object
 from fedcore.timeline import CLEAN, Instant, Timeline, instant_path
 
-ARCHIVE_FOLDER: Final = "archived"
-#: Archive files are ``fed-archive-<boundary instant>.parquet``: Hudi's own archived-timeline
-#: reader passes them by.
+#: Archive files are ``fed-archive-<boundary instant>-<newest archived instant>.parquet``
+#: (``fed-archive-<boundary instant>.parquet`` before fed named the newest): Hudi's own
+#: archived-timeline reader passes them by.
 ARCHIVE_PREFIX: Final = "fed-archive-"
-
-
-def archive_folder(table_path: str) -> str:
-    return f"{table_path}/{P.HOODIE_FOLDER}/{ARCHIVE_FOLDER}"
 
 
 def archived_through(fs: AbstractFileSystem, table_path: str) -> str | None:

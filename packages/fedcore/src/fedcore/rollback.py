@@ -32,6 +32,7 @@ from fedcore.timeline import (
 )
 from fedcore.transaction import (
     Transaction,
+    check_begun_by_fed,
     is_failed,
     release_claim,
     remove_instant_files,
@@ -57,6 +58,7 @@ def rollback(table: TableHandle, instant_time: str) -> str:
             f"{instant} is not a write; only writes (commits, replace and delta commits) roll back"
         )
     if not instant.is_completed:
+        check_begun_by_fed(table, instant)
         if not is_failed(table, instant):
             raise RollbackError(f"{instant} is still being written (its heartbeat is fresh)")
         done = roll_back_pending(table, instant)

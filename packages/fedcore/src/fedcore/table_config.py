@@ -72,6 +72,7 @@ class TableConfig(Mapping[str, str]):
             P.TABLE_VERSION: str(P.DEFAULT_TABLE_VERSION),
             P.TIMELINE_LAYOUT_VERSION: str(P.DEFAULT_TIMELINE_LAYOUT_VERSION),
             P.ARCHIVELOG_FOLDER: "archived",
+            P.TIMELINE_TIMEZONE: "UTC",
             P.BASE_FILE_FORMAT: "PARQUET",
             P.RECORD_KEY_FIELDS: ",".join(f.strip() for f in record_key_fields),
             P.HIVE_STYLE_PARTITIONING: str(hive_style_partitioning).lower(),

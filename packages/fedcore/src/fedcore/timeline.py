@@ -65,6 +65,9 @@ _POINTER_RE = re.compile(re.escape(MANIFEST_POINTER_PREFIX) + r"(\d{17})")
 #: instants up to ``<instant>`` out, so a listing says how far they went (a long-lived
 #: handle's cached metadata-table view from before that point lacks them).
 ARCHIVED_MARKER_PREFIX: Final = "fed-archived-"
+#: The archive folder in ``.hoodie/`` (``hoodie.archivelog.folder``): fed's archival and
+#: Hudi's both move instants there.
+ARCHIVE_FOLDER: Final = "archived"
 _ARCHIVED_RE = re.compile(re.escape(ARCHIVED_MARKER_PREFIX) + r"(\d{17})")
 
 
@@ -124,10 +127,16 @@ class Timeline:
     its markers; None when none was seen)."""
 
     def __init__(
-        self, instants: Iterable[Instant], manifests: Iterable[str] = (), archived_through: str | None = None
+        self,
+        instants: Iterable[Instant],
+        manifests: Iterable[str] = (),
+        archived_through: str | None = None,
+        has_archive: bool = False,
     ) -> None:
         self.manifests: tuple[str, ...] = tuple(sorted(manifests))
         self.archived_through = archived_through
+        #: Whether the listing showed an archive folder (fed's archival or Hudi's wrote one).
+        self.has_archive = has_archive
         latest: dict[tuple[str, str], Instant] = {}
         rank = {REQUESTED: 0, INFLIGHT: 1, COMPLETED: 2}
         for instant in instants:
@@ -166,12 +175,18 @@ class Timeline:
                 kept = [i for i in since.instants if i.time < mark]
                 known = set(since.instants)
                 news = [i for i in listed.instants if i not in known]
-                unchanged = (listed.manifests, listed.archived_through) == (
+                unchanged = (listed.manifests, listed.archived_through, listed.has_archive) == (
                     since.manifests,
                     since.archived_through,
+                    since.has_archive,
                 )
                 if unchanged and all(i.action in _APPENDED for i in news):
-                    return cls(kept + list(listed.instants), listed.manifests, listed.archived_through)
+                    return cls(
+                        kept + list(listed.instants),
+                        listed.manifests,
+                        listed.archived_through,
+                        listed.has_archive,
+                    )
         # refresh: s3fs caches listings, and a stale timeline would hide commits.
         with storage_errors(folder):
             names = [entry.rsplit("/", 1)[-1] for entry in fs.ls(folder, detail=False, refresh=True)]
@@ -183,7 +198,7 @@ class Timeline:
         pointers = [match[1] for match in map(_POINTER_RE.fullmatch, names) if match is not None]
         archived = [match[1] for match in map(_ARCHIVED_RE.fullmatch, names) if match is not None]
         instants = (instant for instant in map(parse_instant_file, names) if instant is not None)
-        return cls(instants, pointers, max(archived, default=None))
+        return cls(instants, pointers, max(archived, default=None), ARCHIVE_FOLDER in names)
 
     def __iter__(self) -> Iterator[Instant]:
         return iter(self.instants)

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Final
 
 from fedcore import properties as P
 from fedcore.commit_metadata import WriteStat, rollback_metadata
-from fedcore.exceptions import CommitConflictError, InstantConflictError
+from fedcore.exceptions import CommitConflictError, InstantConflictError, RollbackError
 from fedcore.file_writer import MARKER_BATCH_PREFIX, put_data_file
 from fedcore.io.atomic import create_exclusive
 from fedcore.io.errors import storage_errors
@@ -46,14 +46,12 @@ from fedcore.io.filesystems import read_object, read_objects, remove_files
 from fedcore.metadata.format import Op
 from fedcore.timeline import (
     CLEAN,
-    COMPACTION,
     COMPLETED,
     INFLIGHT,
     REQUESTED,
     ROLLBACK,
     Instant,
     Timeline,
-    has_heartbeat,
     heartbeat_path,
     new_instant,
     parse_instant_time,
@@ -321,21 +319,47 @@ def is_failed(table: TableHandle, instant: Instant) -> bool:
     look dead to another writer in that moment. An instant time is the clock when it
     was requested (or later), so a writer that died before its first beat still
     expires after the same interval as any other."""
-    path = heartbeat_path(table.path, instant.time)
-    try:
-        with storage_errors(path):
-            last = int(table.fs.table_fs.cat_file(path).decode() or 0)
-    except (FileNotFoundError, ValueError):
-        last = 0
+    last = _last_beat(table, instant) or 0
     requested_ms = int(parse_instant_time(instant.time).timestamp() * 1000)
     expiry = table.heartbeat_interval_ms * (table.heartbeat_tolerable_misses + 1)
     return _now_ms() - max(last, requested_ms) > expiry
 
 
+def _last_beat(table: TableHandle, instant: Instant) -> int | None:
+    """The last beat (epoch ms) fed's heartbeat of a pending instant holds; None when it has
+    none of fed's: Apache Hudi's writers beat an empty file, or none at all."""
+    path = heartbeat_path(table.path, instant.time)
+    try:
+        with storage_errors(path):
+            return int(table.fs.table_fs.cat_file(path).decode())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def check_begun_by_fed(table: TableHandle, instant: Instant) -> None:
+    """Refuse to roll back a pending instant fed did not begin (``RollbackError``).
+
+    fed's writers create an instant's heartbeat, holding its first beat, before its requested
+    file, and remove it only once the instant is completed or rolled back, so a pending
+    instant of fed's always has one. Another writer's (Apache Hudi's) has none or an empty
+    one: fed cannot tell whether that writer is alive (Hudi's single-writer default beats
+    no heartbeat at all), nor undo it exactly (its markers may be kept by Hudi's timeline
+    server; on merge-on-read it may have appended to log files). Hudi rolls back its own
+    failed writes on its next write."""
+    if _last_beat(table, instant) is None:
+        raise RollbackError(
+            f"{instant} of table {table.name} was begun by another writer (it has no heartbeat of "
+            "fed's): fed does not roll it back. Apache Hudi's writers roll back their failed writes "
+            "on their next write (or use hudi-cli's `commit rollback`)"
+        )
+
+
 def roll_back_if_failed(table: TableHandle, instant_time: str) -> bool:
     """Roll back ``instant_time`` if it is pending and its writer is dead; True if it was."""
     instant = table.timeline().find(instant_time)
-    if instant is None or instant.is_completed or not is_failed(table, instant):
+    if instant is None or instant.is_completed or _last_beat(table, instant) is None:
+        return False
+    if not is_failed(table, instant):
         return False
     roll_back_pending(table, instant)
     return True
@@ -444,8 +468,10 @@ def roll_back_failed_writes(table: TableHandle, timeline: Timeline | None = None
     timeline = table.timeline() if timeline is None else timeline
     done = []
     for instant in timeline.pending():
-        if instant.action == COMPACTION and not has_heartbeat(table.fs.table_fs, table.path, instant.time):
-            continue  # Hudi scheduled it: Hudi runs it (writers wait, see check_writable)
+        if _last_beat(table, instant) is None:
+            # Another writer's (Apache Hudi's: a write, a clustering or compaction plan): it
+            # finishes or rolls back its own (see check_begun_by_fed).
+            continue
         if is_failed(table, instant):
             roll_back_pending(table, instant)
             done.append(instant.time)

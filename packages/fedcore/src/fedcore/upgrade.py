@@ -33,10 +33,14 @@ harms nothing once the table has moved.
 
 from __future__ import annotations
 
+from typing import Final
+
 from fedcore import properties as P
-from fedcore.handle import TableHandle
+from fedcore.exceptions import InvalidTableConfigError
+from fedcore.handle import TableHandle, check_storage_checksum, check_supported
 from fedcore.io.errors import storage_errors
 from fedcore.metadata.format import FOLDER, LEGACY_FOLDER
+from fedcore.table_config import TableConfig, properties_path
 
 #: The metadata table's subfolders, in the order they are copied.
 _COPY_ORDER = ("base", "deltas", "manifests")
@@ -46,9 +50,14 @@ def upgrade_config(table: TableHandle) -> dict[str, tuple[str, str]]:
     """Persist what the table's config lacks and update ``table.config``; returns the keys
     changed, each with its old and new value (empty: the table was up to date).
 
-    ``hoodie.properties`` is replaced in one write (a reader sees the old file or the new one,
-    whole); two writers upgrading at once write the same keys."""
-    config = upgraded = table.config
+    Works from ``hoodie.properties`` as stored now, not the config the handle loaded: another
+    writer (a Hudi job, another fed process) may have changed it since, and what it wrote
+    must neither be missed (Hudi's metadata table, built since, is dropped) nor written over
+    with the handle's older copy. A change the handle cannot write on with (record keys,
+    partitioning, table type, storage keys, a table version fed does not write) is refused.
+    ``hoodie.properties`` is replaced in one write (a reader sees the old file or the new
+    one, whole); two writers upgrading at once write the same keys."""
+    config = upgraded = _stored_config(table)
     changed: dict[str, tuple[str, str]] = {}
     if not (table.strategy.data_under_table_path or config.federated):
         upgraded = upgraded.marked_federated()
@@ -74,6 +83,46 @@ def upgrade_config(table: TableHandle) -> dict[str, tuple[str, str]]:
     if hudi_metadata:
         _drop_hudi_metadata_table(table)
     return changed
+
+
+#: What a handle's reads and writes are planned with: a stored config that differs in any of
+#: these is another table as far as the handle is concerned.
+_IDENTITY: Final = (
+    ("record key fields", lambda c: c.record_key_fields),
+    ("partition fields", lambda c: c.partition_fields),
+    ("precombine field", lambda c: c.precombine_field),
+    ("table type (merge-on-read)", lambda c: c.merge_on_read),
+    ("hive-style partitioning", lambda c: c.hive_style_partitioning),
+    (P.KEY_GENERATOR_CLASS, lambda c: c.get(P.KEY_GENERATOR_CLASS, "")),
+    (str(P.POPULATE_META_FIELDS), P.POPULATE_META_FIELDS.of),
+    (str(P.DROP_PARTITION_COLUMNS), P.DROP_PARTITION_COLUMNS.of),
+    (P.URL_ENCODE_PARTITIONING, lambda c: c.get(P.URL_ENCODE_PARTITIONING, "")),
+)
+
+
+def _stored_config(table: TableHandle) -> TableConfig:
+    """``hoodie.properties`` as stored now, checked against the handle's, which it replaces."""
+    stored = TableConfig.load(table.fs.table_fs, table.path)
+    held = table.config
+    if dict(stored) == dict(held):
+        return held
+    check_supported(stored, table.strategy)
+    check_storage_checksum(table.strategy, stored)
+    for what, value in _IDENTITY:
+        if value(stored) != value(held):
+            raise InvalidTableConfigError(
+                what,
+                f"is {value(stored)!r} in {properties_path(table.path)}, but was {value(held)!r} when "
+                f"table {table.name} was opened: another writer changed the table's definition; "
+                "open the table again",
+            )
+    runtime = {key: value for key, value in table.options.items() if held.get(key) != value}
+    layout_moved = stored.metadata_layout != held.metadata_layout
+    table.config = stored
+    table.options = {**stored, **runtime}
+    if layout_moved:
+        table.forget_file_index()
+    return stored
 
 
 def _drop_hudi_metadata_table(table: TableHandle) -> None:

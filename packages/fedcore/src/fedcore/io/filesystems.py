@@ -27,10 +27,11 @@ Give ``config_kwargs={"retries": {...}}`` to choose botocore's retries otherwise
 
 An endpoint that refuses connections, or a host that does not resolve, is no throttling:
 retrying it for minutes only delays the error. Such a request is tried
-``CONNECT_ATTEMPTS`` times (about a second), then fails (``StorageUnavailableError``
-naming the endpoint); a connection or read that times out keeps its retries (a slow or
-overloaded store), each attempt bounded by botocore's ``connect_timeout`` (fedcore's default
-``CONNECT_TIMEOUT_S``; ``config_kwargs={"connect_timeout": ...}`` to change it).
+``CONNECT_ATTEMPTS`` times (about a second; the S3 option ``connect_attempts`` to change
+it), then fails (``StorageUnavailableError`` naming the endpoint); a connection or read
+that times out keeps its retries (a slow or overloaded store), each attempt bounded by
+botocore's ``connect_timeout`` (fedcore's default ``CONNECT_TIMEOUT_S``;
+``config_kwargs={"connect_timeout": ...}`` to change it).
 """
 
 from __future__ import annotations
@@ -67,27 +68,53 @@ CONNECT_ATTEMPTS: Final = 3
 CONNECT_TIMEOUT_S: Final = 5
 
 
+#: fed's own S3 option (taken out before s3fs sees the options): ``CONNECT_ATTEMPTS`` otherwise.
+CONNECT_ATTEMPTS_OPTION: Final = "connect_attempts"
+
+
 def _unreachable_fails_fast(
-    caught_exception: BaseException | None = None, attempts: int = 0, **_: Any
+    caught_exception: BaseException | None = None, attempts: int = 0, *, limit: int, **_: Any
 ) -> None:
     """botocore's ``needs-retry`` hook, run before its retry handler: a refused connection or
-    an unknown host is raised once ``CONNECT_ATTEMPTS`` attempts failed (timeouts are left
-    to the retry handler)."""
+    an unknown host is raised once ``limit`` attempts failed (timeouts are left to the retry
+    handler)."""
     if (
         isinstance(caught_exception, botocore.exceptions.EndpointConnectionError)
         and not isinstance(caught_exception, botocore.exceptions.ConnectTimeoutError)
-        and attempts >= CONNECT_ATTEMPTS
+        and attempts >= limit
     ):
         raise caught_exception
 
 
+def _fail_fast_after(session: Any, limit: int) -> None:
+    session.register(
+        "needs-retry.s3",
+        functools.partial(_unreachable_fails_fast, limit=limit),
+        unique_id="fed-unreachable-fails-fast",
+    )
+
+
 @functools.cache
-def _s3_session() -> Any:
-    """The botocore session fedcore's S3 filesystems share (one, so that fsspec's cache of
-    filesystems by their options still finds them), with ``_unreachable_fails_fast``."""
+def _s3_session(limit: int) -> Any:
+    """The botocore session fedcore's S3 filesystems share (one per connect-attempt limit,
+    so that fsspec's cache of filesystems by their options still finds them), with
+    ``_unreachable_fails_fast``."""
     session = aiobotocore.session.AioSession()
-    session.register("needs-retry.s3", _unreachable_fails_fast, unique_id="fed-unreachable-fails-fast")
+    _fail_fast_after(session, limit)
     return session
+
+
+def _connect_attempts(uri: str, options: dict[str, Any]) -> int:
+    given = options.pop(CONNECT_ATTEMPTS_OPTION, CONNECT_ATTEMPTS)
+    try:
+        attempts = int(given)
+    except (TypeError, ValueError):
+        attempts = 0
+    if attempts < 1:
+        raise InvalidStorageConfigError(
+            f"storage option {CONNECT_ATTEMPTS_OPTION} for {uri}", f"{given!r} is not a whole number from 1"
+        )
+    return attempts
 
 
 def storage_options_of(pairs: Mapping[str, str]) -> StorageOptions | None:
@@ -139,12 +166,11 @@ def filesystem_for(uri: str, storage_options: StorageOptions | None = None) -> A
         config.setdefault("retries", {"mode": S3_RETRY_MODE, "max_attempts": S3_RETRIES})
         config.setdefault("connect_timeout", CONNECT_TIMEOUT_S)
         options["config_kwargs"] = config
+        attempts = _connect_attempts(uri, options)
         if "session" in options:  # the caller's: it fails fast too
-            options["session"].register(
-                "needs-retry.s3", _unreachable_fails_fast, unique_id="fed-unreachable-fails-fast"
-            )
+            _fail_fast_after(options["session"], attempts)
         else:
-            options["session"] = _s3_session()
+            options["session"] = _s3_session(attempts)
     try:
         fs = fsspec.filesystem(protocol, **options)
     except (ImportError, ValueError) as exc:

@@ -9,35 +9,43 @@ added, with their sizes), a replace commit's retired file groups, a clean's and 
 rollback's deleted files.
 
 What cannot be caught up exactly is refused, naming the instant: a rollback that appended
-rollback blocks to log files (their recorded sizes would be stale) or that undid a
-completed replace commit (the file groups it retired are known only to that commit's
-metadata, which the rollback deleted).
+rollback blocks to log files (their recorded sizes would be stale) or that undid a replace
+commit whose changes the view already holds (the file groups it retired are known only to
+that commit's metadata, which the rollback deleted). A rollback of a write the view never
+took in (it failed, or it completed and was undone before fed saw it) only deletes files
+the view does not hold.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from fedcore.commit_metadata import (
     CommitMetadata,
     appended_log_files,
     deleted_files,
     rolled_back_actions,
+    rolled_back_instants,
 )
 from fedcore.exceptions import MetadataTableError
 from fedcore.metadata.format import ADD, REMOVE, REPLACE, Op
 from fedcore.timeline import CLEAN, DELTA_COMMIT, REPLACE_COMMIT, ROLLBACK, WRITE_ACTIONS
 
 
-def instant_ops(time: str, action: str, data: bytes, table: str) -> list[Op]:
+def instant_ops(
+    time: str, action: str, data: bytes, table: str, held: Callable[[str], bool] = lambda _: True
+) -> list[Op]:
     """The metadata-table ops of completed instant ``time`` (``action``), from the content of
-    its completed timeline file. Raises ``MetadataTableError`` naming the instant when they
-    cannot be known exactly."""
+    its completed timeline file. ``held``: whether the view's state already holds an instant's
+    changes (a rollback undoes only those). Raises ``MetadataTableError`` naming the instant
+    when they cannot be known exactly."""
     try:
         if action in WRITE_ACTIONS | {DELTA_COMMIT}:
             return _write_ops(time, action, data)
         if action == CLEAN:
             return _removals(data)
         if action == ROLLBACK:
-            return _rollback_ops(time, data)
+            return _rollback_ops(data, held)
     except MetadataTableError as exc:
         raise _refused(time, action, table, str(exc)) from exc
     raise _refused(time, action, table, f"fedcore does not catch up {action} instants")
@@ -66,15 +74,21 @@ def _removals(data: bytes) -> list[Op]:
     ]
 
 
-def _rollback_ops(time: str, data: bytes) -> list[Op]:
+def _rollback_ops(data: bytes, held: Callable[[str], bool]) -> list[Op]:
     appended = appended_log_files(data)
     if appended:
         raise MetadataTableError(
             f"it appended rollback blocks to {len(appended)} log files ({appended[0]}, ...)"
         )
-    undone = {t: a for t, a in rolled_back_actions(data).items() if a == REPLACE_COMMIT}
-    if undone:
-        raise MetadataTableError(f"it rolled back the replace commit {min(undone)}")
+    actions = rolled_back_actions(data)
+    for undone in rolled_back_instants(data):
+        if not held(undone):
+            continue  # never taken in: the files it deletes are not in the view
+        action = actions.get(undone)
+        if action == REPLACE_COMMIT:
+            raise MetadataTableError(f"it rolled back the replace commit {undone}")
+        if not action:
+            raise MetadataTableError(f"its metadata does not say what action {undone} was")
     return _removals(data)
 
 

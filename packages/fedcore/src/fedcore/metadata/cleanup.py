@@ -26,7 +26,7 @@ def drop_older_than(index: MetadataTable, boundary: Manifest) -> int:
     doomed += [
         f"{index.folder}/deltas/{name}"
         for name in index.names("deltas")
-        if name[:17] <= boundary.instant and name[:17] not in boundary.excluded
+        if name[:17] <= boundary.instant and not boundary.lacks(name[:17])
     ]
     # A compaction in progress writes shards named after a later instant, and a repair
     # after the newest completed one, which may be the boundary: neither is touched.

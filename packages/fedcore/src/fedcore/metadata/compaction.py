@@ -77,7 +77,17 @@ def compact(index: MetadataTable) -> str | None:
     write_shards(index, upto, attempt, changes, rewrite, shards, footers)
     partitions = write_partitions(index, upto, attempt, _partition_list(index, old, changes, touched))
     pending = frozenset(i.time for i in timeline.pending() if i.time < upto)
-    manifest = Manifest(upto, pending, tuple(shards), partitions, tuple(footers), schema, schema_instant)
+    manifest = Manifest(
+        upto,
+        pending,
+        tuple(shards),
+        partitions,
+        tuple(footers),
+        schema,
+        schema_instant,
+        folded=frozenset(i.time for i in completed) | frozenset(deltas),
+        listed_from=timeline.instants[0].time,
+    )
     try:
         create_exclusive(index.fs, index.manifest_path(upto), manifest.to_bytes())
     except FileExistsError:

@@ -94,10 +94,28 @@ class Manifest:
     #: of a freshly compacted table needs no commit metadata to type its filters).
     schema: str | None = None
     schema_instant: str | None = None
+    #: The completed instants of the active timeline (from ``listed_from``, its first instant
+    #: then) that this manifest holds the changes of. An instant that completes later with an
+    #: older time (a writer whose clock or time zone is behind, such as a Hudi job writing
+    #: local times) is in neither this nor ``excluded``, so a view still applies it. None in
+    #: manifests written before this was kept: they cover every instant up to ``instant``.
+    folded: frozenset[str] | None = None
+    listed_from: str | None = None
 
     @property
     def shard_count(self) -> int:
         return len(self.shards)
+
+    def lacks(self, time: str, on_timeline: bool = True) -> bool:
+        """Whether completed instant ``time`` is missing from this manifest's state: after it,
+        pending when it was made, or completed since with an older time. ``on_timeline``:
+        False for an instant only in an archived timeline, which counts as folded when it
+        was archived before this manifest's listing began."""
+        if time > self.instant or time in self.excluded:
+            return True
+        if self.folded is None or time in self.folded:
+            return False
+        return on_timeline or (self.listed_from is not None and time >= self.listed_from)
 
     def to_bytes(self) -> bytes:
         return json.dumps(
@@ -109,6 +127,8 @@ class Manifest:
                 "footers": list(self.footers),
                 "schema": self.schema,
                 "schema_instant": self.schema_instant,
+                "folded": None if self.folded is None else sorted(self.folded),
+                "listed_from": self.listed_from,
             }
         ).encode()
 
@@ -123,6 +143,8 @@ class Manifest:
             footers=tuple(body.get("footers", ())),
             schema=body.get("schema"),
             schema_instant=body.get("schema_instant"),
+            folded=None if body.get("folded") is None else frozenset(body["folded"]),
+            listed_from=body.get("listed_from"),
         )
 
     def footer(self, shard: int) -> pq.FileMetaData | None:

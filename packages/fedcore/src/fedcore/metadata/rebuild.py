@@ -20,6 +20,9 @@ def rebuild(
     pending: Iterable[str],
     schema: tuple[str, str] | None,
     hook: Callable[[str], None] | None = None,
+    *,
+    folded: Iterable[str] = (),
+    listed_from: str | None = None,
 ) -> Manifest:
     """Replace the lookup state as of ``upto`` (the newest completed instant) with
     ``state``, rebuilt from storage by the repair tool.
@@ -30,7 +33,8 @@ def rebuild(
     so a crash before the switch leaves the old state and unreferenced files that
     archival sweeps. Instants that were ``pending`` (before ``upto``) stay excluded, so
     their deltas apply when they complete, as after a compaction; so do the deltas of
-    instants after ``upto``. ``schema``: (write instant, Avro schema) of the newest write."""
+    instants after ``upto``. ``schema``: (write instant, Avro schema) of the newest write.
+    ``folded``: the completed instants the state holds, from ``listed_from`` on (``Manifest``)."""
     rows = sum(len(files.files) for files in state.values())
     count = 1
     while rows / count > index.shard_rows:
@@ -48,6 +52,8 @@ def rebuild(
         tuple(footers),
         schema[1] if schema else None,
         schema[0] if schema else None,
+        folded=frozenset(folded),
+        listed_from=listed_from,
     )
     if hook is not None:
         hook("rebuilt")

@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
 from fedcore import properties as P
+from fedcore.archived_timeline import ArchivedInstant, hudi_archive_files, read_hudi_archive
 from fedcore.exceptions import MetadataTableError
 from fedcore.io.atomic import create_exclusive
 from fedcore.io.filesystems import read_existing, read_found, read_object, read_objects, remove_files
@@ -85,6 +86,16 @@ class IndexCache:
     base: dict[tuple[str, str], list[Op]] = field(default_factory=dict)
     #: manifest instant -> its partition list.
     partition_lists: dict[str, list[str]] = field(default_factory=dict)
+    #: Apache Hudi's archived timeline (``archived_timeline``): its completed instants, the
+    #: (path, size) of the files they were read from, and the (first active instant, view
+    #: manifest) it was last checked for.
+    hudi_archive: dict[str, ArchivedInstant] = field(default_factory=dict)
+    hudi_archive_files: frozenset[tuple[str, int]] = frozenset()
+    hudi_archive_checked: tuple[str, str] | None = None
+    #: Whether an instant without a delta of fed's was taken in (another writer, such as
+    #: Apache Hudi's, writes the table): its timeline is then always listed whole, since
+    #: such a writer may complete instants out of order, or archive them between two reads.
+    co_written: bool = False
 
     def forget_manifest(self) -> None:
         """Start the next lookup from a listing, with manifests fetched again (the repair
@@ -130,8 +141,10 @@ class MetadataTable(FileIndex):
         #: listing of manifests/ (a failure then retries from a listing).
         self._derived_view = False
         self._checked_as_of: tuple[Timeline, str] | None = None  # (timeline, as_of) found retained
-        #: The timeline the last view was taken from (the actions of the instants it applies).
+        #: The timeline the last view was taken from (the actions of the instants it applies),
+        #: and the manifest it started from.
         self._view_timeline: Timeline | None = None
+        self._view_manifest: Manifest | None = None
         #: Reads made by lookups: tests and benchmarks check a lookup stays proportional.
         self.stats = ReadStats()
 
@@ -226,13 +239,66 @@ class MetadataTable(FileIndex):
     def view(
         self, as_of: str | None, timeline: Timeline | None = None, fresh: bool = False
     ) -> tuple[Manifest | None, list[str]]:
-        """The manifest to start from and the instants whose deltas to apply, oldest first.
+        """The manifest to start from and the instants whose deltas to apply, oldest first:
+        the completed instants of the active timeline it does not cover, and those Apache
+        Hudi's archival moved out before they were folded into a manifest (``_hudi_archived``)."""
+        timeline = self.load_timeline() if timeline is None else timeline
+        manifest, deltas = self._view(as_of, timeline, fresh)
+        self._view_manifest = manifest
+        archived = self._hudi_archived(timeline, manifest, as_of)
+        return manifest, sorted(deltas + archived) if archived else deltas
+
+    def _hudi_archived(self, timeline: Timeline, manifest: Manifest | None, as_of: str | None) -> list[str]:
+        """Completed instants a view from ``manifest`` lacks that are in Hudi's archived
+        timeline only: a Hudi writer of the table archived them (``archived_timeline``).
+
+        Only if the timeline's listing shows an archive folder; and archival moves the
+        oldest instants out, so only when an instant the manifest holds is off the active
+        timeline although fed's archival did not move it (``Timeline.archived_through``), or
+        a pending instant it skipped is gone; for a manifest that does not record what it
+        holds, when the timeline starts after it. The answer is kept for as long as the
+        timeline's first instant and the manifest stay the same."""
+        if not timeline.has_archive or not timeline.instants:
+            return []
+        first = timeline.instants[0].time
+        on_timeline = {i.time for i in timeline.instants}
+        start = "" if manifest is None else manifest.listed_from or manifest.instant
+        if manifest is not None and manifest.folded is not None:
+            moved = timeline.archived_through or ""
+            gone = any(t > moved and t not in on_timeline for t in manifest.folded)
+            if not gone and all(t in on_timeline or t >= first for t in manifest.excluded):
+                return []
+        elif (
+            manifest is not None and first <= manifest.instant and all(t >= first for t in manifest.excluded)
+        ):
+            return []
+        cache = self.cache
+        if cache.hudi_archive_checked != (first, start):
+            files = hudi_archive_files(self.fs, self.table_path)
+            key = frozenset(files.items())
+            if key != cache.hudi_archive_files:
+                archived = read_hudi_archive(self.fs, list(files))
+                self.stats.add(len(files), sum(files.values()))
+                # Savepoints and the like change no file: only what has changes to take in.
+                cache.hudi_archive = {a.time: a for a in archived if a.body is not None}
+                cache.hudi_archive_files = key
+            cache.hudi_archive_checked = (first, start)
+        return [
+            t
+            for t in cache.hudi_archive
+            if t not in on_timeline
+            and (manifest is None or manifest.lacks(t, on_timeline=False))
+            and (as_of is None or t <= as_of)
+        ]
+
+    def _view(self, as_of: str | None, timeline: Timeline, fresh: bool) -> tuple[Manifest | None, list[str]]:
+        """The manifest to start from and the completed instants of the active timeline whose
+        deltas to apply, oldest first.
 
         The manifest is the cache's (a long-lived handle), else the newest the timeline's
         listing points to, else the newest in a listing of manifests/. ``fresh``: always
         the last (compaction builds on the newest manifest; a lookup whose derived start
         was dropped retries from there)."""
-        timeline = self.load_timeline() if timeline is None else timeline
         checked = self._checked_as_of
         if as_of is not None and (checked is None or checked[0] is not timeline or checked[1] != as_of):
             # Once per listed timeline: a reader's schema lookup and plan share one view.
@@ -247,7 +313,7 @@ class MetadataTable(FileIndex):
         archived = timeline.archived_through
         archived_past = cached is not None and archived is not None and cached.instant < archived
         if as_of is None and cached is not None and not fresh and not archived_past:
-            deltas = [t for t in completed if t > cached.instant or t in cached.excluded]
+            deltas = [t for t in completed if cached.lacks(t)]
             if len(deltas) <= _MAX_CACHED_DELTAS:
                 return cached, deltas
         pointed = [t for t in timeline.manifests if as_of is None or t <= as_of]
@@ -278,7 +344,7 @@ class MetadataTable(FileIndex):
             self.cache.manifest = manifest
         if manifest is None:
             return None, completed
-        return manifest, [t for t in completed if t > manifest.instant or t in manifest.excluded]
+        return manifest, [t for t in completed if manifest.lacks(t)]
 
     def manifest_times(self) -> list[str]:
         """The instants compactions folded the table up to, oldest first."""
@@ -360,20 +426,34 @@ class MetadataTable(FileIndex):
         left = [instant for instant in instants if instant not in self.cache.deltas]
         if not left:
             return
+        # Another writer: this handle lists its timeline whole from now on (``co_written``).
+        self.cache.co_written = True
         timeline = (
             {i.time: i for i in self._view_timeline.instants if i.is_completed} if self._view_timeline else {}
         )
         known = [timeline[t] for t in left if t in timeline]
-        if len(known) < len(left):
-            unknown = sorted(set(left) - {i.time for i in known})
+        archived = [
+            self.cache.hudi_archive[t] for t in left if t not in timeline and t in self.cache.hudi_archive
+        ]
+        if len(known) + len(archived) < len(left):
+            unknown = sorted(set(left) - {i.time for i in known} - {a.time for a in archived})
             raise MetadataTableError(
                 f"completed instant {unknown[0]} has no metadata-table delta; the metadata table is "
                 f"damaged{REPAIR_HINT}"
             )
         bodies = read_objects(self.fs, [instant_path(self.table_path, i) for i in known])
         self.stats.add(len(bodies), sum(map(len, bodies)))
-        for instant, body in zip(known, bodies, strict=True):
-            self.cache.deltas[instant.time] = instant_ops(instant.time, instant.action, body, self.table_path)
+        taken = [(i.time, i.action, body) for i, body in zip(known, bodies, strict=True)]
+        taken += [(a.time, a.action, a.body or b"") for a in archived]
+        manifest = self._view_manifest
+
+        def held(instant: str) -> bool:
+            """Whether the view holds an instant's changes before its deltas apply: those
+            its manifest folded (a rolled-back instant is off the timeline: no delta of its)."""
+            return manifest is not None and not manifest.lacks(instant)
+
+        for time, action, body in taken:
+            self.cache.deltas[time] = instant_ops(time, action, body, self.table_path, held)
 
     def _parse_delta(self, instant: str, path: str, data: bytes) -> None:
         table = parquet_table(data, path)
