@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from fedcore.commit_metadata import clean_metadata, savepointed_files
-from fedcore.filenames import BASE_FILE_RE, LOG_FILE_RE
+from fedcore.file_group import file_groups
 from fedcore.io.filesystems import read_objects
 from fedcore.metadata.format import REMOVE, Op
 from fedcore.retention import last_clean_retained
@@ -101,17 +101,10 @@ def _savepointed(table: TableHandle, timeline: Timeline) -> dict[str, set[str]]:
 
 
 def _doomed(files: PartitionFiles, earliest: str) -> dict[str, int]:
-    """The files of the slices no retained instant needs: a slice is the files that start at
-    one instant, its base file and (merge-on-read) the log files written onto it."""
-    groups: dict[str, dict[str, list[str]]] = {}
-    for name in files.files:
-        match = (LOG_FILE_RE if name.startswith(".") else BASE_FILE_RE).fullmatch(name)
-        if match is not None and not (name.startswith(".") and match[5]):
-            start = match[2] if name.startswith(".") else match[3]
-            groups.setdefault(match[1], {}).setdefault(start, []).append(name)
+    """The files of the slices no retained instant needs (``fedcore.file_group``)."""
     doomed: dict[str, int] = {}
-    for file_id, slices in groups.items():
-        starts = sorted(slices)
+    for file_id, group in file_groups(files.files).items():
+        starts = group.starts()
         replaced_at = files.replaced.get(file_id)
         if replaced_at is not None and replaced_at < earliest:
             delete = starts
@@ -119,7 +112,7 @@ def _doomed(files: PartitionFiles, earliest: str) -> dict[str, int]:
             older = [start for start in starts if start < earliest]
             delete = older[:-1]  # the newest older slice is what the earliest instant sees
         for start in delete:
-            for name in slices[start]:
+            for name in group.slice_names(start):
                 doomed[name] = files.files[name]
     return doomed
 

@@ -315,7 +315,7 @@ def _with_meta(
         [
             pa.repeat(pa.scalar(instant), n),
             pc.binary_join_element_wise(naming.sequence, sequence, ""),
-            record_keys(new_rows, config.record_key_fields, config.get(P.KEY_GENERATOR_CLASS, ""))
+            record_keys(new_rows, config.record_key_fields, P.key_generator(config))
             if keys is None
             else keys.take(group.rows),
             pa.repeat(pa.scalar(group.partition), n),

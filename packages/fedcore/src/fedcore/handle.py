@@ -304,7 +304,7 @@ class TableHandle:
         """The record keys of stored rows (``records.stored_keys``: computed from the key
         fields for a table without meta fields)."""
         config = self.config
-        generator = config.get(P.KEY_GENERATOR_CLASS, "")
+        generator = P.key_generator(config)
         return stored_keys(rows, config.record_key_fields, generator, P.POPULATE_META_FIELDS.of(config))
 
     def schema_with_meta_fields(self) -> pa.Schema | None:

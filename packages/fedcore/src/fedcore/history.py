@@ -19,7 +19,8 @@ from fedcore.archival import read_archive
 from fedcore.archived_timeline import hudi_archive_files, read_hudi_archive
 from fedcore.commit_metadata import CommitMetadata, deleted_files, rolled_back_instants
 from fedcore.exceptions import RepairError, UnsupportedTableError
-from fedcore.filenames import BASE_FILE_RE, LOG_FILE_RE, file_instant
+from fedcore.file_group import file_groups
+from fedcore.filenames import file_instant
 from fedcore.io.filesystems import read_objects
 from fedcore.timeline import CLEAN, COMPLETED, REPLACE_COMMIT, ROLLBACK, Timeline, instant_path
 
@@ -63,20 +64,19 @@ class History:
     def latest_slices(self) -> set[tuple[str, str]]:
         """(partition, file name) of the files of the newest slice of every file group not
         replaced (its base file and the log files written onto it): what a snapshot read
-        needs."""
-        newest: dict[tuple[str, str], tuple[str, list[str]]] = {}
+        needs (``FileGroup.latest_slice``, every instant here having completed)."""
+        names: dict[str, list[str]] = {}
         for partition, name in self.files:
-            log = name.startswith(".")
-            match = (LOG_FILE_RE if log else BASE_FILE_RE).fullmatch(name)
-            if match is None or (log and match[5]) or match[1] in self.replaced.get(partition, {}):
-                continue
-            key, start = (partition, match[1]), match[2] if log else match[3]
-            found = newest.get(key)
-            if found is None or start > found[0]:
-                newest[key] = (start, [name])
-            elif start == found[0]:
-                found[1].append(name)
-        return {(partition, name) for (partition, _), (_, names) in newest.items() for name in names}
+            names.setdefault(partition, []).append(name)
+        latest: set[tuple[str, str]] = set()
+        for partition, found in names.items():
+            retired = self.replaced.get(partition, {})
+            for file_id, group in file_groups(found).items():
+                newest = None if file_id in retired else group.latest_slice(None, lambda _: True)
+                if newest is not None:
+                    files = [newest.base_file] if newest.base_file else []
+                    latest.update((partition, name) for name in [*files, *newest.log_files])
+        return latest
 
 
 def require_metadata_table(table: TableHandle, doing: str) -> None:

@@ -122,7 +122,7 @@ class PartitionScheme:
     @classmethod
     def from_config(cls, config: Mapping[str, str]) -> PartitionScheme:
         fields = tuple(f.strip() for f in config.get(P.PARTITION_FIELDS, "").split(",") if f.strip())
-        generator = config.get(P.KEY_GENERATOR_CLASS, "").strip()
+        generator = P.key_generator(config)
         generator_type = config.get(P.KEY_GENERATOR_TYPE, "").strip().upper()
         return cls(
             fields,

@@ -336,6 +336,12 @@ RUNTIME_OPTIONS: Final[tuple[IntOption | BoolOption | ChoiceOption | ListOption 
 RUNTIME_KEYS: Final = frozenset(str(option) for option in RUNTIME_OPTIONS)
 
 
+def key_generator(config: Mapping[str, str]) -> str:
+    """The table's key generator class (``KEY_GENERATOR_CLASS``), surrounding blanks dropped as
+    Hudi's config drops them; "" when unset. Every rule that depends on it reads it here."""
+    return config.get(KEY_GENERATOR_CLASS, "").strip()
+
+
 def check_options(options: Mapping[str, str]) -> None:
     """Parse every runtime setting present, so a bad value fails before a write begins,
     never in a table service after its commit."""

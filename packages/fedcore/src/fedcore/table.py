@@ -256,7 +256,7 @@ def check_file_shape(config: TableConfig) -> None:
     fields = set(config.partition_fields)
     dropped = P.DROP_PARTITION_COLUMNS.of(config)
     if not P.POPULATE_META_FIELDS.of(config):
-        generator = config.get(P.KEY_GENERATOR_CLASS, "").strip()
+        generator = P.key_generator(config)
         if generator not in VALUE_ENCODING_KEY_GENERATORS:
             raise InvalidTableConfigError(
                 str(P.POPULATE_META_FIELDS),

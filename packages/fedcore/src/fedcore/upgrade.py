@@ -93,7 +93,7 @@ _IDENTITY: Final = (
     ("precombine field", lambda c: c.precombine_field),
     ("table type (merge-on-read)", lambda c: c.merge_on_read),
     ("hive-style partitioning", lambda c: c.hive_style_partitioning),
-    (P.KEY_GENERATOR_CLASS, lambda c: c.get(P.KEY_GENERATOR_CLASS, "")),
+    (P.KEY_GENERATOR_CLASS, P.key_generator),
     (str(P.POPULATE_META_FIELDS), P.POPULATE_META_FIELDS.of),
     (str(P.DROP_PARTITION_COLUMNS), P.DROP_PARTITION_COLUMNS.of),
     (P.URL_ENCODE_PARTITIONING, lambda c: c.get(P.URL_ENCODE_PARTITIONING, "")),

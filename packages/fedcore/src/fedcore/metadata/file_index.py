@@ -6,18 +6,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from fedcore.filenames import BASE_FILE_RE, LOG_FILE_RE
-
-
-@dataclass(frozen=True)
-class SliceFiles:
-    """The files of a merge-on-read file slice: a base file (None for a slice of log files
-    only) and the log files to merge onto it, in Hudi's order (base instant, version, write
-    token)."""
-
-    base_instant: str
-    base_file: str | None
-    log_files: tuple[str, ...]
+from fedcore.file_group import FileGroup, SliceFiles, file_groups
 
 
 @dataclass
@@ -29,68 +18,36 @@ class PartitionFiles:
     #: file name -> its column statistics (``io.parquet.file_stats``), where recorded
     stats: dict[str, str] = field(default_factory=dict)
 
+    def groups(self) -> dict[str, FileGroup]:
+        """Its live file groups (``fedcore.file_group``), by file id: those no replace commit
+        retired."""
+        return {fid: group for fid, group in file_groups(self.files).items() if fid not in self.replaced}
+
     def latest_slices(self, as_of: str | None = None) -> dict[str, tuple[str, str]]:
         """file id -> (base instant, file name) of the newest base file of each live file group."""
-        latest: dict[str, tuple[str, str]] = {}
-        for name in self.files:
-            match = BASE_FILE_RE.fullmatch(name)
-            if match is None:
-                continue
-            file_id, instant = match[1], match[3]
-            if file_id in self.replaced or (as_of is not None and instant > as_of):
-                continue
-            if file_id not in latest or instant > latest[file_id][0]:
-                latest[file_id] = (instant, name)
-        return latest
+        found = ((fid, group.latest_base(as_of)) for fid, group in self.groups().items())
+        return {fid: base for fid, base in found if base is not None}
+
+    def overwritten(self) -> list[tuple[str, str]]:
+        """(file id, base instant) of each live file group's newest base file, by file id:
+        what an overwrite of the partition replaces (the groups) and supersedes (the
+        versions, claimed against a racing writer)."""
+        return sorted((fid, base[0]) for fid, base in self.latest_slices().items())
 
     def slice_logs(self) -> dict[tuple[str, str], list[tuple[int, str]]]:
-        """(file id, base instant) -> (version, name) of the log files written onto that
-        slice, by version (merge-on-read; change-data-capture logs are no part of a slice)."""
-        logs: dict[tuple[str, str], list[tuple[int, str]]] = {}
-        for name in self.files:
-            if name.startswith("."):
-                match = LOG_FILE_RE.fullmatch(name)
-                if match is not None and match[5] is None:
-                    logs.setdefault((match[1], match[2]), []).append((int(match[3]), name))
-        for found in logs.values():
-            found.sort()
-        return logs
+        """(file id, slice start) -> (version, name) of the log files written onto each slice
+        (``FileGroup.logs_onto``)."""
+        return {
+            (fid, start): group.logs_onto(start)
+            for fid, group in file_groups(self.files).items()
+            for start in sorted({log[0] for log in group.logs})
+        }
 
     def merged_slices(self, as_of: str | None, committed: Callable[[str], bool]) -> dict[str, SliceFiles]:
-        """file id -> the latest slice of each live file group, log files included.
-
-        A slice starts at a committed instant: its base file's, or the instant of its first
-        log file when it has no base file. Log files that start at a later, uncommitted
-        instant (written while a compaction was pending) are merged onto the latest slice,
-        as Hudi's file-system view merges them; which of their blocks apply is decided per
-        block, by instant."""
-        bases: dict[str, dict[str, str]] = {}
-        logs: dict[str, list[tuple[str, int, str, str]]] = {}
-        for name in self.files:
-            if name.startswith("."):
-                match = LOG_FILE_RE.fullmatch(name)
-                if match is not None and match[5] is None:  # change-data-capture logs are no slice
-                    logs.setdefault(match[1], []).append((match[2], int(match[3]), match[4], name))
-            else:
-                match = BASE_FILE_RE.fullmatch(name)
-                if match is not None and (as_of is None or match[3] <= as_of):
-                    bases.setdefault(match[1], {})[match[3]] = name
-        out: dict[str, SliceFiles] = {}
-        for file_id in sorted(set(bases) | set(logs)):
-            if file_id in self.replaced:
-                continue
-            group_logs = sorted(logs.get(file_id, []))
-            starts = set(bases.get(file_id, {})) | {
-                log[0] for log in group_logs if committed(log[0]) and (as_of is None or log[0] <= as_of)
-            }
-            if not starts:
-                continue
-            start = max(starts)
-            merged = tuple(
-                log[3] for log in group_logs if log[0] == start or (log[0] > start and log[0] not in starts)
-            )
-            out[file_id] = SliceFiles(start, bases.get(file_id, {}).get(start), merged)
-        return out
+        """file id -> the latest slice of each live file group, log files included
+        (``FileGroup.latest_slice``)."""
+        found = ((fid, group.latest_slice(as_of, committed)) for fid, group in sorted(self.groups().items()))
+        return {fid: files for fid, files in found if files is not None}
 
 
 class FileIndex(ABC):

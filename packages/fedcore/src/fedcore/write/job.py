@@ -317,10 +317,10 @@ class WriteJob:
         replaced: dict[str, list[str]] = {}
         versions: list[tuple[str, str]] = []
         for partition, files in current.items():
-            slices = files.latest_slices()
-            if slices:
-                replaced[partition] = sorted(slices)
-                versions.extend((file_id, slices[file_id][0]) for file_id in sorted(slices))
+            overwritten = files.overwritten()
+            if overwritten:
+                replaced[partition] = [file_id for file_id, _ in overwritten]
+                versions.extend(overwritten)
         return replaced, versions
 
     def _require(self) -> Transaction:

@@ -124,7 +124,7 @@ class WritePlanner:
     def record_keys(self, rows: pa.Table) -> pa.Array:
         """The rows' record keys (Hudi's key generators), checked."""
         config = self.table.config
-        return record_keys(rows, config.record_key_fields, config.get(P.KEY_GENERATOR_CLASS, ""))
+        return record_keys(rows, config.record_key_fields, P.key_generator(config))
 
     def check_ordering(self, rows: pa.Table) -> None:
         """An upsert's rows each carry an ordering (precombine) value, as Hudi requires of
@@ -321,17 +321,19 @@ class WritePlanner:
         replaced: dict[str, list[str]] = {}
         kept = 0
         per_file = job.rows_per_file()
-        for partition in sorted(current) if operation == INSERT_OVERWRITE_TABLE else ():
-            if current[partition].latest_slices():
-                replaced[partition] = sorted(current[partition].latest_slices())
+        superseded: list[tuple[str, str]] = []
+        overwritten = sorted(current) if operation == INSERT_OVERWRITE_TABLE else []
+        if operation in REPLACING:
+            overwritten = sorted(set(overwritten) | (set(first.by_partition) & set(current)))
+        for partition in overwritten:
+            versions = current[partition].overwritten()
+            if versions:
+                replaced[partition] = [file_id for file_id, _ in versions]
+                superseded += versions
         for partition, rows in sorted(first.by_partition.items()):
             files = current.get(partition, PartitionFiles())
             new = partition not in current
-            if operation in REPLACING:
-                if files.latest_slices():
-                    replaced[partition] = sorted(files.latest_slices())
-                groups.extend(new_groups(partition, rows, per_file, new))
-            elif operation == BULK_INSERT:
+            if operation in REPLACING or operation == BULK_INSERT:
                 groups.extend(new_groups(partition, rows, per_file, new))
             else:
                 planned = self._plan_partition(partition, rows, first.keys, files)
@@ -343,12 +345,7 @@ class WritePlanner:
                             kept += len(group.base_bytes)
                 groups.extend(planned)
         supersedes = [(g.file_id, g.base[0]) for g in groups if g.base is not None and g.log_version is None]
-        supersedes += [
-            (file_id, current[p].latest_slices()[file_id][0])
-            for p, ids in replaced.items()
-            for file_id in ids
-        ]
-        return Plan(groups, replaced, supersedes, current)
+        return Plan(groups, replaced, supersedes + superseded, current)
 
     def _plan_partition(
         self, partition: str, rows: np.ndarray, keys: pa.Array | None, files: PartitionFiles
