@@ -19,7 +19,8 @@ from fed_dev.servers import LoopbackS3
 from fed_dev.testing import Backend
 from fed_dev.trino import TrinoServer
 
-SHARED = Path(__file__).resolve().parent.parent / "shared"
+#: Apache Hudi's test tables from hudi-rs (``tests/data/hudi-rs/NOTICE.md``).
+HUDI_RS_TABLES = Path(__file__).resolve().parent / "tests" / "data" / "hudi-rs"
 
 
 @pytest.fixture(scope="session")
@@ -59,10 +60,11 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
 
 
 @pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    if not SHARED.is_dir():
-        pytest.fail(f"{SHARED} is missing: the repository expects shared/ beside its root")
-    return SHARED
+def hudi_rs_tables() -> Path:
+    """The folder of Apache Hudi's test tables (zips) the repository carries."""
+    if not HUDI_RS_TABLES.is_dir():
+        pytest.fail(f"{HUDI_RS_TABLES} is missing from the repository")
+    return HUDI_RS_TABLES
 
 
 @pytest.fixture(autouse=True, scope="session")

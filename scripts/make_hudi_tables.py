@@ -1,6 +1,6 @@
 """Write the Hudi tables in ``packages/fedcore/tests/data/hudi-tables/`` with Apache Hudi itself.
 
-The tables in ``../shared/hudi-tables`` (hudi-rs's test data) hold no delete blocks, one
+The tables in ``tests/data/hudi-rs`` (hudi-rs's test data) hold no delete blocks, one
 payload class and no compaction. These are written by Apache Hudi 0.15.0's Spark bundle (table version 6)
 on PySpark 3.5, so the conformance test compares fedcore with Hudi's own writer and reader
 as well as with hudi-rs: for each table, the zip of the table and ``<name>.spark.json``, the

@@ -319,9 +319,9 @@ HUDI_TABLES = ["v6_complexkeygen_hivestyle", "v6_nonpartitioned", "v6_simplekeyg
     ],
 )
 def test_tables_written_by_hudi_read_as_fedcore_reads_them(
-    local_fed: SparkSession, shared_dir: Path, tmp_path: Path, name: str
+    local_fed: SparkSession, hudi_rs_tables: Path, tmp_path: Path, name: str
 ) -> None:
-    archive = shared_dir / "hudi-tables" / f"{name}.zip"
+    archive = hudi_rs_tables / f"{name}.zip"
     if not archive.exists():
         pytest.fail(f"{archive} is missing")
     with zipfile.ZipFile(archive) as unpacked:
@@ -404,9 +404,9 @@ def test_a_native_scan_reads_only_the_planned_files(local_fed: SparkSession, tmp
 
 
 def test_merge_on_read_tables_fall_back_to_the_python_scan(
-    local_fed: SparkSession, shared_dir: Path, tmp_path: Path
+    local_fed: SparkSession, hudi_rs_tables: Path, tmp_path: Path
 ) -> None:
-    with zipfile.ZipFile(shared_dir / "hudi-tables" / "mor" / "avro" / "v6_trips_8i1u.zip") as archive:
+    with zipfile.ZipFile(hudi_rs_tables / "mor" / "avro" / "v6_trips_8i1u.zip") as archive:
         archive.extractall(tmp_path)
     path = f"file://{tmp_path / 'v6_trips_8i1u'}"
     auto = fed_spark.read(local_fed, path)

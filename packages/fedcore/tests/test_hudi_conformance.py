@@ -1,5 +1,5 @@
-"""Every Hudi table in ../shared/hudi-tables: read exactly as hudi-rs reads it, or refused with a
-typed error, never rows that are wrong.
+"""Every Hudi table in tests/data/hudi-rs (Apache Hudi's test tables from hudi-rs): read exactly
+as hudi-rs reads it, or refused with a typed error, never rows that are wrong.
 
 For a table fedcore reads, the rows are compared with hudi-rs: the whole table (snapshot,
 and read-optimized for merge-on-read tables); a filter (=, !=, <, IS NULL) on every
@@ -26,8 +26,8 @@ from fedcore.exceptions import FedError, InvalidColumnsError, UnsupportedTableEr
 from fedcore.log.format import BlockType, read_blocks
 from fedcore.table import load_table
 
-SHARED = Path(__file__).resolve().parents[3].parent / "shared" / "hudi-tables"
-ZIPS = sorted(SHARED.rglob("*.zip")) if SHARED.is_dir() else []
+HUDI_RS_TABLES = Path(__file__).resolve().parents[3] / "tests" / "data" / "hudi-rs"
+ZIPS = sorted(HUDI_RS_TABLES.rglob("*.zip"))
 #: Tables written by Apache Hudi 0.15's Spark writer (``scripts/make_hudi_tables.py``): delete
 #: blocks, an update with an older ordering value, both payload classes; each with the rows
 #: Hudi's Spark reader returned (``<name>.spark.json``).
@@ -62,7 +62,7 @@ def theirs_schema(path: str) -> list[str]:
 def name_of(archive: Path) -> str:
     if archive.is_relative_to(HUDI_WRITTEN):
         return f"hudi-0.15/{archive.stem}"
-    return str(archive.relative_to(SHARED)).removesuffix(".zip")
+    return str(archive.relative_to(HUDI_RS_TABLES)).removesuffix(".zip")
 
 
 def unpack(archive: Path, into: Path) -> str:
@@ -221,7 +221,7 @@ def test_hudi_written_tables_are_read_as_hudis_spark_reader_reads_them(tmp_path:
 
 
 def test_an_unknown_completed_action_is_refused(tmp_path: Path) -> None:
-    path = unpack(SHARED / "v6_nonpartitioned.zip", tmp_path)
+    path = unpack(HUDI_RS_TABLES / "v6_nonpartitioned.zip", tmp_path)
     table = load_table(path)
     (Path(path.removeprefix("file://")) / ".hoodie" / "20991231000000000.deltacommit").write_text("{}")
     with pytest.raises(UnsupportedTableError, match="deltacommit"):
@@ -229,7 +229,7 @@ def test_an_unknown_completed_action_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_timestamp_key_generator_table_filters_by_the_rows_values(tmp_path: Path) -> None:
-    table = load_table(unpack(SHARED / "v6_timebasedkeygen_nonhivestyle.zip", tmp_path))
+    table = load_table(unpack(HUDI_RS_TABLES / "v6_timebasedkeygen_nonhivestyle.zip", tmp_path))
     assert not table.partition_scheme.encodes_values
     exact = table.read([("ts_str", "=", "2023-04-01T12:01:00.123Z")], ["id", "ts_str"])
     assert exact.to_pylist() == [{"id": 1, "ts_str": "2023-04-01T12:01:00.123Z"}]
@@ -239,7 +239,7 @@ def test_a_timestamp_key_generator_table_filters_by_the_rows_values(tmp_path: Pa
 
 
 def test_a_table_without_meta_fields_reads_computed_meta_columns(tmp_path: Path) -> None:
-    table = load_table(unpack(SHARED / "v6_simplekeygen_hivestyle_no_metafields.zip", tmp_path))
+    table = load_table(unpack(HUDI_RS_TABLES / "v6_simplekeygen_hivestyle_no_metafields.zip", tmp_path))
     data = table.read()
     assert data.column_names[:4] == VIRTUAL
     for row in data.to_pylist():
@@ -257,7 +257,9 @@ def test_a_table_without_meta_fields_reads_computed_meta_columns(tmp_path: Path)
 def test_merge_on_read_time_travel_skips_a_rolled_back_write(tmp_path: Path) -> None:
     """The rollback table: a delta commit whose log block a rollback command block undid,
     and a later delta commit; the rolled-back write never shows, at any instant."""
-    table = load_table(unpack(SHARED / "mor" / "parquet" / "v6_nonpartitioned_rollback.zip", tmp_path))
+    table = load_table(
+        unpack(HUDI_RS_TABLES / "mor" / "parquet" / "v6_nonpartitioned_rollback.zip", tmp_path)
+    )
     (only,) = table.file_slices()
     assert only.base_file_name is not None
     assert len(only.log_files) == 3
@@ -274,9 +276,9 @@ def test_merge_on_read_time_travel_skips_a_rolled_back_write(tmp_path: Path) -> 
 
 
 def test_an_empty_table_and_a_read_before_the_first_commit_have_the_schema(tmp_path: Path) -> None:
-    empty = load_table(unpack(SHARED / "v6_empty.zip", tmp_path / "empty"))
+    empty = load_table(unpack(HUDI_RS_TABLES / "v6_empty.zip", tmp_path / "empty"))
     assert empty.read().schema.names == [*META, "id", "name", "isActive"]
-    table = load_table(unpack(SHARED / "v6_nonpartitioned.zip", tmp_path / "table"))
+    table = load_table(unpack(HUDI_RS_TABLES / "v6_nonpartitioned.zip", tmp_path / "table"))
     before = table.read(as_of="20000101000000000")
     assert before.num_rows == 0
     assert before.schema.names == table.read().schema.names

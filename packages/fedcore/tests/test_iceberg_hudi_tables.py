@@ -1,5 +1,5 @@
 """The Iceberg view of tables Apache Hudi wrote (copy-on-write and merge-on-read, every key
-generator in ``shared/``): PyIceberg reads exactly what fedcore reads (merge-on-read tables:
+generator in ``tests/data/hudi-rs``): PyIceberg reads exactly what fedcore reads (merge-on-read tables:
 their read-optimized view), or the publish is refused with a typed error and nothing is
 published."""
 

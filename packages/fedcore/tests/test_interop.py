@@ -16,8 +16,8 @@ from fedcore.write.client import WriteClient
 V6_TABLES = ["v6_complexkeygen_hivestyle", "v6_nonpartitioned", "v6_simplekeygen_nonhivestyle"]
 
 
-def unpack(shared_dir: Path, name: str, into: Path) -> str:
-    with zipfile.ZipFile(shared_dir / "hudi-tables" / f"{name}.zip") as archive:
+def unpack(hudi_rs_tables: Path, name: str, into: Path) -> str:
+    with zipfile.ZipFile(hudi_rs_tables / f"{name}.zip") as archive:
         archive.extractall(into)
     return f"file://{into / name}"
 
@@ -33,8 +33,10 @@ def hudi_rs_read(path: str, filters: list[tuple[str, str, str]] | None = None) -
 
 
 @pytest.mark.parametrize("name", V6_TABLES)
-def test_fedcore_reads_hudi_written_tables_like_hudi_rs(shared_dir: Path, tmp_path: Path, name: str) -> None:
-    path = unpack(shared_dir, name, tmp_path)
+def test_fedcore_reads_hudi_written_tables_like_hudi_rs(
+    hudi_rs_tables: Path, tmp_path: Path, name: str
+) -> None:
+    path = unpack(hudi_rs_tables, name, tmp_path)
     ours = load_table(path).read()
     theirs = hudi_rs_read(path)
     columns = ["_hoodie_record_key", "_hoodie_commit_time", "_hoodie_file_name", "id", "name"]
@@ -42,8 +44,8 @@ def test_fedcore_reads_hudi_written_tables_like_hudi_rs(shared_dir: Path, tmp_pa
     assert sorted_rows(ours, columns) == sorted_rows(theirs, columns)
 
 
-def test_partition_filters_agree_with_hudi_rs(shared_dir: Path, tmp_path: Path) -> None:
-    path = unpack(shared_dir, "v6_complexkeygen_hivestyle", tmp_path)
+def test_partition_filters_agree_with_hudi_rs(hudi_rs_tables: Path, tmp_path: Path) -> None:
+    path = unpack(hudi_rs_tables, "v6_complexkeygen_hivestyle", tmp_path)
     ours = load_table(path).read([("byteField", "=", "10")])
     theirs = hudi_rs_read(path, [("byteField", "=", "10")])
     assert 0 < ours.num_rows < load_table(path).read().num_rows
@@ -51,9 +53,9 @@ def test_partition_filters_agree_with_hudi_rs(shared_dir: Path, tmp_path: Path) 
 
 
 @pytest.mark.parametrize("name", ["v8_complexkeygen_hivestyle", "v8_nonpartitioned"])
-def test_table_version_8_is_refused_clearly(shared_dir: Path, tmp_path: Path, name: str) -> None:
+def test_table_version_8_is_refused_clearly(hudi_rs_tables: Path, tmp_path: Path, name: str) -> None:
     with pytest.raises(UnsupportedTableVersionError, match="version 8"):
-        load_table(unpack(shared_dir, name, tmp_path))
+        load_table(unpack(hudi_rs_tables, name, tmp_path))
 
 
 def test_hudi_rs_reads_a_table_fedcore_wrote(tmp_path: Path) -> None:

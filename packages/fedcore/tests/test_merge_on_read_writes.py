@@ -329,10 +329,12 @@ def test_a_compaction_hudi_scheduled_stops_writes_until_it_completes(tmp_path: P
     assert rows(table) == expected
 
 
-def test_a_hudi_written_merge_on_read_table_takes_fedcores_upserts(tmp_path: Path, shared_dir: Path) -> None:
+def test_a_hudi_written_merge_on_read_table_takes_fedcores_upserts(
+    tmp_path: Path, hudi_rs_tables: Path
+) -> None:
     from .test_hudi_conformance import unpack
 
-    table = load_table(unpack(shared_dir / "hudi-tables" / "mor" / "avro" / "v6_trips_8i1u.zip", tmp_path))
+    table = load_table(unpack(hudi_rs_tables / "mor" / "avro" / "v6_trips_8i1u.zip", tmp_path))
     before = table.read()
     key = table.config.record_key_fields[0]
     first = before.slice(0, 1)

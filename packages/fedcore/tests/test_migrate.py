@@ -25,10 +25,10 @@ from fedcore.write.client import WriteClient
 
 # HUDI_WRITTEN_ZIPS: merge-on-read tables Hudi 0.15 wrote, whose reads by fedcore match Hudi's
 # Spark reader (hudi-rs 0.5 misses a pending compaction's log files).
-from .test_hudi_conformance import HUDI_WRITTEN_ZIPS, SHARED, unpack
+from .test_hudi_conformance import HUDI_RS_TABLES, HUDI_WRITTEN_ZIPS, unpack
 from .test_writes import FAST_HEARTBEAT, make_table, rows, trips
 
-SHARED_ZIPS = sorted(SHARED.rglob("*.zip"))
+SHARED_ZIPS = sorted(HUDI_RS_TABLES.rglob("*.zip"))
 
 
 def object_store(storage_path: str) -> dict[str, str]:
@@ -51,7 +51,7 @@ def label(archive: Path) -> str:
     return (
         archive.stem
         if archive in HUDI_WRITTEN_ZIPS
-        else str(archive.relative_to(SHARED)).removesuffix(".zip")
+        else str(archive.relative_to(HUDI_RS_TABLES)).removesuffix(".zip")
     )
 
 
@@ -99,14 +99,14 @@ def test_what_is_copied_and_what_is_rewritten(tmp_path: Path) -> None:
         "v8_complexkeygen_hivestyle": (3, 0),  # version 8, through hudi-rs: copies
     }
     for name, (copied, rewritten) in cases.items():
-        source = unpack(SHARED / f"{name}.zip", tmp_path / name)
+        source = unpack(HUDI_RS_TABLES / f"{name}.zip", tmp_path / name)
         report = migrate(
             source, f"file://{tmp_path}/{name}-target", storage=object_store(f"file://{tmp_path}/storage")
         )
         assert (report.copied, report.rewritten) == (copied, rewritten), name
         assert "files/s" in report.format()
     merged = migrate(
-        unpack(SHARED / "mor" / "avro" / "v6_trips_8i1u.zip", tmp_path / "mor"),
+        unpack(HUDI_RS_TABLES / "mor" / "avro" / "v6_trips_8i1u.zip", tmp_path / "mor"),
         f"file://{tmp_path}/mor-target",
         storage=object_store(f"file://{tmp_path}/storage"),
     )
@@ -208,7 +208,7 @@ def test_copied_files_carry_their_column_statistics_so_scans_skip_them(tmp_path:
 
 
 def test_an_existing_target_is_refused_unless_it_is_this_migration(tmp_path: Path) -> None:
-    source = unpack(SHARED / "v6_nonpartitioned.zip", tmp_path / "source")
+    source = unpack(HUDI_RS_TABLES / "v6_nonpartitioned.zip", tmp_path / "source")
     storage = object_store(f"file://{tmp_path}/storage")
     other = Backend("local", f"file://{tmp_path}/other", f"file://{tmp_path}/storage", None)
     make_table(other)
@@ -299,7 +299,7 @@ def _fed(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_command(tmp_path: Path) -> None:
-    source = unpack(SHARED / "v6_complexkeygen_hivestyle.zip", tmp_path / "source")
+    source = unpack(HUDI_RS_TABLES / "v6_complexkeygen_hivestyle.zip", tmp_path / "source")
     done = _fed(
         "migrate", source, f"file://{tmp_path}/target", "--storage-strategy", "object_store",
         "--storage-path", f"file://{tmp_path}/storage",

@@ -21,8 +21,8 @@ REAL_TABLES = {
 }
 
 
-def real_properties(shared_dir: Path, table: str) -> bytes:
-    with zipfile.ZipFile(shared_dir / "hudi-tables" / f"{table}.zip") as archive:
+def real_properties(hudi_rs_tables: Path, table: str) -> bytes:
+    with zipfile.ZipFile(hudi_rs_tables / f"{table}.zip") as archive:
         (name,) = [
             n for n in archive.namelist() if n.endswith(".hoodie/hoodie.properties") and "__MACOSX" not in n
         ]
@@ -30,9 +30,9 @@ def real_properties(shared_dir: Path, table: str) -> bytes:
 
 
 @pytest.mark.parametrize("table", sorted(REAL_TABLES))
-def test_reads_hudi_written_configs_and_agrees_on_their_checksum(shared_dir: Path, table: str) -> None:
+def test_reads_hudi_written_configs_and_agrees_on_their_checksum(hudi_rs_tables: Path, table: str) -> None:
     version, keys, partitions, hive_style = REAL_TABLES[table]
-    config = TableConfig.from_bytes(real_properties(shared_dir, table))
+    config = TableConfig.from_bytes(real_properties(hudi_rs_tables, table))
     assert config.name == table
     assert config.version == version
     assert config.record_key_fields == keys

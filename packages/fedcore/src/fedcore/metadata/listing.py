@@ -1,7 +1,7 @@
 """The file index of a Hive-layout table without a metadata table: listing plus the timeline.
 
 Only for tables whose data lives under the table path (Hudi tables written
-without a metadata table, such as the ones in ``shared/hudi-tables``). A listed
+without a metadata table, such as Hudi's own test tables). A listed
 file counts only if the instant in its name completed, and a file group counts
 only if no completed replace commit retired it: the same rules as Hudi's own
 file-system view. Object-store layouts never get here: listing cannot find
