@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from fedcore import properties as P
-from fedcore.exceptions import InvalidTableConfigError
+from fedcore.exceptions import InvalidTableConfigError, TableNotFoundError
 from fedcore.table import create_table, load_table
 from fedcore.table_config import TableConfig, table_checksum
 
@@ -136,3 +136,23 @@ def test_a_key_generator_written_with_blanks_spells_keys_as_without(tmp_path: Pa
     reopened.upsert(pa.table({"a": [1, 2], "p": ["x", "y"], "q": ["z", "z"]}))
     keys = sorted(load_table(table.path).read(columns=["_hoodie_record_key"]).column(0).to_pylist())
     assert keys == ["a:1", "a:2"]
+
+
+def test_a_config_hudi_is_rewriting_is_read_from_its_backup(tmp_path: Path) -> None:
+    """Hudi rewrites ``hoodie.properties`` through ``hoodie.properties.backup``: while the
+    file is gone or torn, the backup is the config (as Hudi's readers take it)."""
+    table = create_table(f"file://{tmp_path}/t", name="t", record_key_fields=["a"], partition_fields=["p"])
+    table.upsert(pa.table({"a": [1], "p": ["x"]}))
+    main = tmp_path / "t" / ".hoodie" / "hoodie.properties"
+    backup = main.with_name("hoodie.properties.backup")
+    backup.write_bytes(main.read_bytes())
+    main.unlink()  # Hudi deleted it and has not written the new one yet
+    assert load_table(table.path).read(columns=["a"]).column(0).to_pylist() == [1]
+    main.write_bytes(backup.read_bytes()[:-40])  # torn: the checksum no longer holds
+    assert load_table(table.path).config.record_key_fields == ("a",)
+    backup.unlink()
+    with pytest.raises(InvalidTableConfigError):
+        load_table(table.path)
+    main.unlink()
+    with pytest.raises(TableNotFoundError, match="no table at"):
+        load_table(table.path)

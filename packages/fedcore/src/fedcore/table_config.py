@@ -34,6 +34,10 @@ def table_checksum(table_name: str, database: str = "") -> int:
     return zlib.crc32(f"{database}.{table_name}".encode())
 
 
+#: Hudi's copy of the config while it rewrites it (``HoodieTableConfig``).
+_BACKUP_SUFFIX = ".backup"
+
+
 def properties_path(table_path: str) -> str:
     return f"{table_path}/{P.HOODIE_FOLDER}/{P.PROPERTIES_FILE}"
 
@@ -120,13 +124,24 @@ class TableConfig(Mapping[str, str]):
 
     @classmethod
     def load(cls, fs: AbstractFileSystem, table_path: str) -> TableConfig:
+        """The stored config. Apache Hudi's writers change it by writing
+        ``hoodie.properties.backup``, then deleting and rewriting ``hoodie.properties``, then
+        deleting the backup: a config missing or torn in between is read from the backup, as
+        Hudi's own readers do."""
         path = properties_path(table_path)
         try:
             with storage_errors(path):
-                data = fs.cat_file(path)
-        except FileNotFoundError:
-            raise TableNotFoundError(f"no table at {table_path} ({path} does not exist)") from None
-        return cls.from_bytes(bytes(data))
+                return cls.from_bytes(bytes(fs.cat_file(path)))
+        except (FileNotFoundError, InvalidTableConfigError) as exc:
+            backup = f"{path}{_BACKUP_SUFFIX}"
+            try:
+                with storage_errors(backup):
+                    data = bytes(fs.cat_file(backup))
+            except FileNotFoundError:
+                if isinstance(exc, InvalidTableConfigError):
+                    raise exc from None
+                raise TableNotFoundError(f"no table at {table_path} ({path} does not exist)") from None
+            return cls.from_bytes(data)
 
     def save_new(self, fs: AbstractFileSystem, table_path: str) -> None:
         """Persist as a new table's config; exactly one of two racing creators succeeds."""
