@@ -168,3 +168,25 @@ def test_changes_are_the_latest_versions_of_records_written_in_the_range(backend
     assert len(table.changes(t3).plan_files()) == 2 < len(table.scan().plan_files())
     assert got(table.changes(t1, filters=[("country", "=", "fr")])) == {5: (t4, 205.0)}
     assert "changed_after" in repr(table.changes(t1))
+
+
+def test_a_scan_reads_one_snapshot_whatever_commits_meanwhile(backend: Backend) -> None:
+    """An engine asks a scan for its schema, then (its filters pushed) for its plan: both come
+    from the snapshot the scan first listed, even if a commit adding a column and rows lands
+    in between; a new scan sees that commit."""
+    table = make_table(backend)
+    WriteClient(table).upsert(trips(range(4), ["us", "de"] * 2))
+    scan = table.scan(with_meta_fields=False)
+    schema = scan.schema()
+    files = scan.plan_files()
+    wider = trips([10, 11], "us").append_column("tip", pa.array([1.0, 2.0]))
+    WriteClient(table).upsert(wider)
+    pushed = scan.update(filters=[("country", "=", "us")])
+    assert pushed.plan().schema == schema, "the schema of the snapshot the scan listed"
+    assert {f.path for f in pushed.plan_files()} <= {f.path for f in files}
+    assert sorted(pushed.to_arrow().column("trip_id").to_pylist()) == [0, 2]
+    assert scan.count() == 4
+    fresh = table.scan(with_meta_fields=False, filters=[("country", "=", "us")])
+    assert "tip" in fresh.schema().names
+    assert sorted(fresh.to_arrow().column("trip_id").to_pylist()) == [0, 2, 10, 11]
+    assert pushed == fresh.update(with_meta_fields=False), "a scan is what it reads, not its snapshot"

@@ -1,9 +1,12 @@
 """``table.scan(...)``: an immutable description of a read, planned and read on demand.
 
 A scan holds what to read (filters, columns, an instant, a row limit, whether to
-include Hudi's meta columns) and nothing else; each call plans afresh from the
-timeline, so a long-lived scan sees the table as of the moment it is run (or as
-of ``as_of``). ``plan_files()`` is what an engine calls: the latest committed file
+include Hudi's meta columns) and, once first planned, the snapshot it reads: its first
+call lists the timeline (the latest snapshot, or the one as of ``as_of``), and every later
+call of the scan, and of the scans ``update`` derives from it with the same table, instant
+and query type, reads that snapshot, as a PyIceberg scan reads the snapshot it was bound
+to. So an engine's schema and its plan agree even when a commit lands in between; a new
+``table.scan()`` sees the commit. ``plan_files()`` is what an engine calls: the latest committed file
 slice of every file group the partition filters keep, found through the metadata
 table, never by listing. The ``to_*`` methods read those slices with Arrow and
 hand the rows over to the library a user works in; pandas, polars and duckdb are
@@ -62,6 +65,8 @@ class DataScan:
     with_meta_fields: bool = True
     query_type: QueryType = "snapshot"
     changed_after: str | None = None
+    #: The snapshot, once planned (see the module docstring); not part of what the scan is.
+    _snapshot: ScanPlanner | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.limit is not None and (isinstance(self.limit, bool) or self.limit < 0):
@@ -97,14 +102,21 @@ class DataScan:
         )
 
     def update(self, **changes: Any) -> DataScan:
-        """A new scan with some of its settings changed (``filters``, ``columns``, ...)."""
-        settings = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+        """A new scan with some of its settings changed (``filters``, ``columns``, ...); it
+        reads this scan's snapshot unless the table, instant or query type changed."""
+        settings = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "_snapshot"}
         settings.update(changes)
-        return DataScan.of(**settings)
+        scan = DataScan.of(**settings)
+        same = all(getattr(scan, name) == getattr(self, name) for name in _SNAPSHOT_SETTINGS)
+        if same and self._snapshot is not None:
+            object.__setattr__(scan, "_snapshot", self._snapshot)
+        return scan
 
     # --- planning ------------------------------------------------------------------------
 
     def _planner(self) -> ScanPlanner:
+        if self._snapshot is not None:
+            return self._snapshot
         planner = ScanPlanner.open(self.table, self.as_of, self.query_type)
         if self.changed_after is not None:
             if self.changed_after.strip("0"):  # "000": from the start, as Hudi spells it
@@ -114,6 +126,7 @@ class DataScan:
                     f"table {self.table.name} was written without meta fields: its records carry no "
                     "commit time, so an incremental query cannot tell which changed"
                 )
+        object.__setattr__(self, "_snapshot", planner)  # frozen: the snapshot is a cache
         return planner
 
     def _plan(self, planner: ScanPlanner) -> ScanPlan:
@@ -242,6 +255,10 @@ class DataScan:
         if self.changed_after is not None:
             parts.append(f"changed_after={self.changed_after!r}")
         return f"DataScan({', '.join(parts)})"
+
+
+#: What a snapshot depends on: a scan that keeps them reads the same one.
+_SNAPSHOT_SETTINGS = ("table", "as_of", "query_type", "changed_after")
 
 
 def _require(module: str) -> Any:
