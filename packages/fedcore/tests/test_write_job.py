@@ -10,6 +10,7 @@ import time
 import pytest
 
 from fed_dev.testing import Backend
+from fedcore import properties as P
 from fedcore.commit_metadata import WriteStat
 from fedcore.exceptions import CommitConflictError
 from fedcore.table import Table, load_table
@@ -89,3 +90,18 @@ def test_a_job_whose_heartbeat_expired_cannot_commit(backend: Backend) -> None:
         pickle.loads(pickle.dumps(job)).commit(stats, distributed=True)
     assert sorted(table.read(columns=["trip_id"]).column(0).to_pylist()) == [50, 51]
     assert backend.data_files() == referenced(table)
+
+
+def test_the_table_services_come_after_the_commit_run_by_the_write_client(backend: Backend) -> None:
+    """``commit`` completes the instant and returns; the write client (an engine's driver, or
+    ``WriteClient``) then runs the services with its options: here the table's first clean."""
+    table = make_table(backend, **{P.CLEANER_COMMITS_RETAINED: "1"})
+    table.bulk_insert(trips(range(4)))
+    assert not table.timeline().completed(["clean"])
+    job = _begun(table, "insert")
+    result = job.commit(_run_tasks(job, [([10, 11], 0, 0)])[0], distributed=True)
+    assert not table.timeline().completed(["clean"]), "commit ran no service"
+    done = result.with_services(job.table)
+    assert table.timeline().completed(["clean"]), "the clean ran after the commit"
+    assert (done.instant, done.inserted, done.warnings) == (result.instant, 2, ())
+    assert sorted(table.read(columns=["trip_id"]).column(0).to_pylist()) == [0, 1, 2, 3, 10, 11]

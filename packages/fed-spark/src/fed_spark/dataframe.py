@@ -188,7 +188,7 @@ def write(
             stats = stats_from(data.mapInArrow(new_groups, STATS_SCHEMA).collect())
         else:
             stats = rewrite_by_file_group(spark, data, job, begin)
-        return job.commit(stats, distributed=True)
+        return job.commit(stats, distributed=True).with_services(job.table)
 
 
 def _check_key_values(data: DataFrame, job: WriteJob, rows: pa.Schema) -> None:

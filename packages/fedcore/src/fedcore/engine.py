@@ -11,7 +11,8 @@ Writing, where an engine runs tasks of its own::
     planner = WritePlanner(job)                      # latest base files, keys, insert targets
     ...                                              # tasks: planner.routed_groups(...) and
     stats = job.write_task(groups, rows, keys, task, attempt)   # (or job.write_new(rows, ...))
-    job.commit(stats, distributed=True)              # or job.abort(); a with-block aborts on error
+    result = job.commit(stats, distributed=True)     # or job.abort(); a with-block aborts on error
+    result = result.with_services(table)             # clean, compact, archive: never raises
 
 Streaming sinks: each micro-batch's instant carries ``sink_checkpoint(batch_id, query_id)``
 (``WriteClient.write(..., extra_metadata=...)``); a restarted query resolves what its dead

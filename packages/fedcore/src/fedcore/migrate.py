@@ -262,7 +262,7 @@ def migrate(
             tick()
         report.rewritten = len(rewrites)
         table.step("copied")
-        job.commit(stats)
+        job.commit(stats).with_services(table)
     report.files_written = len(stats)
     report.seconds = time.monotonic() - start
     return report

@@ -212,7 +212,7 @@ class WriteClient:
                     for partition, rows in sorted(chunk.by_partition.items())
                     for group in new_groups(partition, rows, per_file, partition not in known)
                 ]
-        return job.commit(stats, supersedes=supersedes, replaced=replaced)
+        return job.commit(stats, supersedes=supersedes, replaced=replaced).with_services(self.table)
 
 
 def _plan_json(plan: Iterable[FileGroupWrite], operation: str, extra: Mapping[str, str]) -> bytes:

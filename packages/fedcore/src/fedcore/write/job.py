@@ -20,6 +20,7 @@ nothing of it is ever visible.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -111,6 +112,13 @@ class WriteResult:
     deleted: int
     bytes_written: int
     warnings: tuple[str, ...] = ()
+
+    def with_services(self, table: TableHandle) -> WriteResult:
+        """Run the table services after this committed write (``fedcore.services``: compact,
+        clean, compact the metadata table, archive), with ``table``'s options; this result
+        with the warnings of those that failed. Never raises for a service: the write is
+        committed."""
+        return dataclasses.replace(self, warnings=(*self.warnings, *run_table_services(table)))
 
     @classmethod
     def of(cls, instant: str, metadata: CommitMetadata, warnings: Iterable[str] = ()) -> WriteResult:
@@ -277,7 +285,8 @@ class WriteJob:
                 to a retry; those the markers name but ``stats`` do not are deleted first.
 
         Returns:
-            What was committed; table services run after it (failures in ``warnings``).
+            What was committed. The table services come after, run by the write client
+            (``WriteResult.with_services``).
         """
         transaction = self._require()
         if distributed:
@@ -304,7 +313,7 @@ class WriteJob:
             extra=self.extra_metadata,
         )
         transaction.commit(metadata.to_bytes(), ops, supersedes, metadata.schema)
-        return WriteResult.of(self.instant, metadata, run_table_services(self.table))
+        return WriteResult.of(self.instant, metadata)
 
     def _replaced(self, written: set[str]) -> tuple[dict[str, list[str]], list[tuple[str, str]]]:
         """The file groups an overwrite replaces (those of the partitions written, or of every
