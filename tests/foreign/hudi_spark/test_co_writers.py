@@ -280,3 +280,33 @@ def test_hudi_writing_local_times_behind_fed(version: str, tmp_path_factory: pyt
         assert load_table(path).timeline().completed()[-1].time > fed_time, "Hudi's instant came after fed's"
     finally:
         hudi.close()
+
+
+@pytest.mark.parametrize("table_type", P.TABLE_TYPES)
+def test_a_key_two_file_groups_hold_is_upserted_and_deleted_in_both(
+    hudi: HudiSession, table_type: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Two bulk inserts of one key leave it in two file groups. Hudi's upsert (its simple
+    index tags a record with every location it finds) updates both copies, and its delete
+    deletes both; fedcore's do the same, on two tables Hudi wrote alike."""
+    tables = {}
+    for writer in ("hudi", "fed"):
+        name = f"dup_{writer}_{table_type.lower()}_{hudi.version.replace('.', '_')}"
+        path = f"file://{tmp_path_factory.mktemp(name)}/{name}"
+        options = hudi_options(name, table_type, hudi.version)
+        for v in ("first", "second"):
+            steps = [["bulk_insert", [row(2, 1, v), row(4, 1, v)]]]
+            spec = {"path": path, "options": options, "schema": SCHEMA, "steps": steps}
+            assert hudi.run({"writes": {"w": spec}})["writes"]["w"] == "ok"
+        tables[writer] = (path, options)
+    for operation, rows in (("upsert", [row(2, 5, "updated")]), ("delete", [row(4, 6, "")])):
+        path, options = tables["hudi"]
+        spec = {"path": path, "options": options, "schema": SCHEMA, "steps": [[operation, rows]]}
+        assert hudi.run({"writes": {"w": spec}})["writes"]["w"] == "ok"
+        data = pa.Table.from_pylist([dict(zip(ARROW.names, r, strict=True)) for r in rows], ARROW)
+        load_table(tables["fed"][0]).write(data, operation)  # type: ignore[arg-type]
+        read = {"path": tables["hudi"][0], "query_type": "snapshot", "columns": COLUMNS}
+        expected = hudi.run({"reads": {"r": read}})["reads"]["r"]["rows"]
+        assert [r[-1] for r in expected if r[2] == 2] == ["updated", "updated"], expected
+        assert fed_rows(load_table(tables["fed"][0])) == expected, f"{operation}: fedcore's table"
+        assert fed_rows(load_table(tables["hudi"][0])) == expected, f"{operation}: Hudi's, read by fedcore"

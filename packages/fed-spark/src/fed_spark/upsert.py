@@ -35,7 +35,6 @@ from fedcore.exceptions import DataFileMissingError
 PARTITION = "_fed_partition_path"
 KEY = "_fed_record_key"
 FILE = "_fed_file_id"
-INSTANT = "_fed_base_instant"
 TARGET = "_fed_target"
 SLOT = "_fed_slot"
 
@@ -69,10 +68,9 @@ def rewrite_by_file_group(
     slices = planner.latest_base_files(sorted(by_partition))
     parallelism = max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or 1))
     # The key index holds the input's keys only, so it is as small as the input's keys: it
-    # comes to the driver, which keeps the newest file of a key found twice and sends the
-    # index back to the tasks with the routes of the inserts.
+    # comes to the driver, which sends it back to the tasks with the routes of the inserts.
     found = _key_index(spark, planner, slices, spark.sparkContext.broadcast(by_partition), parallelism)
-    index = _newest(found)
+    index = _owners(found)
     routes: dict[str, tuple[np.ndarray, list[str]]] = {}
     if job.operation != DELETE:
         inserts = {
@@ -92,28 +90,44 @@ def rewrite_by_file_group(
             partitions = batch.column(PARTITION).to_numpy(zero_copy_only=False)
             keys = batch.column(KEY)
             slots = batch.column(SLOT).to_numpy(zero_copy_only=False)
-            files = np.full(batch.num_rows, None, dtype=object)
-            targets = np.full(batch.num_rows, None, dtype=object)
-            matched = np.zeros(batch.num_rows, dtype=bool)
+            # Each row once per group holding its key (a key several groups hold updates each),
+            # an insert once: (row, file group or None, target).
+            taken: list[np.ndarray] = []
+            files: list[np.ndarray] = []
+            targets: list[np.ndarray] = []
             for partition in np.unique(partitions):
                 mine = np.flatnonzero(partitions == partition)
+                hit = np.zeros(len(mine), dtype=bool)
                 known = shared_index.value.get(partition)
                 if known is not None:
-                    at = pc.index_in(keys.take(pa.array(mine)), value_set=known[0])
+                    unique_keys, offsets, owners = known
+                    at = pc.index_in(keys.take(pa.array(mine)), value_set=unique_keys)
                     hit = pc.is_valid(at).to_numpy(zero_copy_only=False)
-                    positions = at.fill_null(0).to_numpy(zero_copy_only=False)
-                    files[mine[hit]] = np.asarray(known[1], dtype=object)[positions[hit]]
-                    matched[mine[hit]] = True
-                targets[mine] = files[mine]
-                new = mine[~matched[mine]]
+                    found_at = at.fill_null(0).to_numpy(zero_copy_only=False)[hit]
+                    first = offsets[found_at]
+                    counts = offsets[found_at + 1] - first
+                    runs = np.repeat(first - np.cumsum(np.r_[0, counts[:-1]]), counts)
+                    positions = runs + np.arange(int(counts.sum()))
+                    owned = np.asarray(owners, dtype=object)[positions]
+                    taken.append(np.repeat(mine[hit], counts))
+                    files.append(owned)
+                    targets.append(owned)
+                new = mine[~hit]
                 if len(new) and not deleting:
                     ends, ids = routes[partition]
                     picked = np.searchsorted(ends, slots[new] % ends[-1], side="right")
-                    targets[new] = np.asarray(ids, dtype=object)[picked]
-            columns = [*batch.columns, pa.array(files, pa.string()), pa.array(targets, pa.string())]
-            out = pa.RecordBatch.from_arrays(columns, [*batch.schema.names, FILE, TARGET])
-            # A delete of a key the table does not hold has nothing to do.
-            yield out.filter(pa.array(matched)) if deleting else out
+                    taken.append(new)
+                    files.append(np.full(len(new), None, dtype=object))
+                    targets.append(np.asarray(ids, dtype=object)[picked])
+            if not taken:
+                continue  # a delete of keys the table does not hold has nothing to do
+            rows = np.concatenate(taken)
+            columns = [
+                *batch.take(pa.array(rows, pa.int64())).columns,
+                pa.array(np.concatenate(files), pa.string()),
+                pa.array(np.concatenate(targets), pa.string()),
+            ]
+            yield pa.RecordBatch.from_arrays(columns, [*batch.schema.names, FILE, TARGET])
 
     slotted = tagged.withColumn(SLOT, F.pmod(F.xxhash64(KEY), F.lit(2**62)))
     routed_schema = StructType(
@@ -121,7 +135,7 @@ def rewrite_by_file_group(
     )
     # One shuffle partition per file group written at most: Spark's default of 200 tasks for
     # a write touching 16 groups is 184 empty tasks, each scheduled and each a Python worker.
-    groups = {(p, f) for p, (_, files) in index.items() for f in files}
+    groups = {(p, f) for p, (_, _, files) in index.items() for f in files}
     groups.update((p, target) for p, (_, targets) in routes.items() for target in targets)
     tasks = max(1, min(parallelism, len(groups)))
     routed = slotted.mapInArrow(route, routed_schema).repartition(tasks, PARTITION, TARGET)
@@ -135,8 +149,10 @@ def rewrite_by_file_group(
             yield stat_batch([])
             return
         chunk = pa.Table.from_batches(found)
-        partition_codes = pc.dictionary_encode(chunk.column(PARTITION)).combine_chunks()
-        codes = partition_codes.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        # One record per key and file group written (a key two groups hold goes to both).
+        group_of = pc.binary_join_element_wise(chunk.column(PARTITION), chunk.column(TARGET), "\x00")
+        codes = pc.dictionary_encode(group_of).combine_chunks().indices.to_numpy(zero_copy_only=False)
+        codes = codes.astype(np.int64)
         keys = chunk.column(KEY).combine_chunks()
         kept = planner.keep_latest(chunk, codes, keys)
         if len(kept) != chunk.num_rows:
@@ -170,13 +186,12 @@ def _key_index(
 ) -> pa.Table:
     """(partition, key, file id) of the input's keys found in the latest slices, read by Spark
     tasks from the base files' record-key columns (``wanted``: a broadcast of the input's
-    keys by partition); a key in several files belongs to the newest."""
+    keys by partition); a key in several files is there once per file."""
     schema = StructType(
         [
             StructField(PARTITION, StringType()),
             StructField(KEY, StringType()),
             StructField(FILE, StringType()),
-            StructField(INSTANT, StringType()),
         ]
     )
     described = [(p, f, b.instant, b.name, b.size) for (p, f), b in sorted(slices.items())]
@@ -188,7 +203,7 @@ def _key_index(
     @one_line
     def keys_of(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            for partition, file_id, instant, _name, _size in zip(
+            for partition, file_id, _instant, _name, _size in zip(
                 *(c.to_pylist() for c in batch.columns), strict=True
             ):
                 try:
@@ -204,7 +219,6 @@ def _key_index(
                         pa.repeat(pa.scalar(partition), n),
                         keys,
                         pa.repeat(pa.scalar(file_id), n),
-                        pa.repeat(pa.scalar(instant), n),
                     ],
                     schema.names,
                 )
@@ -212,18 +226,23 @@ def _key_index(
     return files.mapInArrow(keys_of, schema).toArrow()
 
 
-def _newest(found: pa.Table) -> dict[str, tuple[pa.Array, list[str]]]:
-    """Per partition, its keys and the file group of each (the newest of a key found twice)."""
+def _owners(found: pa.Table) -> dict[str, tuple[pa.Array, np.ndarray, list[str]]]:
+    """Per partition, the keys found (distinct, sorted), where each key's groups start in
+    ``owners`` (``offsets``, one more than the keys) and the file groups holding them: a key
+    several groups hold (a table bulk-inserted twice) updates every one, as Hudi's index tags
+    a record with each location it finds."""
     if not found.num_rows:
         return {}
-    ordered = found.sort_by([(PARTITION, "ascending"), (KEY, "ascending"), (INSTANT, "descending")])
-    partitions = ordered.column(PARTITION).to_numpy(zero_copy_only=False)
-    keys = ordered.column(KEY).to_numpy(zero_copy_only=False)
-    first = np.r_[True, (partitions[1:] != partitions[:-1]) | (keys[1:] != keys[:-1])]
-    return {
-        partition: (part.column(KEY).combine_chunks(), part.column(FILE).to_pylist())
-        for partition, part in _by_partition(ordered.filter(pa.array(first))).items()
-    }
+    pairs = found.group_by([PARTITION, KEY, FILE]).aggregate([])
+    ordered = pairs.sort_by([(PARTITION, "ascending"), (KEY, "ascending"), (FILE, "ascending")])
+    out = {}
+    for partition, part in _by_partition(ordered).items():
+        keys = part.column(KEY).to_numpy(zero_copy_only=False)
+        starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+        offsets = np.r_[starts, len(keys)].astype(np.int64)
+        unique_keys = part.column(KEY).combine_chunks().take(pa.array(starts, pa.int64()))
+        out[partition] = (unique_keys, offsets, part.column(FILE).to_pylist())
+    return out
 
 
 def _keys_by_partition(wanted: pa.Table) -> dict[str, pa.Array]:

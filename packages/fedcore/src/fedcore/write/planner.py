@@ -69,9 +69,9 @@ class InsertTarget(NamedTuple):
 
 class KeyIndex(NamedTuple):
     """The record keys of a partition's latest base files: ``keys``, the position in
-    ``file_ids`` of the group holding each (a key in several files, inserted twice, is the
-    newest's), each group's keys (a rewrite need not decode them again) and the base files
-    fetched whole (object stores: one GET each, not fetched again by the rewrite)."""
+    ``file_ids`` of the group holding each (a key in several files, inserted twice, is there
+    once per file), each group's keys (a rewrite need not decode them again) and the base
+    files fetched whole (object stores: one GET each, not fetched again by the rewrite)."""
 
     keys: pa.ChunkedArray
     owners: np.ndarray
@@ -366,18 +366,22 @@ class WritePlanner:
             self._check_keys_in_base_files(partition, slices, files, logs)
             index = self._key_index(partition, slices, files, logs)
             row_keys = keys.take(rows)
-            # Hash the batch's keys (the small side), probe the partition's keys with them,
-            # then look the batch up among the keys found only.
+            # Hash the batch's keys (the small side), probe the partition's keys with them: each
+            # key found is an update (or delete) of the group holding it. A key several groups
+            # hold (a table bulk-inserted twice) updates every one of them, as Hudi's index
+            # tags a record with each location it finds (the batch's keys are distinct).
             present = np.flatnonzero(pc.is_in(index.keys, value_set=row_keys).to_numpy(zero_copy_only=False))
-            found = pc.index_in(row_keys, value_set=index.keys.take(present))
-            hit = pc.is_valid(found).to_numpy(zero_copy_only=False)
-            owner = index.owners[present][found.fill_null(0).to_numpy()][hit] if len(present) else present
-            hit_rows = rows[hit]
+            at = pc.index_in(index.keys.take(present), value_set=row_keys).to_numpy(zero_copy_only=False)
+            owner = index.owners[present]
+            hit_rows = rows[at] if len(present) else rows[:0]
+            hit = np.zeros(len(rows), dtype=bool)
+            hit[at] = True
             inserts = rows[~hit] if operation == UPSERT else NO_ROWS
             order = np.argsort(owner, kind="stable")
             starts = np.flatnonzero(np.diff(owner[order], prepend=-1))
             split = np.split(hit_rows[order], starts[1:]) if len(starts) else []
-            for start, group_rows in zip(starts, split, strict=True):
+            for start, found_rows in zip(starts, split, strict=True):
+                group_rows = np.sort(found_rows)
                 file_id = index.file_ids[owner[order][start]]
                 base = slices[file_id]
                 matched = groups[file_id] = FileGroupWrite(partition, file_id, base, files.files[base[1]])
@@ -447,7 +451,7 @@ class WritePlanner:
         """The keys of a partition's latest base files, read in parallel. On an object store,
         small base files are fetched whole in one GET (a ranged read of their keys would fetch
         most of them anyway); elsewhere only the keys are read."""
-        file_ids = list(reversed(slices))  # the first occurrence of a key is what index_in finds
+        file_ids = list(slices)
         names = [slices[file_id][1] for file_id in file_ids]
         sizes = [files.files[name] for name in names]
         whole = (
