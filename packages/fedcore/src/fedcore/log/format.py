@@ -192,12 +192,7 @@ def data_records(block: LogBlock) -> pa.Table:
     schema_json = block.header.get(HeaderKey.SCHEMA)
     if not schema_json:
         raise CorruptLogFileError(f"{block.where}: an Avro data block without a schema in its header")
-    content = block.content
-    version, count = struct.unpack_from(">ii", content, 0) if len(content) >= 8 else (None, 0)
-    if version != BLOCK_CONTENT_VERSION:
-        raise UnsupportedLogBlockError(
-            f"{block.where}: Avro data block version {version}; fedcore reads version {BLOCK_CONTENT_VERSION}"
-        )
+    count, datums = _avro_content(block)
     try:
         writer = json.loads(schema_json)
         record_type = arrow_type(writer)
@@ -205,17 +200,8 @@ def data_records(block: LogBlock) -> pa.Table:
         raise UnsupportedLogBlockError(
             f"{block.where}: the block's Avro schema has no Arrow form: {exc}"
         ) from exc
-    framed = {
-        "type": "record",
-        "name": "Framed",
-        "namespace": "fedcore.log",
-        "fields": [
-            {"name": "length", "type": {"type": "fixed", "name": "Length", "size": 4}},
-            {"name": "record", "type": writer},
-        ],
-    }
     try:
-        decoded = list(fastavro.reader(io.BytesIO(_container(framed, count, content[8:]))))
+        decoded = _framed_records(writer, count, datums)
         rows = pa.array(decoded, pa.struct([pa.field("record", record_type)])).field("record")
     except (*_AVRO_ERRORS, pa.ArrowException) as exc:
         raise CorruptLogFileError(f"{block.where}: the Avro data block cannot be decoded: {exc}") from exc
@@ -228,26 +214,38 @@ def avro_records(block: LogBlock) -> list[dict[str, Any]]:
     path decodes with ``data_records``."""
     if block.type != BlockType.AVRO_DATA:
         raise ValueError(f"{block.type.name} is not an Avro data block")
+    count, datums = _avro_content(block)
+    try:
+        writer = json.loads(block.header.get(HeaderKey.SCHEMA) or "")
+        return [row["record"] for row in _framed_records(writer, count, datums)]
+    except _AVRO_ERRORS as exc:
+        raise CorruptLogFileError(f"{block.where}: the Avro data block cannot be decoded: {exc}") from exc
+
+
+def _avro_content(block: LogBlock) -> tuple[int, bytes]:
+    """An Avro data block's record count and datums, its content version checked."""
     content = block.content
     version, count = struct.unpack_from(">ii", content, 0) if len(content) >= 8 else (None, 0)
     if version != BLOCK_CONTENT_VERSION:
         raise UnsupportedLogBlockError(
             f"{block.where}: Avro data block version {version}; fedcore reads version {BLOCK_CONTENT_VERSION}"
         )
-    try:
-        writer = json.loads(block.header.get(HeaderKey.SCHEMA) or "")
-        framed = {
-            "type": "record",
-            "name": "Framed",
-            "namespace": "fedcore.log",
-            "fields": [
-                {"name": "length", "type": {"type": "fixed", "name": "Length", "size": 4}},
-                {"name": "record", "type": writer},
-            ],
-        }
-        return [row["record"] for row in fastavro.reader(io.BytesIO(_container(framed, count, content[8:])))]
-    except _AVRO_ERRORS as exc:
-        raise CorruptLogFileError(f"{block.where}: the Avro data block cannot be decoded: {exc}") from exc
+    return count, content[8:]
+
+
+def _framed_records(writer: Any, count: int, datums: bytes) -> list[Any]:
+    """Decode ``count`` datums of ``writer``'s schema, each after its 4-byte length, as one
+    in-memory Avro container of ``(fixed(4) length, record)`` records."""
+    framed = {
+        "type": "record",
+        "name": "Framed",
+        "namespace": "fedcore.log",
+        "fields": [
+            {"name": "length", "type": {"type": "fixed", "name": "Length", "size": 4}},
+            {"name": "record", "type": writer},
+        ],
+    }
+    return list(fastavro.reader(io.BytesIO(_container(framed, count, datums))))
 
 
 #: What fastavro raises for bytes or a schema it cannot decode.
