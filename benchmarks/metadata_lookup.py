@@ -20,12 +20,12 @@ import time
 
 from tqdm import tqdm
 
+from fedcore.commit.transaction import Transaction
 from fedcore.metadata.compaction import compact
 from fedcore.metadata.format import ADD, Op
 from fedcore.metadata.table import MetadataTable
 from fedcore.table import Table, create_table
 from fedcore.timeline import COMMIT
-from fedcore.transaction import Transaction
 
 PARTITIONS = 10_000
 STAGES = (10_000, 100_000, 1_000_000)

@@ -20,7 +20,7 @@ import uuid
 
 from fed_dev.servers import LoopbackS3
 from fedcore import properties as P
-from fedcore.filenames import base_file_name, log_file_name
+from fedcore.files.filenames import base_file_name, log_file_name
 from fedcore.io.federated import FederatedFileSystem
 from fedcore.storage import load_storage_strategy
 

@@ -46,16 +46,16 @@ from tqdm import tqdm
 from fed_dev.servers import LoopbackS3
 from fedcore import properties as P
 from fedcore.avro_schema import to_avro_json
-from fedcore.commit_metadata import CommitMetadata, WriteStat
-from fedcore.filenames import base_file_name
+from fedcore.commit.transaction import Transaction
+from fedcore.files.filenames import base_file_name
 from fedcore.io.filesystems import filesystem_for
 from fedcore.metadata.format import ADD, Op
 from fedcore.read.planner import ScanPlanner
-from fedcore.retention import archived_through
-from fedcore.services import run_table_services
+from fedcore.services.after_commit import run_table_services
 from fedcore.table import Table, create_table
 from fedcore.timeline import COMMIT
-from fedcore.transaction import Transaction
+from fedcore.timeline.commit_metadata import CommitMetadata, WriteStat
+from fedcore.timeline.retention import archived_through
 from fedcore.write.client import WriteClient
 
 STAGES = (10, 100, 1_000, 10_000, 100_000)

@@ -15,8 +15,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from fedcore import properties as P
+from fedcore.handle.config import TableConfig
 from fedcore.table import Table, create_table, load_table
-from fedcore.table_config import TableConfig
 
 #: The layouts a user can create, by name: the storage keys of each.
 LAYOUTS: dict[str, dict[str, str]] = {

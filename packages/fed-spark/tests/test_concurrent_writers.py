@@ -34,8 +34,8 @@ import fed_spark
 from fed_dev.testing import keyed_rows
 from fedcore import WriteClient, create_table, load_table, verify_table
 from fedcore import properties as P
-from fedcore.archival import read_archive
 from fedcore.exceptions import CommitConflictError
+from fedcore.services.archival import read_archive
 from fedcore.timeline import parse_instant_file
 
 COUNTRIES = ("us", "nl", "de", "fr", "it", "es")

@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from fedcore import Table, load_table
-from fedcore.checkpoints import SINK_CHECKPOINT_KEY
+from fedcore.write.checkpoints import SINK_CHECKPOINT_KEY
 from fedcore.write.job import WriteJob
 
 SCHEMA = "id long, region string, ts long, v double"

@@ -18,9 +18,9 @@ from fed_dev.testing import ENGINE_LAYOUTS, query, trips, trips_rows, trips_tabl
 from fed_dev.trino import TrinoServer
 from fedcore import Table
 from fedcore import properties as P
-from fedcore.archival import archive
-from fedcore.cleaning import clean
-from fedcore.rollback import rollback
+from fedcore.services.archival import archive
+from fedcore.services.cleaning import clean
+from fedcore.services.rollback import rollback
 
 KEEP = {
     P.ARCHIVE_MIN_INSTANTS: "3",

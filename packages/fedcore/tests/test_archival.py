@@ -8,12 +8,12 @@ import pytest
 
 from fed_dev.testing import Backend
 from fedcore import properties as P
-from fedcore.archival import archive, read_archive
 from fedcore.exceptions import InstantNotRetainedError
 from fedcore.handle import with_step_hook
 from fedcore.metadata.compaction import compact
+from fedcore.services.archival import archive, read_archive
+from fedcore.services.verify import verify_table
 from fedcore.table import Table, load_table
-from fedcore.verify import verify_table
 from fedcore.write.client import WriteClient
 
 from .test_writes import make_table, rows, trips

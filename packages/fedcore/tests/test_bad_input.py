@@ -15,8 +15,8 @@ from fed_dev.testing import Backend
 from fedcore import properties as P
 from fedcore.cli.main import main
 from fedcore.exceptions import DataFileMissingError
+from fedcore.handle.config import properties_path
 from fedcore.table import Table, load_table
-from fedcore.table_config import properties_path
 
 from .test_cli_table import options
 

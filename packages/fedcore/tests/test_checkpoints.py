@@ -7,15 +7,15 @@ import json
 import pytest
 
 from fed_dev.testing import Backend
-from fedcore.checkpoints import (
+from fedcore.commit.transaction import STEPS
+from fedcore.handle import with_step_hook
+from fedcore.timeline import INFLIGHT, instant_path
+from fedcore.write.checkpoints import (
     SINK_CHECKPOINT_KEY,
     last_committed_batch,
     recover_writer,
     sink_checkpoint,
 )
-from fedcore.handle import with_step_hook
-from fedcore.timeline import INFLIGHT, instant_path
-from fedcore.transaction import STEPS
 from fedcore.write.client import WriteClient
 
 from .test_commit_protocol import Crash, crash_at

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from fed_dev.testing import Backend
 from fedcore import properties as P
-from fedcore.cleaning import EMPTY_CLEAN_WINDOW, _doomed, clean, plan_clean
+from fedcore.services.cleaning import EMPTY_CLEAN_WINDOW, _doomed, clean, plan_clean
 from fedcore.table import Table
 from fedcore.timeline import CLEAN
 from fedcore.write.client import WriteClient

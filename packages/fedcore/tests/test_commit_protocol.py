@@ -14,6 +14,7 @@ import pytest
 
 from fed_dev.testing import Backend
 from fedcore import properties as P
+from fedcore.commit.transaction import STEPS, Transaction
 from fedcore.exceptions import CommitConflictError
 from fedcore.handle import with_step_hook
 from fedcore.metadata.compaction import compact
@@ -21,7 +22,6 @@ from fedcore.metadata.format import ADD, Op
 from fedcore.metadata.table import MetadataTable
 from fedcore.table import create_table
 from fedcore.timeline import COMMIT
-from fedcore.transaction import STEPS, Transaction
 from fedcore.write.client import WriteClient
 
 from .test_writes import FAST_HEARTBEAT, make_table, physical_files, rows, trips

@@ -13,17 +13,17 @@ import pytest
 from fed_dev.stress import run_stress
 from fed_dev.testing import Backend
 from fedcore import properties as P
-from fedcore.archival import archive, read_archive
-from fedcore.cleaning import clean, plan_clean
+from fedcore.commit.transaction import is_failed, roll_back_failed_writes, roll_back_pending
 from fedcore.exceptions import RollbackError, StorageError
 from fedcore.handle import with_step_hook
 from fedcore.io.atomic import create_exclusive
 from fedcore.metadata.compaction import compact
 from fedcore.metadata.table import MetadataTable
-from fedcore.rollback import rollback
+from fedcore.services.archival import archive, read_archive
+from fedcore.services.cleaning import clean, plan_clean
+from fedcore.services.rollback import rollback
 from fedcore.table import Table
 from fedcore.timeline import CLEAN, COMMIT, Instant, heartbeat_path, instant_path, instant_time, new_instant
-from fedcore.transaction import is_failed, roll_back_failed_writes, roll_back_pending
 from fedcore.write.client import WriteClient
 
 from .test_writes import make_table, physical_files, rows, trips

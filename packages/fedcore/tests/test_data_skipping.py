@@ -17,11 +17,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fedcore import properties as P
-from fedcore.filters import Filter, matching_row_groups, row_expression
 from fedcore.io.filesystems import open_sized
 from fedcore.io.parquet import open_parquet
 from fedcore.metadata.format import FOLDER
-from fedcore.repair import repair_metadata
+from fedcore.read.filters import Filter, matching_row_groups, row_expression
+from fedcore.services.repair import repair_metadata
 from fedcore.table import Table, create_table, load_table
 
 SCHEMA = pa.schema([("i", pa.int64()), ("f", pa.float64()), ("s", pa.string()), ("d", pa.date32())])

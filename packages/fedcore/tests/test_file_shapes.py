@@ -16,8 +16,8 @@ import pytest
 from fed_dev.testing import Backend, rows, trips
 from fedcore import properties as P
 from fedcore.exceptions import InvalidTableConfigError, UnsupportedTableError
-from fedcore.file_slice import VIRTUAL_META_COLUMNS
-from fedcore.records import META_COLUMNS
+from fedcore.files.file_slice import VIRTUAL_META_COLUMNS
+from fedcore.keygen.records import META_COLUMNS
 from fedcore.table import Table, create_table
 
 from .test_writes import make_table

@@ -15,15 +15,15 @@ from pyiceberg.table import StaticTable
 from fed_dev.servers import SECRET_KEY, LoopbackS3
 from fed_dev.testing import Backend
 from fedcore import properties as P
-from fedcore.archival import archive
-from fedcore.cleaning import clean
 from fedcore.exceptions import UnsupportedTableError
 from fedcore.iceberg import current_view, publish
 from fedcore.iceberg.locations import FOLDER
 from fedcore.iceberg.schema import iceberg_schema
 from fedcore.iceberg.view import INSTANT_KEY
 from fedcore.io.filesystems import filesystem_for
-from fedcore.rollback import rollback
+from fedcore.services.archival import archive
+from fedcore.services.cleaning import clean
+from fedcore.services.rollback import rollback
 from fedcore.table import Table, create_table, load_table
 from fedcore.timeline import WRITE_ACTIONS
 

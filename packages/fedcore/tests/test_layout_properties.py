@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from scipy.stats import chisquare
 
 from fedcore import properties as P
-from fedcore.filenames import base_file_name, log_file_name
+from fedcore.files.filenames import base_file_name, log_file_name
 from fedcore.io.federated import FederatedFileSystem
 from fedcore.storage import load_storage_strategy
 

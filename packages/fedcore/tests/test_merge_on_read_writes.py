@@ -12,24 +12,24 @@ import pytest
 
 from fed_dev.testing import ENGINE_LAYOUTS, Backend, rows, trips
 from fedcore import properties as P
-from fedcore.cleaning import clean
 from fedcore.cli.main import main
-from fedcore.compaction import read_plan
+from fedcore.commit.transaction import STEPS
 from fedcore.exceptions import (
     CommitConflictError,
     InvalidTableConfigError,
     RollbackError,
     UnsupportedTableError,
 )
-from fedcore.filenames import LOG_FILE_RE
+from fedcore.files.filenames import LOG_FILE_RE
 from fedcore.handle import with_step_hook
 from fedcore.log.format import BlockType, data_records, read_blocks
-from fedcore.repair import repair_metadata
-from fedcore.rollback import rollback
+from fedcore.services.cleaning import clean
+from fedcore.services.compaction import read_plan
+from fedcore.services.repair import repair_metadata
+from fedcore.services.rollback import rollback
+from fedcore.services.verify import verify_table
 from fedcore.table import Table, create_table, load_table
 from fedcore.timeline import DELTA_COMMIT
-from fedcore.transaction import STEPS
-from fedcore.verify import verify_table
 from fedcore.write.client import WriteClient
 
 from .test_commit_protocol import Crash, crash_at, wait_for_heartbeat_expiry
@@ -616,9 +616,9 @@ def test_keys_another_writer_put_in_log_files_are_found_not_inserted_again(tmp_p
     files only (Hudi with an index that can index log files puts inserts there): an upsert
     of such a key updates it, never adds a second row."""
     from fedcore.avro_schema import to_avro_json
-    from fedcore.commit_metadata import CommitMetadata
+    from fedcore.keygen.records import with_meta_fields
     from fedcore.log.format import parquet_data_block
-    from fedcore.records import with_meta_fields
+    from fedcore.timeline.commit_metadata import CommitMetadata
 
     path = f"file://{tmp_path}/t"
     table = create_table(

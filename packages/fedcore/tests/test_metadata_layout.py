@@ -13,10 +13,10 @@ import pytest
 from fed_dev.testing import Backend, rows, trips
 from fedcore import properties as P
 from fedcore.exceptions import ConfigError, InvalidTableConfigError, MetadataTableError
+from fedcore.handle.config import TableConfig, properties_path
 from fedcore.metadata.format import FOLDER, LEGACY_FOLDER
+from fedcore.services.verify import verify_table
 from fedcore.table import Table, load_table
-from fedcore.table_config import TableConfig, properties_path
-from fedcore.verify import verify_table
 from fedcore.write.client import WriteClient
 
 from .test_hive_sync import cli_options

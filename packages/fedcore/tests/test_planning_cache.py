@@ -16,7 +16,7 @@ from fed_dev.servers import LoopbackS3
 from fed_dev.testing import Backend
 from fedcore import properties as P
 from fedcore import timeline as timeline_module
-from fedcore.rollback import rollback
+from fedcore.services.rollback import rollback
 from fedcore.table import load_table
 from fedcore.write.client import WriteClient
 

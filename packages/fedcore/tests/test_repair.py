@@ -18,15 +18,15 @@ from fed_dev.testing import Backend
 from fedcore import properties as P
 from fedcore.exceptions import DataFileMissingError, MetadataTableError, RepairError
 from fedcore.handle import with_step_hook
-from fedcore.history import load_history
 from fedcore.io.filesystems import filesystem_for
 from fedcore.metadata.file_index import PartitionFiles
 from fedcore.metadata.format import FOLDER
 from fedcore.metadata.rebuild import rebuild
 from fedcore.metadata.table import IndexCache, MetadataTable
-from fedcore.repair import repair_metadata
+from fedcore.services.history import load_history
+from fedcore.services.repair import repair_metadata
+from fedcore.services.verify import delete_orphans, verify_table
 from fedcore.table import Table, load_table
-from fedcore.verify import delete_orphans, verify_table
 from fedcore.write.client import WriteClient
 
 from .test_commit_protocol import Crash, crash_at
@@ -232,7 +232,7 @@ def test_writes_that_complete_while_a_repair_runs_are_included(backend: Backend)
 _KILL = """
 import json, os, sys
 from fedcore.handle import with_step_hook
-from fedcore.repair import repair_metadata
+from fedcore.services.repair import repair_metadata
 from fedcore.table import load_table
 args = json.loads(sys.argv[1])
 table = load_table(args["table"], storage_options=args["options"])

@@ -11,8 +11,8 @@ import pytest
 
 from fed_dev.testing import Backend
 from fedcore.exceptions import InvalidColumnsError
+from fedcore.keygen.records import META_COLUMNS
 from fedcore.read.scan import DataScan
-from fedcore.records import META_COLUMNS
 from fedcore.write.client import WriteClient
 
 from .test_writes import make_table, trips
@@ -115,7 +115,7 @@ def test_null_and_empty_partition_values_filter_as_the_rows_values_do(backend: B
     }
 
     def ids(where: str) -> list[int]:
-        from fedcore.filters import parse_where
+        from fedcore.read.filters import parse_where
 
         return sorted(table.read(parse_where(where), ["trip_id"]).column("trip_id").to_pylist())
 

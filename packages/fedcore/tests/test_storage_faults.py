@@ -32,9 +32,9 @@ from fedcore.exceptions import (
     StoragePermissionError,
     StorageUnavailableError,
 )
+from fedcore.handle.config import properties_path
 from fedcore.io.filesystems import StorageOptions
 from fedcore.table import Table, create_table, load_table
-from fedcore.table_config import properties_path
 
 from .test_cli_table import options
 from .test_writes import make_table

@@ -13,9 +13,9 @@ from fedcore.exceptions import (
     TableAlreadyExistsError,
     TableNotFoundError,
 )
+from fedcore.handle.config import TableConfig, properties_path
 from fedcore.storage import ObjectStoreStorageStrategy
 from fedcore.table import create_table, load_table
-from fedcore.table_config import TableConfig, properties_path
 
 
 def object_store_props(backend: Backend, **extra: str) -> dict[str, str]:

@@ -9,8 +9,8 @@ import pytest
 
 from fedcore import properties as P
 from fedcore.exceptions import InvalidTableConfigError, TableNotFoundError
+from fedcore.handle.config import TableConfig, table_checksum
 from fedcore.table import create_table, load_table
-from fedcore.table_config import TableConfig, table_checksum
 
 REAL_TABLES = {
     "v6_complexkeygen_hivestyle": (6, ("id", "name"), ("byteField", "shortField"), True),

@@ -18,10 +18,10 @@ from fedcore.exceptions import (
     TableAlreadyExistsError,
 )
 from fedcore.handle import with_step_hook
+from fedcore.handle.config import properties_path
 from fedcore.metadata.table import MetadataTable
-from fedcore.rollback import rollback
+from fedcore.services.rollback import rollback
 from fedcore.table import Table, load_table
-from fedcore.table_config import properties_path
 from fedcore.write.client import WriteClient
 
 from .test_writes import make_table, rows, trips

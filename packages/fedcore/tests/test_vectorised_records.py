@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from fedcore import properties as P
 from fedcore.exceptions import FedError, InvalidPartitionValueError, InvalidRecordsError
-from fedcore.partitioning import PartitionScheme, value_text
-from fedcore.records import latest_per_key, partition_rows, record_keys
+from fedcore.keygen.partitioning import PartitionScheme, value_text
+from fedcore.keygen.records import latest_per_key, partition_rows, record_keys
 
 # --- the per-row definitions (the oracle) ------------------------------------------------
 

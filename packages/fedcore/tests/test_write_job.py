@@ -11,9 +11,9 @@ import pytest
 
 from fed_dev.testing import Backend
 from fedcore import properties as P
-from fedcore.commit_metadata import WriteStat
 from fedcore.exceptions import CommitConflictError
 from fedcore.table import Table, load_table
+from fedcore.timeline.commit_metadata import WriteStat
 from fedcore.write.job import Operation, WriteJob
 
 from .test_writes import make_table, trips

@@ -21,10 +21,10 @@ from fedcore.exceptions import (
     SchemaMismatchError,
 )
 from fedcore.io.filesystems import filesystem_for
-from fedcore.records import META_COLUMNS
-from fedcore.rollback import rollback
+from fedcore.keygen.records import META_COLUMNS
+from fedcore.services.rollback import rollback
+from fedcore.services.verify import verify_table
 from fedcore.table import Table, create_table, load_table
-from fedcore.verify import verify_table
 from fedcore.write import client as write_client
 from fedcore.write.client import WriteClient
 

@@ -21,9 +21,9 @@ import pytest
 from foreign.hudi_spark.bundles import HUDI_VERSIONS, HudiSession
 
 from fedcore import properties as P
-from fedcore.repair import repair_metadata
+from fedcore.services.repair import repair_metadata
+from fedcore.services.verify import verify_table
 from fedcore.table import Table, create_table, load_table
-from fedcore.verify import verify_table
 
 SCHEMA = "id long, p string, ts long, v string"
 ARROW = pa.schema([("id", pa.int64()), ("p", pa.string()), ("ts", pa.int64()), ("v", pa.string())])

@@ -21,8 +21,8 @@ import pyarrow as pa
 from fed_dev.servers import LoopbackS3
 from fedcore import properties as P
 from fedcore.exceptions import FedError
-from fedcore.layout import table_layout
 from fedcore.table import Table, create_table
+from fedcore.table.layout import table_layout
 from fedcore.write.client import Operation, WriteClient
 
 COUNTRIES = ("usa", "bra", "deu", "ind", "jpn")

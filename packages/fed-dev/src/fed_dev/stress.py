@@ -31,10 +31,10 @@ from typing import Any, Final
 import pyarrow as pa
 
 from fedcore import properties as P
+from fedcore.commit.transaction import roll_back_failed_writes
 from fedcore.exceptions import FedError
 from fedcore.io.filesystems import StorageOptions, filesystem_for
 from fedcore.table import Table, create_table, load_table
-from fedcore.transaction import roll_back_failed_writes
 from fedcore.write.client import WriteClient
 from fedcore.write.job import DELETE, INSERT, UPSERT
 

@@ -3,7 +3,7 @@
 The sink commits each micro-batch exactly once. Its tasks stage their rows under the table's
 ``.hoodie/.fed/staging/stream-<writer>/``; the batch's commit runs fedcore's ``WriteClient``
 over them as one instant whose commit metadata records the batch id and the writer (the
-query's id, from its checkpoint: ``fedcore.checkpoints``). Spark replays a batch after a
+query's id, from its checkpoint: ``fedcore.write.checkpoints``). Spark replays a batch after a
 crash when its checkpoint does not record the batch's completion; the replay first
 resolves what a dead run of the same query left pending (rolled back, or forward where its
 commit was decided), then finds the batch among the table's commits and commits nothing

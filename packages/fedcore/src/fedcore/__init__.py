@@ -1,13 +1,14 @@
 """fedcore: the federated (object-store-optimised) storage layout for Hudi-style tables."""
 
-from fedcore.file_slice import FileSlice
+from fedcore.files.file_slice import FileSlice
 from fedcore.handle import TableHandle
+from fedcore.handle.config import TableConfig
 from fedcore.io.federated import FederatedFileSystem
-from fedcore.layout import LayoutReport, table_layout
 from fedcore.migrate import MigrationReport
 from fedcore.read.planner import ScanPlan
 from fedcore.read.scan import DataScan
-from fedcore.repair import RepairReport, repair_metadata
+from fedcore.services.repair import RepairReport, repair_metadata
+from fedcore.services.verify import VerifyReport, verify_table
 from fedcore.storage import (
     HiveStorageStrategy,
     ObjectStoreStorageStrategy,
@@ -17,8 +18,7 @@ from fedcore.storage import (
     load_storage_strategy,
 )
 from fedcore.table import Table, create_table, load_table
-from fedcore.table_config import TableConfig
-from fedcore.verify import VerifyReport, verify_table
+from fedcore.table.layout import LayoutReport, table_layout
 from fedcore.write.client import WriteClient, WriteResult
 
 __version__ = "0.1.0"

@@ -50,7 +50,14 @@ import pyarrow.dataset as ds
 from fsspec import AbstractFileSystem
 
 from fedcore import properties as P
-from fedcore.commit_metadata import WriteStat
+from fedcore.commit.file_writer import (
+    copy_data_file,
+    mark_files,
+    marker_token,
+    stats_columns,
+    write_partition_metadata,
+)
+from fedcore.commit.transaction import roll_back_failed_writes
 from fedcore.exceptions import (
     ConfigError,
     FedError,
@@ -59,24 +66,17 @@ from fedcore.exceptions import (
     TableNotFoundError,
     UnsupportedTableError,
 )
-from fedcore.file_slice import VIRTUAL_META_COLUMNS, FileSlice
-from fedcore.file_writer import (
-    copy_data_file,
-    mark_files,
-    marker_token,
-    stats_columns,
-    write_partition_metadata,
-)
-from fedcore.filenames import LOG_FILE_RE, data_file_id
+from fedcore.files.file_slice import VIRTUAL_META_COLUMNS, FileSlice
+from fedcore.files.filenames import LOG_FILE_RE, data_file_id
 from fedcore.handle import StepHook, with_step_hook
+from fedcore.handle.config import TableConfig
 from fedcore.io.filesystems import StorageOptions, filesystem_for, open_sized
 from fedcore.io.parquet import file_stats, read_parquet_metadata
 from fedcore.io.uris import is_within, normalize_uri
+from fedcore.keygen.records import META_COLUMNS
 from fedcore.read.planner import ScanPlanner
-from fedcore.records import META_COLUMNS
 from fedcore.table import Table, create_table, load_table
-from fedcore.table_config import TableConfig
-from fedcore.transaction import roll_back_failed_writes
+from fedcore.timeline.commit_metadata import WriteStat
 from fedcore.write.job import BULK_INSERT, IO_THREADS, WriteJob
 
 #: Source config keys that define how records are keyed, partitioned and merged.

@@ -284,13 +284,13 @@ STORAGE_CHECKSUM: Final = "hoodie.storage.checksum"
 
 #: Where the table keeps fedcore's metadata table (``metadata.format.folder_of``): 1 (or absent)
 #: inside Hudi's ``.hoodie/metadata/``, 2 in fed's own ``.hoodie/.fed/``. Set by fedcore, never
-#: given; ``fedcore.upgrade`` moves a table from 1 to 2.
+#: given; ``fedcore.commit.upgrade`` moves a table from 1 to 2.
 METADATA_LAYOUT: Final = "hoodie.fed.metadata.layout"
 CURRENT_METADATA_LAYOUT: Final = 2
 
 #: The partitions of Apache Hudi's own metadata table (``.hoodie/metadata/``) that Hudi's
 #: readers may use, and those a Hudi writer is building: a table Hudi's writers also write may
-#: have one. fed's writes do not maintain it, so each drops it first (``fedcore.upgrade``).
+#: have one. fed's writes do not maintain it, so each drops it first (``fedcore.commit.upgrade``).
 HUDI_METADATA_PARTITIONS: Final = "hoodie.table.metadata.partitions"
 HUDI_METADATA_PARTITIONS_INFLIGHT: Final = "hoodie.table.metadata.partitions.inflight"
 #: Where Hudi keeps its metadata table, under the table path.

@@ -23,12 +23,12 @@ from tqdm import tqdm
 
 from fedcore import properties as P
 from fedcore.cli.table import open_table, parse_pairs, storage_options
+from fedcore.commit.upgrade import upgrade_config
 from fedcore.exceptions import FedError, MetastoreError
 from fedcore.io.filesystems import storage_options_of
 from fedcore.migrate import migrate
-from fedcore.repair import repair_metadata
-from fedcore.upgrade import upgrade_config
-from fedcore.verify import delete_orphans, verify_table
+from fedcore.services.repair import repair_metadata
+from fedcore.services.verify import delete_orphans, verify_table
 
 #: ``fed verify``'s exit status when the table fails the check.
 EXIT_FAILED = 1

@@ -16,14 +16,14 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from fedcore import properties as P
-from fedcore.cleaning import clean
 from fedcore.exceptions import FedError, InvalidFilterError, InvalidRecordsError
-from fedcore.file_slice import QUERY_TYPES
-from fedcore.filters import Filter, parse_where
+from fedcore.files.file_slice import QUERY_TYPES
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import StorageOptions, storage_options_of
 from fedcore.io.parquet import read_parquet
-from fedcore.rollback import rollback
+from fedcore.read.filters import Filter, parse_where
+from fedcore.services.cleaning import clean
+from fedcore.services.rollback import rollback
 from fedcore.table import Table, create_table, load_table
 from fedcore.write.client import OPERATIONS, WriteClient
 from fedcore.write.job import UPSERT

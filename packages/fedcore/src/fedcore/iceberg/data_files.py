@@ -19,9 +19,9 @@ from pyiceberg.types import BooleanType, DateType, IntegerType, LongType, Primit
 from pyiceberg.utils.datetime import date_to_days, datetime_to_micros
 
 from fedcore.exceptions import InvalidFilterError, UnsupportedTableError
-from fedcore.filters import typed
 from fedcore.io.parquet import read_file_stats
-from fedcore.partitioning import PartitionScheme
+from fedcore.keygen.partitioning import PartitionScheme
+from fedcore.read.filters import typed
 
 #: Types whose Parquet statistics are exact Iceberg bounds. Floating point is left out (NaN is
 #: outside Parquet's min/max but readers would need a NaN count to know), and so are types

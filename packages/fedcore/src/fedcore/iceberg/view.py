@@ -66,14 +66,13 @@ from pyiceberg.table.update import (
 )
 
 from fedcore import properties as P
-from fedcore.commit_metadata import CommitMetadata
 from fedcore.exceptions import (
     StorageError,
     StorageFileExistsError,
     StorageFileNotFoundError,
     UnsupportedTableError,
 )
-from fedcore.filenames import BASE_FILE_RE
+from fedcore.files.filenames import BASE_FILE_RE
 from fedcore.handle import TableHandle
 from fedcore.iceberg.data_files import DataFiles, parse_stats, partition_spec
 from fedcore.iceberg.fileio import FedFileIO
@@ -84,8 +83,9 @@ from fedcore.io.atomic import create_exclusive
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import open_sized, read_found, read_object
 from fedcore.io.parquet import file_stats, read_parquet_metadata
-from fedcore.records import with_meta_fields
+from fedcore.keygen.records import with_meta_fields
 from fedcore.timeline import ROLLBACK, Instant
+from fedcore.timeline.commit_metadata import CommitMetadata
 
 #: Snapshot summary keys naming what a snapshot shows.
 INSTANT_KEY = "fed.instant"

@@ -34,7 +34,7 @@ from fedcore.exceptions import (
     InvalidPathError,
     ListingNotSupportedError,
 )
-from fedcore.filenames import BASE_FILE_RE, LOG_FILE_RE, is_partition_metadata
+from fedcore.files.filenames import BASE_FILE_RE, LOG_FILE_RE, is_partition_metadata
 from fedcore.io.atomic import create_exclusive
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import StorageOptions, filesystem_for

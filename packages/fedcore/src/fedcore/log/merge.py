@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 
 from fedcore import properties as P
 from fedcore.exceptions import UnsupportedTableError
+from fedcore.keygen.records import RECORD_KEY
 from fedcore.log.format import (
     BlockType,
     LogBlock,
@@ -40,7 +41,6 @@ from fedcore.log.format import (
     delete_records,
     wrapper_of,
 )
-from fedcore.records import RECORD_KEY
 
 IS_DELETED: Final = "_hoodie_is_deleted"
 #: Payload classes whose merge fedcore reproduces, by what decides a base record's update.

@@ -20,16 +20,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from fedcore.commit_metadata import (
+from fedcore.exceptions import MetadataTableError
+from fedcore.metadata.format import ADD, REMOVE, REPLACE, Op
+from fedcore.timeline import CLEAN, DELTA_COMMIT, REPLACE_COMMIT, ROLLBACK, WRITE_ACTIONS
+from fedcore.timeline.commit_metadata import (
     CommitMetadata,
     appended_log_files,
     deleted_files,
     rolled_back_actions,
     rolled_back_instants,
 )
-from fedcore.exceptions import MetadataTableError
-from fedcore.metadata.format import ADD, REMOVE, REPLACE, Op
-from fedcore.timeline import CLEAN, DELTA_COMMIT, REPLACE_COMMIT, ROLLBACK, WRITE_ACTIONS
 
 
 def instant_ops(

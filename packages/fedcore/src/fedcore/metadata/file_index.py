@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from fedcore.file_group import FileGroup, SliceFiles, file_groups
+from fedcore.files.file_group import FileGroup, SliceFiles, file_groups
 
 
 @dataclass
@@ -19,7 +19,7 @@ class PartitionFiles:
     stats: dict[str, str] = field(default_factory=dict)
 
     def groups(self) -> dict[str, FileGroup]:
-        """Its live file groups (``fedcore.file_group``), by file id: those no replace commit
+        """Its live file groups (``fedcore.files.file_group``), by file id: those no replace commit
         retired."""
         return {fid: group for fid, group in file_groups(self.files).items() if fid not in self.replaced}
 

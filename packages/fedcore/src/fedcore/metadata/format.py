@@ -2,7 +2,7 @@
 
 Under ``.hoodie/.fed/metadata/`` (``FOLDER``; tables created before layout 2 kept it under
 ``.hoodie/metadata/fed-files/``, the folder Apache Hudi's own metadata table lives in and its
-writers delete whole when they drop or rebuild theirs: ``fedcore.upgrade`` moves it):
+writers delete whole when they drop or rebuild theirs: ``fedcore.commit.upgrade`` moves it):
 
 - ``deltas/<instant>.parquet``: the file changes of one instant (added, deleted,
   file groups replaced), sorted by partition. Written before the instant

@@ -15,11 +15,11 @@ from collections.abc import Callable, Iterable
 from fsspec import AbstractFileSystem
 
 from fedcore import properties as P
-from fedcore.commit_metadata import CommitMetadata
-from fedcore.filenames import BASE_FILE_RE, LOG_FILE_RE
+from fedcore.files.filenames import BASE_FILE_RE, LOG_FILE_RE
 from fedcore.io.filesystems import read_object
 from fedcore.metadata.file_index import FileIndex, PartitionFiles
 from fedcore.timeline import MERGE_ON_READ_WRITE_ACTIONS, REPLACE_COMMIT, Timeline, instant_path
+from fedcore.timeline.commit_metadata import CommitMetadata
 
 
 class ListingFileIndex(FileIndex):

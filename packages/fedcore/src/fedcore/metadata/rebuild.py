@@ -1,5 +1,5 @@
 """The repair tool's rebuild of the metadata table: the lookup state as of the newest completed
-instant replaced, whole, by one rebuilt from storage (``fedcore.repair`` works out that state)."""
+instant replaced, whole, by one rebuilt from storage (``fedcore.services.repair`` works out that state)."""
 
 from __future__ import annotations
 

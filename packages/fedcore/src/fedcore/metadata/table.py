@@ -36,7 +36,6 @@ import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
 from fedcore import properties as P
-from fedcore.archived_timeline import ArchivedInstant, hudi_archive_files, read_hudi_archive
 from fedcore.exceptions import MetadataTableError
 from fedcore.io.atomic import create_exclusive
 from fedcore.io.filesystems import read_existing, read_found, read_object, read_objects, remove_files
@@ -61,8 +60,9 @@ from fedcore.metadata.format import (
     shard_of,
 )
 from fedcore.metadata.ranged import RangedFile, ReadStats
-from fedcore.retention import archived_through, check_not_cleaned
 from fedcore.timeline import MANIFEST_POINTER_PREFIX, Timeline, instant_path
+from fedcore.timeline.archived import ArchivedInstant, hudi_archive_files, read_hudi_archive
+from fedcore.timeline.retention import archived_through, check_not_cleaned
 
 
 @dataclass

@@ -24,19 +24,19 @@ from fedcore.exceptions import (
     InvalidFilterError,
     InvalidPartitionValueError,
 )
-from fedcore.file_slice import QUERY_TYPES, VIRTUAL_META_COLUMNS, FileSlice, QueryType
-from fedcore.filters import UNARY, Filter, FilterSpec, may_match, stats_may_match, typed
+from fedcore.files.file_slice import QUERY_TYPES, VIRTUAL_META_COLUMNS, FileSlice, QueryType
 from fedcore.io.parquet import ColumnStats, read_file_stats
+from fedcore.keygen.records import META_COLUMNS, conform_to
 from fedcore.log.merge import merge_rules
 from fedcore.metadata import FileIndex, MetadataTable
+from fedcore.read.filters import UNARY, Filter, FilterSpec, may_match, stats_may_match, typed
 from fedcore.read.slice_reader import Committed, SliceReader
-from fedcore.records import META_COLUMNS, conform_to
-from fedcore.retention import check_not_archived
 from fedcore.timeline import (
     COMPACTION,
     Timeline,
     parse_instant_time,
 )
+from fedcore.timeline.retention import check_not_archived
 
 if TYPE_CHECKING:
     from fedcore.handle import TableHandle

@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from fedcore.exceptions import FedError, InvalidColumnsError, UnsupportedTableError
-from fedcore.file_slice import FileSlice, QueryType
-from fedcore.filters import Filter, FilterSpec
+from fedcore.files.file_slice import FileSlice, QueryType
 from fedcore.io.filesystems import open_sized
 from fedcore.io.parquet import read_parquet_metadata
+from fedcore.keygen.records import COMMIT_TIME, META_COLUMNS, conform_to, widens
+from fedcore.read.filters import Filter, FilterSpec
 from fedcore.read.planner import ScanPlan, ScanPlanner
-from fedcore.records import COMMIT_TIME, META_COLUMNS, conform_to, widens
 from fedcore.timeline import parse_instant_time
 
 if TYPE_CHECKING:

@@ -22,13 +22,10 @@ from fsspec.implementations.local import LocalFileSystem
 
 from fedcore import properties as P
 from fedcore.exceptions import UnsupportedTableError
-from fedcore.file_slice import VIRTUAL_META_COLUMNS, FileSlice
-from fedcore.filters import Filter, filter_rows, matching_row_groups
+from fedcore.files.file_slice import VIRTUAL_META_COLUMNS, FileSlice
 from fedcore.io.filesystems import open_sized, read_object
 from fedcore.io.parquet import open_parquet, read_parquet, read_row_groups
-from fedcore.log.format import LogBlock, read_blocks
-from fedcore.log.merge import IS_DELETED, LogRecords, MergeRules, applicable_blocks, merge
-from fedcore.records import (
+from fedcore.keygen.records import (
     COMMIT_TIME,
     FILE_NAME,
     META_COLUMNS,
@@ -36,6 +33,9 @@ from fedcore.records import (
     RECORD_KEY,
     conform_to,
 )
+from fedcore.log.format import LogBlock, read_blocks
+from fedcore.log.merge import IS_DELETED, LogRecords, MergeRules, applicable_blocks, merge
+from fedcore.read.filters import Filter, filter_rows, matching_row_groups
 
 if TYPE_CHECKING:
     from fedcore.handle import TableHandle

@@ -24,7 +24,7 @@ from fedcore.exceptions import (
     InvalidTableConfigError,
     UnmappedPartitionError,
 )
-from fedcore.filenames import data_file_id
+from fedcore.files.filenames import data_file_id
 from fedcore.io.uris import check_relative_path, is_within, normalize_uri
 
 

@@ -16,15 +16,14 @@ from typing import Final
 
 import pyarrow as pa
 
-from fedcore.commit_metadata import WriteStat
-from fedcore.exceptions import DataFileMissingError, InvalidRecordsError
-from fedcore.file_writer import (
+from fedcore.commit.file_writer import (
     FileGroupWrite,
     file_names,
     new_groups,
 )
+from fedcore.exceptions import DataFileMissingError, InvalidRecordsError
 from fedcore.handle import TableHandle
-from fedcore.records import (
+from fedcore.keygen.records import (
     WriteInput,
     check_columns,
     check_keys,
@@ -32,6 +31,7 @@ from fedcore.records import (
     record_chunks,
     to_arrow_table,
 )
+from fedcore.timeline.commit_metadata import WriteStat
 from fedcore.write.job import (
     BULK_INSERT,
     DELETE,
@@ -121,7 +121,7 @@ class WriteClient:
                 groups of the partitions written) or ``insert_overwrite_table`` (replace every
                 file group).
             extra_metadata: kept in the instant's ``extraMetadata``, in its inflight plan and
-                its commit (a streaming sink's checkpoint: ``fedcore.checkpoints``).
+                its commit (a streaming sink's checkpoint: ``fedcore.write.checkpoints``).
 
         Returns:
             What was committed. Once the instant has committed this returns, never raises;

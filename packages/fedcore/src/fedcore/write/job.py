@@ -8,7 +8,7 @@ transaction. Each task writes file groups through the federated filesystem, mark
 The driver commits the stats it got from the tasks that succeeded: files of failed or
 duplicate task attempts, named by markers but absent from the stats, are deleted first;
 then the metadata-table delta, the claims, the decision and the completion, as in
-``fedcore.transaction``. ``WriteClient`` runs the same steps in one process.
+``fedcore.commit.transaction``. ``WriteClient`` runs the same steps in one process.
 
 Liveness: while tasks run, they refresh the instant's heartbeat (``beating``); an engine
 whose driver process does not stay alive between beginning and committing calls
@@ -33,15 +33,7 @@ import pyarrow as pa
 
 from fedcore import properties as P
 from fedcore.avro_schema import to_avro_json
-from fedcore.commit_metadata import CommitMetadata, WriteStat
-from fedcore.exceptions import (
-    CommitConflictError,
-    DataFileMissingError,
-    FedError,
-    InvalidRecordsError,
-    InvalidTableConfigError,
-)
-from fedcore.file_writer import (
+from fedcore.commit.file_writer import (
     Encoding,
     FileGroupWrite,
     FileName,
@@ -58,10 +50,17 @@ from fedcore.file_writer import (
     write_group,
     write_partition_metadata,
 )
+from fedcore.commit.transaction import Heartbeat, Transaction, roll_back_failed_writes, stat_claims
+from fedcore.commit.upgrade import upgrade_config
+from fedcore.exceptions import (
+    CommitConflictError,
+    DataFileMissingError,
+    FedError,
+    InvalidRecordsError,
+    InvalidTableConfigError,
+)
 from fedcore.handle import TableHandle
-from fedcore.log.merge import merge_rules
-from fedcore.metadata.format import ADD, REPLACE, Op
-from fedcore.records import (
+from fedcore.keygen.records import (
     check_keys,
     conform,
     conform_keys,
@@ -70,10 +69,11 @@ from fedcore.records import (
     strip_meta,
     virtual_key_types_error,
 )
-from fedcore.services import run_table_services
+from fedcore.log.merge import merge_rules
+from fedcore.metadata.format import ADD, REPLACE, Op
+from fedcore.services.after_commit import run_table_services
 from fedcore.timeline import COMMIT, DELTA_COMMIT, REPLACE_COMMIT, Timeline
-from fedcore.transaction import Heartbeat, Transaction, roll_back_failed_writes, stat_claims
-from fedcore.upgrade import upgrade_config
+from fedcore.timeline.commit_metadata import CommitMetadata, WriteStat
 
 Operation: TypeAlias = Literal[
     "bulk_insert", "insert", "upsert", "delete", "insert_overwrite", "insert_overwrite_table"
@@ -114,7 +114,7 @@ class WriteResult:
     warnings: tuple[str, ...] = ()
 
     def with_services(self, table: TableHandle) -> WriteResult:
-        """Run the table services after this committed write (``fedcore.services``: compact,
+        """Run the table services after this committed write (``fedcore.services.after_commit``: compact,
         clean, compact the metadata table, archive), with ``table``'s options; this result
         with the warnings of those that failed. Never raises for a service: the write is
         committed."""

@@ -21,15 +21,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from fedcore import properties as P
+from fedcore.commit.file_writer import NO_ROWS, FileGroupWrite, new_groups
 from fedcore.exceptions import InvalidRecordsError, UnsupportedTableError
-from fedcore.file_writer import NO_ROWS, FileGroupWrite, new_groups
-from fedcore.filenames import new_file_id
+from fedcore.files.filenames import new_file_id
 from fedcore.io.filesystems import open_sized, read_object
 from fedcore.io.parquet import read_parquet
 from fedcore.io.uris import protocol_of
+from fedcore.keygen.records import latest_per_key, partition_rows, record_keys
 from fedcore.log.format import BlockType, data_records, read_blocks
 from fedcore.metadata.file_index import PartitionFiles
-from fedcore.records import latest_per_key, partition_rows, record_keys
 from fedcore.write.job import (
     BULK_INSERT,
     DELETE,

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from fedcore.filenames import BASE_FILE_RE, LOG_FILE_RE
+from fedcore.files.filenames import BASE_FILE_RE, LOG_FILE_RE
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """``fed verify``: compare a table's metadata table with its storage.
 
 Three kinds of disagreement, told apart with the timeline's account of every
-completed instant (``fedcore.history``):
+completed instant (``fedcore.services.history``):
 
 - **missing**: the metadata table references a file storage lacks (deleted outside
   fedcore): reads that need it fail. Also a size that differs from storage's.
@@ -34,13 +34,13 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from fedcore.exceptions import DataFileCorruptError, FedError, RepairError
-from fedcore.filenames import BASE_FILE_RE
-from fedcore.history import load_history, require_metadata_table
-from fedcore.inventory import Inventory, StoredFile, take_inventory
+from fedcore.files.filenames import BASE_FILE_RE
 from fedcore.io.filesystems import open_sized, read_object, remove_files
 from fedcore.io.parquet import file_stats, open_parquet, read_file_stats
 from fedcore.log.format import read_blocks
 from fedcore.metadata.table import IndexCache, MetadataTable
+from fedcore.services.history import load_history, require_metadata_table
+from fedcore.services.inventory import Inventory, StoredFile, take_inventory
 
 if TYPE_CHECKING:
     from fedcore.handle import TableHandle

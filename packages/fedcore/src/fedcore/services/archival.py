@@ -36,14 +36,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from fedcore import properties as P
-from fedcore.archived_timeline import archive_folder
 from fedcore.exceptions import ConfigError
 from fedcore.io.atomic import create_exclusive
 from fedcore.io.filesystems import read_object, read_objects, remove_files
 from fedcore.io.parquet import read_parquet
 from fedcore.metadata.cleanup import drop_older_than
-from fedcore.retention import ARCHIVE_PREFIX, last_clean_retained
 from fedcore.timeline import ARCHIVED_MARKER_PREFIX, SAVEPOINT, Instant, Timeline, parse_instant_file
+from fedcore.timeline.archived import archive_folder
+from fedcore.timeline.retention import ARCHIVE_PREFIX, last_clean_retained
 
 if TYPE_CHECKING:
     from fedcore.handle import TableHandle

@@ -13,12 +13,12 @@ from typing import Final
 
 from fsspec import AbstractFileSystem
 
-from fedcore.archived_timeline import archive_folder
-from fedcore.commit_metadata import earliest_retained
 from fedcore.exceptions import InstantNotRetainedError
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import read_object
 from fedcore.timeline import CLEAN, Instant, Timeline, instant_path
+from fedcore.timeline.archived import archive_folder
+from fedcore.timeline.commit_metadata import earliest_retained
 
 #: Archive files are ``fed-archive-<boundary instant>-<newest archived instant>.parquet``
 #: (``fed-archive-<boundary instant>.parquet`` before fed named the newest): Hudi's own

@@ -20,10 +20,10 @@ import json
 import logging
 from typing import TYPE_CHECKING, Final
 
-from fedcore.commit_metadata import CommitMetadata
+from fedcore.commit.transaction import roll_back_pending
 from fedcore.io.filesystems import read_object
 from fedcore.timeline import INFLIGHT, instant_path
-from fedcore.transaction import roll_back_pending
+from fedcore.timeline.commit_metadata import CommitMetadata
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

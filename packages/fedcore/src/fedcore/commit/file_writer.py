@@ -27,15 +27,12 @@ from fsspec import AbstractFileSystem
 
 from fedcore import properties as P
 from fedcore.avro_schema import to_avro_json
-from fedcore.commit_metadata import WriteStat
-from fedcore.filenames import base_file_name, log_file_name, new_file_id
+from fedcore.files.filenames import base_file_name, log_file_name, new_file_id
 from fedcore.handle import TableHandle
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import open_sized
 from fedcore.io.parquet import file_stats, open_parquet
-from fedcore.log.format import avro_data_block, delete_block, parquet_data_block
-from fedcore.log.merge import MergeRules, merge_into_base
-from fedcore.records import (
+from fedcore.keygen.records import (
     COMMIT_SEQNO,
     FILE_NAME,
     META_COLUMNS,
@@ -44,7 +41,10 @@ from fedcore.records import (
     record_keys,
     with_meta_fields,
 )
+from fedcore.log.format import avro_data_block, delete_block, parquet_data_block
+from fedcore.log.merge import MergeRules, merge_into_base
 from fedcore.timeline import Timeline
+from fedcore.timeline.commit_metadata import WriteStat
 
 NO_ROWS: Final = np.empty(0, np.int64)
 _UNIQUE_META_COLUMNS: Final = frozenset({COMMIT_SEQNO, RECORD_KEY})

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fedcore.exceptions import FedError
-from fedcore.filenames import base_file_name
+from fedcore.files.filenames import base_file_name
 from fedcore.storage.base import StorageStrategy
 
 if TYPE_CHECKING:

@@ -21,18 +21,18 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from fedcore import properties as P
-from fedcore.archival import archive
-from fedcore.cleaning import clean
-from fedcore.compaction import compact as compact_table
-from fedcore.compaction import delta_commits_since_compaction
 from fedcore.metadata.compaction import compact
 from fedcore.metadata.table import MetadataTable
+from fedcore.services.archival import archive
+from fedcore.services.cleaning import clean
+from fedcore.services.compaction import compact as compact_table
+from fedcore.services.compaction import delta_commits_since_compaction
 
 if TYPE_CHECKING:
     from fedcore.handle import TableHandle
     from fedcore.timeline import Timeline
 
-log = logging.getLogger("fedcore.services")
+log = logging.getLogger("fedcore.services.after_commit")
 
 
 def run_table_services(table: TableHandle) -> list[str]:

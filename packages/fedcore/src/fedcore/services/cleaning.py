@@ -26,13 +26,13 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from fedcore.commit_metadata import clean_metadata, savepointed_files
-from fedcore.file_group import file_groups
+from fedcore.commit.transaction import Transaction, roll_back_failed_writes
+from fedcore.files.file_group import file_groups
 from fedcore.io.filesystems import read_objects
 from fedcore.metadata.format import REMOVE, Op
-from fedcore.retention import last_clean_retained
 from fedcore.timeline import CLEAN, SAVEPOINT, Timeline, instant_path
-from fedcore.transaction import Transaction, roll_back_failed_writes
+from fedcore.timeline.commit_metadata import clean_metadata, savepointed_files
+from fedcore.timeline.retention import last_clean_retained
 
 if TYPE_CHECKING:
     from fedcore.handle import TableHandle
@@ -101,7 +101,7 @@ def _savepointed(table: TableHandle, timeline: Timeline) -> dict[str, set[str]]:
 
 
 def _doomed(files: PartitionFiles, earliest: str) -> dict[str, int]:
-    """The files of the slices no retained instant needs (``fedcore.file_group``)."""
+    """The files of the slices no retained instant needs (``fedcore.files.file_group``)."""
     doomed: dict[str, int] = {}
     for file_id, group in file_groups(files.files).items():
         starts = group.starts()

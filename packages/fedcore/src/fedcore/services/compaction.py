@@ -30,10 +30,7 @@ import fastavro
 import pyarrow as pa
 
 from fedcore.avro_schema import to_avro_json
-from fedcore.commit_metadata import CommitMetadata, WriteStat
-from fedcore.exceptions import UnsupportedTableError
-from fedcore.file_slice import FileSlice
-from fedcore.file_writer import (
+from fedcore.commit.file_writer import (
     encode_base_file,
     file_names,
     mark_files,
@@ -41,12 +38,15 @@ from fedcore.file_writer import (
     parquet_options,
     record_size,
 )
-from fedcore.filenames import LOG_FILE_RE, base_file_name
+from fedcore.commit.transaction import Transaction, roll_back_failed_writes, stat_claims
+from fedcore.exceptions import UnsupportedTableError
+from fedcore.files.file_slice import FileSlice
+from fedcore.files.filenames import LOG_FILE_RE, base_file_name
+from fedcore.keygen.records import FILE_NAME
 from fedcore.metadata.format import ADD, Op
 from fedcore.read.planner import ScanPlanner
-from fedcore.records import FILE_NAME
 from fedcore.timeline import COMMIT, COMPACTION, DELTA_COMMIT, Timeline
-from fedcore.transaction import Transaction, roll_back_failed_writes, stat_claims
+from fedcore.timeline.commit_metadata import CommitMetadata, WriteStat
 
 if TYPE_CHECKING:
     from fedcore.handle import TableHandle

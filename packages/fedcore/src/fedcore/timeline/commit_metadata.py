@@ -125,7 +125,7 @@ class CommitMetadata:
     #: A compaction's commit (merge-on-read: log files folded into new base files).
     compacted: bool = False
     #: What the writer records beside the schema in Hudi's ``extraMetadata`` (a streaming
-    #: sink's checkpoint: ``fedcore.checkpoints``).
+    #: sink's checkpoint: ``fedcore.write.checkpoints``).
     extra: dict[str, str] = field(default_factory=dict)
 
     def to_bytes(self) -> bytes:

@@ -37,9 +37,9 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Final
 
 from fedcore import properties as P
-from fedcore.commit_metadata import WriteStat, rollback_metadata
+from fedcore.commit.file_writer import MARKER_BATCH_PREFIX, put_data_file
+from fedcore.commit.upgrade import upgrade_config
 from fedcore.exceptions import CommitConflictError, InstantConflictError, RollbackError
-from fedcore.file_writer import MARKER_BATCH_PREFIX, put_data_file
 from fedcore.io.atomic import create_exclusive
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import read_object, read_objects, remove_files
@@ -57,12 +57,12 @@ from fedcore.timeline import (
     parse_instant_time,
     transition,
 )
-from fedcore.upgrade import upgrade_config
+from fedcore.timeline.commit_metadata import WriteStat, rollback_metadata
 
 if TYPE_CHECKING:
     from fedcore.handle import StepHook, TableHandle
 
-log = logging.getLogger("fedcore.transaction")
+log = logging.getLogger("fedcore.commit.transaction")
 
 STEPS: Final = ("requested", "inflight", "data", "metadata", "claims", "outcome", "completed")
 _COMMIT_OUTCOME: Final = b"commit\n"
@@ -186,7 +186,7 @@ class Transaction:
     def begin(self, requested: bytes = b"") -> str:
         """Request the instant, with ``requested`` as its requested file's content (a
         compaction's plan: Hudi reads it there). The table is first brought up to what
-        this fedcore writes (``fedcore.upgrade``): every instant fed makes, whatever its action."""
+        this fedcore writes (``fedcore.commit.upgrade``): every instant fed makes, whatever its action."""
         upgrade_config(self.table)
         self.instant = new_instant(self._fs, self.table.path, self.action, requested)
         self.heartbeat = Heartbeat(self.table, self.instant.time, self.table.heartbeat_interval_ms)

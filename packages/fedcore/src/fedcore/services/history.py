@@ -6,7 +6,7 @@ deletions). When it is lost or damaged, the same account can be read back from
 the timeline: every instant that ever completed is either still on the active
 timeline or in archival's files (fed's, or those of a Hudi writer of the table), content
 and all. The repair tool checks that account against what storage holds
-(``fedcore.inventory``), and ``fed verify`` uses it to tell a file the metadata table
+(``fedcore.services.inventory``), and ``fed verify`` uses it to tell a file the metadata table
 lost from an orphan nothing references.
 """
 
@@ -15,14 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from fedcore.archival import read_archive
-from fedcore.archived_timeline import hudi_archive_files, read_hudi_archive
-from fedcore.commit_metadata import CommitMetadata, deleted_files, rolled_back_instants
 from fedcore.exceptions import RepairError, UnsupportedTableError
-from fedcore.file_group import file_groups
-from fedcore.filenames import file_instant
+from fedcore.files.file_group import file_groups
+from fedcore.files.filenames import file_instant
 from fedcore.io.filesystems import read_objects
+from fedcore.services.archival import read_archive
 from fedcore.timeline import CLEAN, COMPLETED, REPLACE_COMMIT, ROLLBACK, Timeline, instant_path
+from fedcore.timeline.archived import hudi_archive_files, read_hudi_archive
+from fedcore.timeline.commit_metadata import CommitMetadata, deleted_files, rolled_back_instants
 
 if TYPE_CHECKING:
     from fedcore.handle import TableHandle

@@ -4,8 +4,8 @@ A federated table has no listing fallback: its metadata table is the only list o
 its files. When that is deleted, truncated or garbled, the repair tool brings it
 back from what survives: the timeline (active and archived) says which files each
 completed write made and which cleans and rollbacks removed
-(``fedcore.history``); a listing of every prefix under the strategy's roots says
-which of those are in storage, and their sizes (``fedcore.inventory``).
+(``fedcore.services.history``); a listing of every prefix under the strategy's roots says
+which of those are in storage, and their sizes (``fedcore.services.inventory``).
 
 What goes into the rebuilt state: every file a completed, not rolled-back write
 recorded and no completed clean deleted, with the file groups replace commits
@@ -42,11 +42,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from fedcore.exceptions import FedError, RepairError
-from fedcore.history import History, load_history, require_metadata_table
-from fedcore.inventory import Inventory, StoredFile, take_inventory
 from fedcore.metadata.file_index import PartitionFiles
 from fedcore.metadata.rebuild import rebuild
 from fedcore.metadata.table import IndexCache, MetadataTable
+from fedcore.services.history import History, load_history, require_metadata_table
+from fedcore.services.inventory import Inventory, StoredFile, take_inventory
 
 if TYPE_CHECKING:
     from fedcore.handle import TableHandle

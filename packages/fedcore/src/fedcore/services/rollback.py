@@ -16,9 +16,18 @@ import contextlib
 import time
 from typing import TYPE_CHECKING
 
-from fedcore.commit_metadata import CommitMetadata, deleted_files
+from fedcore.commit.transaction import (
+    Transaction,
+    check_begun_by_fed,
+    is_failed,
+    release_claim,
+    remove_instant_files,
+    roll_back_pending,
+    rollback_body,
+    stat_claims,
+)
 from fedcore.exceptions import InvalidInstantError, RollbackError
-from fedcore.filenames import BASE_FILE_RE
+from fedcore.files.filenames import BASE_FILE_RE
 from fedcore.io.filesystems import read_object
 from fedcore.metadata.format import REMOVE, UNREPLACE, Op
 from fedcore.timeline import (
@@ -30,16 +39,7 @@ from fedcore.timeline import (
     instant_path,
     parse_instant_time,
 )
-from fedcore.transaction import (
-    Transaction,
-    check_begun_by_fed,
-    is_failed,
-    release_claim,
-    remove_instant_files,
-    roll_back_pending,
-    rollback_body,
-    stat_claims,
-)
+from fedcore.timeline.commit_metadata import CommitMetadata, deleted_files
 
 if TYPE_CHECKING:
     from fedcore.handle import TableHandle

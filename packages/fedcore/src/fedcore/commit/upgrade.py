@@ -38,9 +38,9 @@ from typing import Final
 from fedcore import properties as P
 from fedcore.exceptions import InvalidTableConfigError
 from fedcore.handle import TableHandle, check_storage_checksum, check_supported
+from fedcore.handle.config import TableConfig, properties_path
 from fedcore.io.errors import storage_errors
 from fedcore.metadata.format import FOLDER, LEGACY_FOLDER
-from fedcore.table_config import TableConfig, properties_path
 
 #: The metadata table's subfolders, in the order they are copied.
 _COPY_ORDER = ("base", "deltas", "manifests")

@@ -16,7 +16,6 @@ from fsspec import AbstractFileSystem
 
 from fedcore import properties as P
 from fedcore.avro_schema import to_avro_json
-from fedcore.compaction import CompactionResult, compact
 from fedcore.exceptions import (
     InvalidPathError,
     InvalidTableConfigError,
@@ -24,21 +23,22 @@ from fedcore.exceptions import (
     StorageError,
     TableAlreadyExistsError,
 )
-from fedcore.file_slice import FileSlice, QueryType
-from fedcore.filters import FilterSpec
+from fedcore.files.file_slice import FileSlice, QueryType
 from fedcore.handle import (
     TableHandle,
     persisted_storage_properties,
     storage_checksum,
 )
+from fedcore.handle.config import TableConfig
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import StorageOptions, filesystem_for
 from fedcore.io.uris import normalize_uri
-from fedcore.partitioning import VALUE_ENCODING_KEY_GENERATORS, PartitionScheme
+from fedcore.keygen.partitioning import VALUE_ENCODING_KEY_GENERATORS, PartitionScheme
+from fedcore.keygen.records import META_COLUMNS, WriteInput
+from fedcore.read.filters import FilterSpec
 from fedcore.read.scan import DataScan
-from fedcore.records import META_COLUMNS, WriteInput
+from fedcore.services.compaction import CompactionResult, compact
 from fedcore.storage.loader import load_storage_strategy, named_strategy_class
-from fedcore.table_config import TableConfig
 from fedcore.write.client import Operation, WriteClient, WriteResult
 
 
@@ -159,7 +159,7 @@ class Table(TableHandle):
 
     def compact(self) -> CompactionResult | None:
         """Merge-on-read: fold every file slice's log files into a new base file of its group,
-        as Hudi's compaction does (``fedcore.compaction``); None when no slice has any."""
+        as Hudi's compaction does (``fedcore.services.compaction``); None when no slice has any."""
         return compact(self)
 
 

@@ -23,7 +23,6 @@ import pyarrow as pa
 
 from fedcore import properties as P
 from fedcore.avro_schema import arrow_schema
-from fedcore.commit_metadata import CommitMetadata
 from fedcore.exceptions import (
     CommitConflictError,
     ConfigError,
@@ -32,16 +31,14 @@ from fedcore.exceptions import (
     UnsupportedTableError,
     UnsupportedTableVersionError,
 )
-from fedcore.filenames import BASE_FILE_RE
+from fedcore.files.filenames import BASE_FILE_RE
+from fedcore.handle.config import TableConfig
 from fedcore.io.federated import FederatedFileSystem
 from fedcore.io.filesystems import StorageOptions, filesystem_for, open_sized, read_object
 from fedcore.io.parquet import read_parquet_schema
 from fedcore.io.uris import normalize_uri
-from fedcore.metadata import FileIndex, ListingFileIndex, MetadataTable
-from fedcore.metadata.format import folder_of
-from fedcore.metadata.table import IndexCache
-from fedcore.partitioning import PartitionScheme
-from fedcore.records import (
+from fedcore.keygen.partitioning import PartitionScheme
+from fedcore.keygen.records import (
     META_COLUMNS,
     evolve,
     stored_key_columns,
@@ -49,9 +46,11 @@ from fedcore.records import (
     strip_meta,
     with_meta_fields,
 )
+from fedcore.metadata import FileIndex, ListingFileIndex, MetadataTable
+from fedcore.metadata.format import folder_of
+from fedcore.metadata.table import IndexCache
 from fedcore.storage.base import StorageStrategy
 from fedcore.storage.loader import load_storage_strategy, strategy_spec
-from fedcore.table_config import TableConfig
 from fedcore.timeline import (
     COMPACTION,
     MERGE_ON_READ_WRITE_ACTIONS,
@@ -61,6 +60,7 @@ from fedcore.timeline import (
     has_heartbeat,
     instant_path,
 )
+from fedcore.timeline.commit_metadata import CommitMetadata
 
 #: Completed instants' metadata a handle keeps (oldest read dropped first).
 _MAX_CACHED_COMMITS = 256

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from fedcore import properties as P
 from fedcore.exceptions import InvalidRecordsError, SchemaMismatchError, UnsupportedTableError
-from fedcore.partitioning import PartitionScheme, value_texts
+from fedcore.keygen.partitioning import PartitionScheme, value_texts
 
 COMMIT_TIME: Final = "_hoodie_commit_time"
 COMMIT_SEQNO: Final = "_hoodie_commit_seqno"
