@@ -21,7 +21,7 @@ import time
 from tqdm import tqdm
 
 from fedcore.commit.transaction import Transaction
-from fedcore.metadata.compaction import compact
+from fedcore.metadata.compaction import compact_metadata
 from fedcore.metadata.format import ADD, Op
 from fedcore.metadata.table import MetadataTable
 from fedcore.table import Table, create_table
@@ -63,7 +63,7 @@ def main() -> int:
                     files += PARTITIONS
                     bar.update(PARTITIONS)
             start = time.perf_counter()
-            compact(index)
+            compact_metadata(index)
             compact_seconds = time.perf_counter() - start
             manifest = index.manifest(index.manifest_times()[-1])
             assert manifest is not None

@@ -39,7 +39,7 @@ from tqdm import tqdm
 from fed_dev.servers import LoopbackS3, SeaweedS3
 from fedcore import properties as P
 from fedcore.io.filesystems import filesystem_for
-from fedcore.metadata.compaction import compact
+from fedcore.metadata.compaction import compact_metadata
 from fedcore.table import Table, create_table, load_table
 
 PARTITIONS = 100
@@ -130,7 +130,7 @@ def run(server: Server) -> Results:
     assert index is not None
     behind = index.deltas_since_compaction()
     results[f"fedcore: a fresh handle, {behind} deltas since compaction"] = measure(server, fresh)
-    compact(index)  # what the table services do every 10 deltas
+    compact_metadata(index)  # what the table services do every 10 deltas
     results["fedcore: a fresh handle, right after a compaction"] = measure(server, fresh)
     long_lived = load_table(writer.path, storage_options=options)
     long_lived.file_slices([("p", "=", WANTED)])

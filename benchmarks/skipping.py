@@ -42,7 +42,7 @@ from tqdm import tqdm
 from fed_dev.servers import LoopbackS3
 from fedcore import properties as P
 from fedcore.io.filesystems import StorageOptions, filesystem_for
-from fedcore.metadata.compaction import compact
+from fedcore.metadata.compaction import compact_metadata
 from fedcore.table import Table, create_table, load_table
 
 PARTITIONS = 4
@@ -180,7 +180,7 @@ def metadata_bytes(rows: int) -> dict[str, tuple[int, int]]:
                 return fresh.stats.bytes
 
             rows_before = lookup()
-            compact(index)
+            compact_metadata(index)
             for key, value in (
                 ("delta of the 36-file bulk insert", fs.size(index.delta_path(bulk))),
                 ("delta of a one-file upsert", fs.size(index.delta_path(one))),

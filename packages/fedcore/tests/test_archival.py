@@ -10,7 +10,7 @@ from fed_dev.testing import Backend
 from fedcore import properties as P
 from fedcore.exceptions import InstantNotRetainedError
 from fedcore.handle import with_step_hook
-from fedcore.metadata.compaction import compact
+from fedcore.metadata.compaction import compact_metadata
 from fedcore.services.archival import archive, read_archive
 from fedcore.services.verify import verify_table
 from fedcore.table import Table, load_table
@@ -105,7 +105,7 @@ def test_a_boundary_manifest_without_a_pointer_is_found_when_archival_dies_befor
     assert index is not None
     model: dict[int, tuple[str, float]] = {}
     write_rounds(table, 3, model)
-    first = compact(index)
+    first = compact_metadata(index)
     assert first is not None
     cached = load_table(backend.table_path, storage_options=backend.storage_options)  # a long-lived handle
     assert rows(cached) == model
@@ -117,7 +117,7 @@ def test_a_boundary_manifest_without_a_pointer_is_found_when_archival_dies_befor
         ids = [100 + 2 * n, 101 + 2 * n]
         WriteClient(table).write(trips(ids, ["us", "de"], fare=7.0), "bulk_insert")
         model.update({i: (c, 7.0 + i) for i, c in zip(ids, ["us", "de"], strict=True)})
-    second = compact(index)
+    second = compact_metadata(index)
     assert second is not None
     table.fs.table_fs.rm(index.pointer_path(second))  # the compaction died before pointing
     write_rounds(table, 4, model)
@@ -140,7 +140,7 @@ def test_a_boundary_manifest_without_a_pointer_is_found_when_archival_dies_befor
     assert start.instant == second
     assert rows(load_table(backend.table_path, storage_options=backend.storage_options)) == model
     write_rounds(table, 6, model)  # later compactions and archivals carry on
-    assert compact(index) is not None
+    assert compact_metadata(index) is not None
     write_rounds(table, 4, model)
     assert archive(table)
     timeline = table.timeline()

@@ -14,10 +14,11 @@ import pytest
 
 from fed_dev.testing import Backend
 from fedcore import properties as P
+from fedcore.commit.markers import marker_folder
 from fedcore.commit.transaction import STEPS, Transaction
 from fedcore.exceptions import CommitConflictError
 from fedcore.handle import with_step_hook
-from fedcore.metadata.compaction import compact
+from fedcore.metadata.compaction import compact_metadata
 from fedcore.metadata.format import ADD, Op
 from fedcore.metadata.table import MetadataTable
 from fedcore.table import create_table
@@ -193,7 +194,7 @@ def test_metadata_lookups_and_commits_scale_with_what_they_touch(tmp_path: Path)
         transaction.commit(b"{}", ops)
         delta_sizes.append(len(table.fs.table_fs.cat_file(index.delta_path(transaction.time))))
     assert max(delta_sizes) < 2 * min(delta_sizes), "a commit writes in proportion to its files"
-    assert compact(index) is not None
+    assert compact_metadata(index) is not None
     manifest = index.manifest(index.manifest_times()[-1])
     assert manifest is not None
     assert manifest.shard_count >= 8
@@ -218,7 +219,7 @@ def test_one_marker_object_names_every_file_a_write_makes(backend: Backend) -> N
         )
     (pending,) = table.timeline().pending()
     fs = table.fs.table_fs
-    markers = fs.find(table.marker_folder(pending.time))
+    markers = fs.find(marker_folder(table, pending.time))
     assert len(markers) == 1
     assert markers[0].rsplit("/", 1)[-1].startswith("MARKERS-")
     lines = fs.cat_file(markers[0]).decode().splitlines()

@@ -17,7 +17,7 @@ from fedcore.commit.transaction import is_failed, roll_back_failed_writes, roll_
 from fedcore.exceptions import RollbackError, StorageError
 from fedcore.handle import with_step_hook
 from fedcore.io.atomic import create_exclusive
-from fedcore.metadata.compaction import compact
+from fedcore.metadata.compaction import compact_metadata
 from fedcore.metadata.table import MetadataTable
 from fedcore.services.archival import archive, read_archive
 from fedcore.services.cleaning import clean, plan_clean
@@ -126,7 +126,7 @@ def test_racing_compactions_back_off_quietly(backend: Backend) -> None:
     def compact_once() -> None:
         index = MetadataTable(table.fs.table_fs, table.path, listed_together)  # type: ignore[arg-type]
         try:
-            results.append(compact(index))
+            results.append(compact_metadata(index))
         except Exception as exc:
             results.append(exc)
 

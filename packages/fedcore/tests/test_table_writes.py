@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from fed_dev.testing import Backend
-from fedcore.exceptions import InvalidRecordsError
+from fedcore.exceptions import ConfigError, InvalidRecordsError
 from fedcore.write.client import OPERATIONS, WriteResult
 
 from .test_writes import make_table, rows, trips
@@ -45,6 +45,6 @@ def test_input_that_is_not_records_is_refused(backend: Backend) -> None:
     table = make_table(backend)
     with pytest.raises(InvalidRecordsError, match="export an Arrow stream"):
         table.upsert([{"trip_id": 1}])
-    with pytest.raises(InvalidRecordsError, match="unknown operation"):
+    with pytest.raises(ConfigError, match="unknown operation"):
         table.write(trips([1]), "merge")  # type: ignore[arg-type]
     assert rows(table) == {}

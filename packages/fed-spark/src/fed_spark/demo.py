@@ -24,7 +24,7 @@ from fed_spark.dataframe import write
 from fed_spark.session import register
 from fedcore import load_table, table_layout
 from fedcore import properties as P
-from fedcore.exceptions import FedError
+from fedcore.exceptions import FedError, MissingDependencyError
 
 COUNTRIES = ("usa", "bra", "deu", "ind", "jpn")
 
@@ -58,7 +58,9 @@ def run_demo(
     try:
         from fed_dev.servers import LoopbackS3  # the dev tooling's S3 server: fed-spark[demo]
     except ImportError as exc:
-        raise FedError(f"the demo needs fed-dev ({exc}): pip install ./packages/fed-dev") from exc
+        raise MissingDependencyError(
+            f"the demo needs fed-dev: pip install ./packages/fed-dev ({exc})"
+        ) from exc
 
     started = time.monotonic()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

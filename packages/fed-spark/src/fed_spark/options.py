@@ -172,12 +172,12 @@ def instant_of(text: str, key: str = AS_OF_INSTANT) -> str:
     )
 
 
-TABLE_NAME: Final = "hoodie.table.name"
-OPERATION: Final = "hoodie.datasource.write.operation"
+TABLE_NAME: Final = P.TABLE_NAME
+OPERATION: Final = P.OPERATION
 RECORD_KEY_FIELD: Final = "hoodie.datasource.write.recordkey.field"
 PARTITION_PATH_FIELD: Final = "hoodie.datasource.write.partitionpath.field"
 PRECOMBINE_FIELD: Final = "hoodie.datasource.write.precombine.field"
-HIVE_STYLE: Final = "hoodie.datasource.write.hive_style_partitioning"
+HIVE_STYLE: Final = P.HIVE_STYLE_PARTITIONING
 TABLE_TYPE: Final = "hoodie.datasource.write.table.type"
 _WRITE_KEYS: Final = (
     TABLE_NAME,

@@ -151,9 +151,7 @@ def operation_of(options: WriteOptions, overwrite: bool, from_sql: bool) -> Oper
     the operation says ``insert_overwrite`` (the partitions written only)."""
     chosen = options.operation
     if chosen is not None and chosen not in OPERATIONS:
-        raise ConfigError(
-            "hoodie.datasource.write.operation", f"{chosen!r} is not one of {', '.join(OPERATIONS)}"
-        )
+        raise ConfigError(P.OPERATION, f"unknown operation {chosen!r}; one of {', '.join(OPERATIONS)}")
     if overwrite:
         if chosen not in (None, INSERT_OVERWRITE, INSERT_OVERWRITE_TABLE):
             raise ConfigError(

@@ -21,6 +21,11 @@ class ConfigError(FedError, ValueError):
         super().__init__(f"{key}: {message}")
 
 
+class MissingDependencyError(FedError, ImportError):
+    """A feature needs an optional dependency that is not installed; the message names the
+    extra to install."""
+
+
 class InvalidStorageConfigError(ConfigError):
     """The storage strategy configuration cannot describe a valid layout."""
 

@@ -52,16 +52,16 @@ from fsspec import AbstractFileSystem
 from fedcore import properties as P
 from fedcore.commit.file_writer import (
     copy_data_file,
-    mark_files,
-    marker_token,
     stats_columns,
     write_partition_metadata,
 )
+from fedcore.commit.markers import mark_files, marker_token
 from fedcore.commit.transaction import roll_back_failed_writes
 from fedcore.exceptions import (
     ConfigError,
     FedError,
     InstantConflictError,
+    MissingDependencyError,
     TableAlreadyExistsError,
     TableNotFoundError,
     UnsupportedTableError,
@@ -513,7 +513,7 @@ def _hudi_rs_source(source: str, config: TableConfig, options: StorageOptions | 
     try:
         import hudi
     except ImportError as exc:
-        raise FedError(
+        raise MissingDependencyError(
             f"{source} is a Hudi table-version 8 table: migrating it needs hudi-rs "
             f"(pip install 'fedcore[migrate]'): {exc}"
         ) from None

@@ -26,6 +26,8 @@ TABLE_VERSION: Final = "hoodie.table.version"
 RECORD_KEY_FIELDS: Final = "hoodie.table.recordkey.fields"
 PARTITION_FIELDS: Final = "hoodie.table.partition.fields"
 PRECOMBINE_FIELD: Final = "hoodie.table.precombine.field"
+#: The write operation (upsert, insert, bulk_insert, delete, insert_overwrite, ...).
+OPERATION: Final = "hoodie.datasource.write.operation"
 HIVE_STYLE_PARTITIONING: Final = "hoodie.datasource.write.hive_style_partitioning"
 URL_ENCODE_PARTITIONING: Final = "hoodie.datasource.write.partitionpath.urlencode"
 KEY_GENERATOR_CLASS: Final = "hoodie.table.keygenerator.class"

@@ -24,7 +24,7 @@ from tqdm import tqdm
 from fedcore import properties as P
 from fedcore.cli.table import open_table, parse_pairs, storage_options
 from fedcore.commit.upgrade import upgrade_config
-from fedcore.exceptions import FedError, MetastoreError
+from fedcore.exceptions import FedError, MissingDependencyError
 from fedcore.io.filesystems import storage_options_of
 from fedcore.migrate import migrate
 from fedcore.services.repair import repair_metadata
@@ -185,8 +185,8 @@ def _sync(args: argparse.Namespace) -> int:
     try:  # PyIceberg is an extra
         from fedcore.iceberg.hive_sync import SyncTarget, sync
     except ImportError as exc:
-        raise MetastoreError(
-            f"fed sync needs fedcore[iceberg] (pip install 'fedcore[iceberg]'): {exc}"
+        raise MissingDependencyError(
+            f"fed sync needs fedcore[iceberg]: pip install 'fedcore[iceberg]' ({exc})"
         ) from exc
     table = open_table(args)
     target = SyncTarget((args.metastore,), args.database, args.table_name or table.name, hive=args.hive)

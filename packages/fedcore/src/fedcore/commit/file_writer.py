@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import io
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -29,7 +28,6 @@ from fedcore import properties as P
 from fedcore.avro_schema import to_avro_json
 from fedcore.files.filenames import base_file_name, log_file_name, new_file_id
 from fedcore.handle import TableHandle
-from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import open_sized
 from fedcore.io.parquet import file_stats, open_parquet
 from fedcore.keygen.records import (
@@ -79,7 +77,7 @@ class FileGroupWrite:
     new_partition: bool = False
 
 
-class Encoding(NamedTuple):
+class InputChunk(NamedTuple):
     """What every file group of a chunk of input is encoded with."""
 
     instant: str
@@ -136,33 +134,6 @@ def new_groups(
     ]
 
 
-#: A marker batch: ``<marker folder>/MARKERS-<token>``, one line per file a task is about to
-#: write (``<partition>/<file>.marker.<CREATE|MERGE>``, the lines of Hudi's own batched markers).
-MARKER_BATCH_PREFIX: Final = "MARKERS-"
-
-
-def mark_files(table: TableHandle, instant: str, entries: Sequence[tuple[str, str]], token: str) -> None:
-    """Markers first: one object naming every file (relative path, kind) a task is about to
-    write, before it writes any, so a rollback can always find what was written.
-
-    One request however many files the task writes: the marker folder sits under the table
-    path's ``.hoodie/``, one key range per instant, above every range a store has split off
-    so far (a new instant is like a new Hive date), so a marker per file made every data
-    file cost a request on that one hot prefix, whatever the layout (the throttling lab).
-    ``token`` names the batch; it must be unique per task attempt."""
-    if not entries:
-        return
-    batch = f"{table.marker_folder(instant)}/{MARKER_BATCH_PREFIX}{token}"
-    body = "".join(f"{path}.marker.{kind}\n" for path, kind in entries).encode()
-    with storage_errors(batch):
-        table.fs.table_fs.pipe_file(batch, body)
-
-
-def marker_token(first: str) -> str:
-    """A batch token: the task's first file token and a random suffix (retries never collide)."""
-    return f"{first}-{uuid.uuid4().hex[:12]}"
-
-
 def put_data_file(table: TableHandle, relative_path: str, data: bytes) -> None:
     """A data file whose marker is written (``mark_files``), created exclusively. Owned: its
     name carries this write's file token and instant, so no other writer makes it."""
@@ -186,17 +157,10 @@ def relative_path(group: FileGroupWrite, naming: FileName, instant: str) -> str:
     return f"{group.partition}/{name}" if group.partition else name
 
 
-def marker_kind(group: FileGroupWrite) -> str:
-    """Hudi's marker type: a new file group's base file, a rewrite, or a log file."""
-    if group.log_version is not None:
-        return "APPEND"
-    return "MERGE" if group.base else "CREATE"
-
-
 def write_group(
     table: TableHandle,
     group: FileGroupWrite,
-    source: Encoding,
+    source: InputChunk,
     naming: FileName,
     encoder: Executor,
     put: PutFile,
@@ -240,7 +204,7 @@ def write_group(
 def _write_log(
     table: TableHandle,
     group: FileGroupWrite,
-    source: Encoding,
+    source: InputChunk,
     naming: FileName,
     encoder: Executor,
     put: PutFile,
@@ -267,7 +231,7 @@ def _write_log(
 
 
 def encode_log(
-    table: TableHandle, source: Encoding, naming: FileName, group: FileGroupWrite
+    table: TableHandle, source: InputChunk, naming: FileName, group: FileGroupWrite
 ) -> tuple[bytes, int]:
     """A merge-on-read log file: the group's rows as a data block (Parquet, or Avro with
     ``hoodie.logfile.data.block.format=avro``; meta columns first, ``_hoodie_file_name`` the
@@ -294,7 +258,7 @@ def encode_log(
 
 
 def _with_meta(
-    table: TableHandle, source: Encoding, naming: FileName, group: FileGroupWrite, name: str
+    table: TableHandle, source: InputChunk, naming: FileName, group: FileGroupWrite, name: str
 ) -> pa.Table:
     """The group's new rows with Hudi's meta columns first (``name``: its file name field)."""
     instant, data, keys, schema = source.instant, source.data, source.keys, source.schema
@@ -328,7 +292,7 @@ def _with_meta(
 
 def encode_group(
     table: TableHandle,
-    source: Encoding,
+    source: InputChunk,
     naming: FileName,
     name: str,
     group: FileGroupWrite,

@@ -8,7 +8,7 @@ stop at):
    from a dead one;
 2. ``inflight``: the plan;
 3. ``data``: for each write task, first one marker object under ``.hoodie/.temp/<t>/``
-   naming every file it is about to write (``file_writer.mark_files``), then the files
+   naming every file it is about to write (``markers.mark_files``), then the files
    (through the storage strategy). Markers let a rollback delete exactly what was
    written without listing storage;
 4. ``metadata``: the metadata-table delta of the instant;
@@ -37,12 +37,13 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Final
 
 from fedcore import properties as P
-from fedcore.commit.file_writer import MARKER_BATCH_PREFIX, put_data_file
+from fedcore.commit.file_writer import put_data_file
+from fedcore.commit.markers import mark_claim, marked, remove_markers
 from fedcore.commit.upgrade import upgrade_config
 from fedcore.exceptions import CommitConflictError, InstantConflictError, RollbackError
 from fedcore.io.atomic import create_exclusive
 from fedcore.io.errors import storage_errors
-from fedcore.io.filesystems import read_object, read_objects, remove_files
+from fedcore.io.filesystems import read_object, remove_files
 from fedcore.metadata.format import Op
 from fedcore.timeline import (
     CLEAN,
@@ -217,7 +218,7 @@ class Transaction:
         return transaction
 
     def write_file(self, relative_path: str, data: bytes) -> None:
-        """A data file whose marker batch is written (``file_writer.mark_files``); the "data"
+        """A data file whose marker batch is written (``markers.mark_files``); the "data"
         step comes between the two."""
         self._hook("data")
         put_data_file(self.table, relative_path, data)
@@ -269,9 +270,7 @@ class Transaction:
 
     def _claim(self, name: str) -> None:
         # Recorded among the markers first, so a rollback knows which claims to release.
-        marker = f"{self.table.marker_folder(self.time)}/.claims/{name}"
-        with storage_errors(marker):
-            self._fs.pipe_file(marker, b"")
+        mark_claim(self.table, self.time, name)
         path = self.table.claim_path(name)
         for attempt in (1, 2):
             try:
@@ -293,7 +292,7 @@ class Transaction:
         try:
             if self.heartbeat is not None:
                 self.heartbeat.stop(remove=True)
-            _remove_markers(self.table, self.time)
+            remove_markers(self.table, self.time)
         except OSError as exc:
             log.warning(
                 "%s: cleaning up after instant %s failed (harmless): %s", self.table.path, self.time, exc
@@ -380,7 +379,7 @@ def roll_back_pending(table: TableHandle, instant: Instant) -> str | None:
         if decided.startswith(_COMMIT_OUTCOME):
             with contextlib.suppress(InstantConflictError):  # completed meanwhile
                 transition(fs, table.path, instant, COMPLETED, decided[len(_COMMIT_OUTCOME) :])
-            _remove_markers(table, instant.time)
+            remove_markers(table, instant.time)
             return None
     if instant.action in (ROLLBACK, CLEAN):
         # Neither changed anything visible before completing, and the outcome now taken
@@ -397,7 +396,7 @@ def roll_back_pending(table: TableHandle, instant: Instant) -> str | None:
         rollback.inflight(b"")
         rollback.commit(body, [])
     remove_instant_files(table, instant, (INFLIGHT, REQUESTED))
-    _remove_markers(table, instant.time)
+    remove_markers(table, instant.time)
     return rollback.time
 
 
@@ -414,33 +413,6 @@ def rollback_body(
     )
 
 
-def marked(table: TableHandle, instant: str) -> tuple[list[str], list[str]]:
-    """What the markers of ``instant`` name: the data files written (logical paths) and the
-    claims taken (names); nothing when its marker folder is gone."""
-    fs = table.fs.table_fs
-    folder = table.marker_folder(instant)
-    prefix = fs._strip_protocol(folder).rstrip("/") + "/"
-    try:
-        with storage_errors(folder):
-            markers = fs.find(folder, detail=False)
-    except FileNotFoundError:
-        return [], []  # never written, or another process finished rolling it back
-    files: list[str] = []
-    claims: list[str] = []
-    batches: list[str] = []
-    for marker in markers:
-        relative = str(marker)[len(prefix) :]
-        if relative.startswith(".claims/"):
-            claims.append(relative[len(".claims/") :])
-        elif relative.startswith(MARKER_BATCH_PREFIX):
-            batches.append(str(marker))
-        else:  # a marker per file, as fedcore wrote them before batches (and Hudi's direct ones)
-            files.append(relative.rsplit(".marker.", 1)[0])
-    for body in read_objects(fs, batches):
-        files.extend(line.rsplit(".marker.", 1)[0] for line in body.decode().splitlines() if line)
-    return sorted(set(files)), claims
-
-
 def _delete_written_files(table: TableHandle, instant: str) -> dict[str, list[str]]:
     """Delete the data files and claims the markers of ``instant`` name."""
     files, claims = marked(table, instant)
@@ -453,12 +425,6 @@ def _delete_written_files(table: TableHandle, instant: str) -> dict[str, list[st
         partition, _, name = logical.rpartition("/")
         deleted.setdefault(partition, []).append(name)
     return deleted
-
-
-def _remove_markers(table: TableHandle, instant: str) -> None:
-    folder = table.marker_folder(instant)
-    with contextlib.suppress(FileNotFoundError), storage_errors(folder):  # none: nothing was written
-        table.fs.table_fs.rm(folder, recursive=True)
 
 
 def roll_back_failed_writes(table: TableHandle, timeline: Timeline | None = None) -> list[str]:

@@ -335,9 +335,6 @@ class TableHandle:
 
     # --- protocol paths ----------------------------------------------------------------------
 
-    def marker_folder(self, instant: str) -> str:
-        return f"{self.path}/{P.HOODIE_FOLDER}/.temp/{instant}"
-
     def outcome_path(self, instant: str) -> str:
         return f"{self.path}/{P.HOODIE_FOLDER}/.fed/outcome/{instant}"
 

@@ -25,7 +25,7 @@ from fedcore.metadata.format import (
 from fedcore.metadata.table import MetadataTable
 
 
-def compact(index: MetadataTable) -> str | None:
+def compact_metadata(index: MetadataTable) -> str | None:
     """Fold the deltas of completed instants into the sharded base; the new manifest's instant."""
     timeline = index.load_timeline()
     completed = timeline.completed()

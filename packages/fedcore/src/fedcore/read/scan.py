@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from fedcore.exceptions import FedError, InvalidColumnsError, UnsupportedTableError
+from fedcore.exceptions import InvalidColumnsError, MissingDependencyError, UnsupportedTableError
 from fedcore.files.file_slice import FileSlice, QueryType
 from fedcore.io.filesystems import open_sized
 from fedcore.io.parquet import read_parquet_metadata
@@ -267,7 +267,7 @@ def _require(module: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise FedError(f"this needs {module}: pip install 'fedcore[{module}]' ({exc})") from exc
+        raise MissingDependencyError(f"this needs {module}: pip install 'fedcore[{module}]' ({exc})") from exc
 
 
 def _with_newer_columns(

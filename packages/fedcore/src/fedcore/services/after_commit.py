@@ -21,7 +21,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from fedcore import properties as P
-from fedcore.metadata.compaction import compact
+from fedcore.exceptions import MissingDependencyError
+from fedcore.metadata.compaction import compact_metadata
 from fedcore.metadata.table import MetadataTable
 from fedcore.services.archival import archive
 from fedcore.services.cleaning import clean
@@ -69,11 +70,11 @@ def run_table_services(table: TableHandle) -> list[str]:
         if clean(table, retained, recover=False, timeline=state["timeline"]) is not None:
             state["timeline"] = table.timeline()
 
-    def run_compaction() -> None:
+    def run_metadata_compaction() -> None:
         index = table.file_index_at(state["timeline"])
         limit = P.METADATA_COMPACT_DELTAS.of(options)
         if isinstance(index, MetadataTable) and index.deltas_since_compaction() >= limit:
-            compact(index)
+            compact_metadata(index)
 
     service("listing the timeline", load)
     if "timeline" not in state:
@@ -82,7 +83,7 @@ def run_table_services(table: TableHandle) -> list[str]:
         service("compaction", run_table_compaction)
     if P.CLEAN_AUTOMATIC.of(options):
         service("clean", run_clean)
-    service("metadata-table compaction", run_compaction)
+    service("metadata-table compaction", run_metadata_compaction)
     if P.ARCHIVE_AUTOMATIC.of(options):
         service("archival", lambda: archive(table, options, timeline=state["timeline"]))
     if P.HIVE_SYNC_ENABLE.of(options):
@@ -94,7 +95,9 @@ def _hive_sync(table: TableHandle) -> None:
     try:  # PyIceberg is an extra: a table without hive sync needs none of it
         from fedcore.iceberg.hive_sync import SyncTarget, sync
     except ImportError as exc:
-        raise ImportError(f"{P.HIVE_SYNC_ENABLE} needs fedcore[iceberg] installed ({exc})") from exc
+        raise MissingDependencyError(
+            f"{P.HIVE_SYNC_ENABLE} needs fedcore[iceberg]: pip install 'fedcore[iceberg]' ({exc})"
+        ) from exc
     target = SyncTarget.of(table, table.options)
     if target is not None:
         sync(table, target)

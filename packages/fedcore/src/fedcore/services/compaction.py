@@ -33,11 +33,10 @@ from fedcore.avro_schema import to_avro_json
 from fedcore.commit.file_writer import (
     encode_base_file,
     file_names,
-    mark_files,
-    marker_token,
     parquet_options,
     record_size,
 )
+from fedcore.commit.markers import mark_files, marker_token
 from fedcore.commit.transaction import Transaction, roll_back_failed_writes, stat_claims
 from fedcore.exceptions import UnsupportedTableError
 from fedcore.files.file_slice import FileSlice

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from fedcore.exceptions import FedError
+from fedcore.exceptions import FedError, MissingDependencyError
 from fedcore.files.filenames import base_file_name
 from fedcore.storage.base import StorageStrategy
 
@@ -143,7 +143,7 @@ class LayoutReport:
             import matplotlib.pyplot as plt
             from matplotlib.ticker import MaxNLocator
         except ImportError as exc:  # pragma: no cover - depends on the install
-            raise FedError("plotting needs matplotlib: pip install 'fedcore[plot]'") from exc
+            raise MissingDependencyError("plotting needs matplotlib: pip install 'fedcore[plot]'") from exc
         counts = sorted(self.files_per_prefix.values(), reverse=True)
         figure, axes = plt.subplots(figsize=(10, 4.5), layout="constrained")
         axes.bar(range(len(counts)), counts, width=1.0, color="#3b73b9")

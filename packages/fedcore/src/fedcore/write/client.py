@@ -16,12 +16,13 @@ from typing import Final
 
 import pyarrow as pa
 
+from fedcore import properties as P
 from fedcore.commit.file_writer import (
     FileGroupWrite,
     file_names,
     new_groups,
 )
-from fedcore.exceptions import DataFileMissingError, InvalidRecordsError
+from fedcore.exceptions import ConfigError, DataFileMissingError
 from fedcore.handle import TableHandle
 from fedcore.keygen.records import (
     WriteInput,
@@ -128,12 +129,16 @@ class WriteClient:
             a table service that failed after the commit is in ``warnings``.
 
         Raises:
-            InvalidRecordsError, SchemaMismatchError, CommitConflictError (another writer
-            changed the same file groups first; nothing of this write is visible),
-            StorageError.
+            ConfigError: ``operation`` is not one of ``OPERATIONS``.
+            InvalidRecordsError: ``data`` is not records this table takes (a missing key
+                column, a null key, colliding keys); ``SchemaMismatchError``: a column whose
+                type cannot become the table's.
+            CommitConflictError: another writer changed the same file groups first; nothing
+                of this write is visible.
+            StorageError: the store failed or refused a request.
         """
         if operation not in OPERATIONS:
-            raise InvalidRecordsError(f"unknown operation {operation!r}; one of {', '.join(OPERATIONS)}")
+            raise ConfigError(P.OPERATION, f"unknown operation {operation!r}; one of {', '.join(OPERATIONS)}")
         # A bulk insert streams its input a chunk at a time (it looks nothing up, so each
         # chunk makes file groups of its own); other operations combine or look up keys
         # across the whole input, so they read it whole.

@@ -34,14 +34,11 @@ import pyarrow as pa
 from fedcore import properties as P
 from fedcore.avro_schema import to_avro_json
 from fedcore.commit.file_writer import (
-    Encoding,
     FileGroupWrite,
     FileName,
+    InputChunk,
     PutFile,
     file_names,
-    mark_files,
-    marker_kind,
-    marker_token,
     new_groups,
     parquet_options,
     put_data_file,
@@ -50,13 +47,14 @@ from fedcore.commit.file_writer import (
     write_group,
     write_partition_metadata,
 )
+from fedcore.commit.markers import mark_files, marker_kind, marker_token
 from fedcore.commit.transaction import Heartbeat, Transaction, roll_back_failed_writes, stat_claims
 from fedcore.commit.upgrade import upgrade_config
 from fedcore.exceptions import (
     CommitConflictError,
+    ConfigError,
     DataFileMissingError,
     FedError,
-    InvalidRecordsError,
     InvalidTableConfigError,
 )
 from fedcore.handle import TableHandle
@@ -153,7 +151,7 @@ class WriteJob:
         extra_metadata: Mapping[str, str] | None = None,
     ) -> None:
         if operation not in OPERATIONS:
-            raise InvalidRecordsError(f"unknown operation {operation!r}; one of {', '.join(OPERATIONS)}")
+            raise ConfigError(P.OPERATION, f"unknown operation {operation!r}; one of {', '.join(OPERATIONS)}")
         self.table = table
         self.operation = operation
         # Every other write to a merge-on-read table is a delta commit, as in Hudi (whether
@@ -417,10 +415,10 @@ class WriteJob:
             return conform_keys(strip_meta(data), schema, key_columns(self.table))
         return conform(data, self.schema, key_columns(self.table))
 
-    def encoding(self, data: pa.Table, keys: pa.Array | None) -> Encoding:
+    def encoding(self, data: pa.Table, keys: pa.Array | None) -> InputChunk:
         """What the file groups of ``data`` (conformed rows; ``keys``: their record keys, when
         computed) are encoded with."""
-        return Encoding(self.instant, data, keys, self.schema, self.parquet, self.rules)
+        return InputChunk(self.instant, data, keys, self.schema, self.parquet, self.rules)
 
     def rows_per_file(self) -> int:
         return max(1, P.MAX_FILE_SIZE.of(self.table.options) // self.record_size)
@@ -428,7 +426,7 @@ class WriteJob:
     def write_groups(
         self,
         groups: Sequence[FileGroupWrite],
-        source: Encoding,
+        source: InputChunk,
         names: Sequence[FileName],
         put: PutFile,
         done: Callable[[WriteStat], None] | None = None,

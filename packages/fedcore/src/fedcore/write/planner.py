@@ -290,13 +290,7 @@ class WritePlanner:
             if base is not None:
                 group.base, group.base_size = (base.instant, base.name), base.size
                 group.removed_keys = keys.take(pa.array(hits)) if len(hits) else None
-                if self.merge_on_read and len(hits) == len(rows):
-                    group.log_version = base.log_version + 1
-                elif base.log_version:  # inserts routed onto a slice with log files
-                    raise UnsupportedTableError(
-                        f"inserts routed to file group {target}, which has log files: its "
-                        "rewrite would drop them (route inserts with insert_candidates)"
-                    )
+                group.log_version = self._next_log(target, base.log_version, len(hits) < len(rows))
             if self.job.operation == DELETE:
                 group.deletes = len(hits)
             else:
@@ -387,15 +381,11 @@ class WritePlanner:
                 matched = groups[file_id] = FileGroupWrite(partition, file_id, base, files.files[base[1]])
                 matched.base_keys, matched.base_bytes = index.by_file[file_id], index.whole.get(file_id)
                 matched.removed_keys = keys.take(group_rows)
-                if self.merge_on_read:
-                    written = logs.get((file_id, base[0]), [])
-                    matched.log_version = (written[-1][0] if written else 0) + 1
                 if operation == UPSERT:
                     matched.rows, matched.updates = group_rows, len(group_rows)
                 else:
                     matched.deletes = len(group_rows)
-        if not len(inserts):
-            return list(groups.values())
+        given_inserts: set[str] = set()
         sizes = [
             (file_id, files.files[name])
             for file_id, (instant, name) in slices.items()
@@ -420,8 +410,30 @@ class WritePlanner:
                         index.whole.get(target.file_id),
                     )
             group.rows = np.concatenate([group.rows, taken])
-            group.log_version = None  # a small group without log files is rewritten whole
+            given_inserts.add(target.file_id)
+        for file_id, group in groups.items():
+            if group.base is not None:
+                written = logs.get((file_id, group.base[0]), [])
+                last = written[-1][0] if written else 0
+                group.log_version = self._next_log(file_id, last, file_id in given_inserts)
         return list(groups.values())
+
+    def _next_log(self, file_id: str, last_log: int, inserts: bool) -> int | None:
+        """How an existing file group takes its write: the version of the log file it appends,
+        or None, its base file rewritten whole (copy-on-write: always).
+
+        Merge-on-read, as Hudi's delta commits do: a group given only updates and deletes
+        appends log file ``last_log + 1`` onto its slice; a group given inserts is rewritten
+        whole, with its updates, which a slice with log files never is (the rewrite would
+        drop them: inserts go only to small groups without log files)."""
+        if self.merge_on_read and not inserts:
+            return last_log + 1
+        if last_log:
+            raise UnsupportedTableError(
+                f"inserts routed to file group {file_id}, which has log files: its "
+                "rewrite would drop them (route inserts with insert_candidates)"
+            )
+        return None
 
     def _check_keys_in_base_files(
         self,
