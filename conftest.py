@@ -8,7 +8,8 @@ different buckets, as in production.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,37 @@ from fed_dev.trino import TrinoServer
 
 #: Apache Hudi's test tables from hudi-rs (``tests/data/hudi-rs/NOTICE.md``).
 HUDI_RS_TABLES = Path(__file__).resolve().parent / "tests" / "data" / "hudi-rs"
+#: The docs' examples: files whose named sections the pages include.
+DOCS_EXAMPLES = Path(__file__).resolve().parent / "docs" / "examples"
+
+
+def _docs_section(example: str, name: str) -> str:
+    """The code of section ``name`` (``# --8<-- [start:NAME]`` ... ``[end:NAME]``) of
+    ``docs/examples/<example>.py``: a test runs an example by its name, never by position."""
+    text = (DOCS_EXAMPLES / f"{example}.py").read_text()
+    start, end = re.escape(f"[start:{name}]"), re.escape(f"[end:{name}]")
+    found = re.search(rf"^[ \t]*# --8<-- {start}\n(.*?)^[ \t]*# --8<-- {end}$", text, flags=re.S | re.M)
+    assert found is not None, f"docs/examples/{example}.py has no section {name!r}"
+    return found.group(1)
+
+
+@pytest.fixture
+def docs_section() -> Callable[[str, str], str]:
+    """The code of a docs example's section, by name."""
+    return _docs_section
+
+
+@pytest.fixture
+def docs_example() -> Callable[..., dict[str, object]]:
+    """Runs a section of a docs example by name; returns the names it defined."""
+
+    def run(example: str, name: str, names: dict[str, object] | None = None) -> dict[str, object]:
+        names = {} if names is None else names
+        code = compile(_docs_section(example, name), f"docs/examples/{example}.py:{name}", "exec")
+        exec(code, names)
+        return names
+
+    return run
 
 
 @pytest.fixture(scope="session")

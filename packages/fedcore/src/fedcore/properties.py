@@ -65,7 +65,7 @@ TABLE_TYPES: Final[tuple[TableType, ...]] = get_args(TableType)
 #: files there, and would return an empty table without an error; the table type is the one
 #: key that Apache Hudi's Spark reader (0.15 and 1.0) and hudi-rs all parse, as an enum,
 #: before they list anything, so an unknown type makes each of them refuse the table. The
-#: README's "Reading fed tables from other engines" gives what each reader prints and why
+#: docs page "Other engines" (docs/engines.md) gives what each reader prints and why
 #: no other key does this (the table version and the base file format do not).
 FEDERATED_TABLE_TYPE_PREFIX: Final = "FEDERATED_"
 DEFAULT_TABLE_VERSION: Final = 6
