@@ -126,7 +126,7 @@ def run(server: Server) -> Results:
             server.requests.reset()  # opening (hoodie.properties) is not planning
         return sum(len(s.files()) for s in table.file_slices([("p", "=", WANTED)]))
 
-    index = writer.metadata_table_or_none()
+    index = writer.handle.metadata_table_or_none()
     assert index is not None
     behind = index.deltas_since_compaction()
     results[f"fedcore: a fresh handle, {behind} deltas since compaction"] = measure(server, fresh)

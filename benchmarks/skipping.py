@@ -166,7 +166,7 @@ def metadata_bytes(rows: int) -> dict[str, tuple[int, int]]:
         for extra in (NO_STATS, {}):
             path = f"file://{folder}/tables/{'bare' if extra else 'stats'}"
             table = build(path, f"file://{folder}/storage", rows, None, **extra)
-            index = table.metadata_table_or_none()
+            index = table.handle.metadata_table_or_none()
             assert index is not None
             fs = table.fs.table_fs
             bulk = table.timeline().completed()[-1].time
@@ -174,7 +174,7 @@ def metadata_bytes(rows: int) -> dict[str, tuple[int, int]]:
 
             def lookup(path: str = path) -> int:
                 """What planning the query looks up (every partition: it has no partition filter)."""
-                fresh = load_table(path).metadata_table_or_none()
+                fresh = load_table(path).handle.metadata_table_or_none()
                 assert fresh is not None
                 fresh.files(fresh.partitions())
                 return fresh.stats.bytes

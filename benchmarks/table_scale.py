@@ -141,7 +141,7 @@ class Bench:
         return bytes(self.table.fs.cat_file(some.path))
 
     def file_count(self) -> int:
-        return sum(len(f.files) for f in self.table.file_index.files().values())
+        return sum(len(f.files) for f in self.table.handle.file_index.files().values())
 
     def fill_to(self, files: int) -> None:
         # Counted again after each commit: the clean after it may delete old live slices.

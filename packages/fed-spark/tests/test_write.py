@@ -132,7 +132,7 @@ def test_sql_insert_into_and_overwrite_a_fed_table(local_fed: SparkSession, tmp_
     [
         ({P.STORAGE_STRATEGY_CLASS: "hive"}, "StorageStrategyMismatchError"),
         ({"hoodie.datasource.write.recordkey.field": "region"}, "but table trips has ('id',)"),
-        ({"hoodie.datasource.write.operation": "merge"}, "'merge' is not one of"),
+        ({"hoodie.datasource.write.operation": "merge"}, "unknown operation 'merge'"),
         ({"hoodie.parquet.max.file.sizes": "1"}, "hoodie.parquet.max.file.sizes"),
         ({"compression": "zstd"}, "compression: is not an option of a fed write"),
         ({"path": "{path}/*"}, "is a glob; pass the table path"),

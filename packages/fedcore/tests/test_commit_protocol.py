@@ -77,7 +77,7 @@ from fedcore.table import load_table
 from fedcore.write.client import WriteClient
 
 path, options, heartbeat, step, data = sys.argv[1:]
-table = load_table(path, properties=json.loads(heartbeat), storage_options=json.loads(options))
+table = load_table(path, options=json.loads(heartbeat), storage_options=json.loads(options))
 
 def die(reached):
     if reached == step:

@@ -69,12 +69,12 @@ def test_no_storage_option_reaches_the_properties_file(s3_server) -> None:  # ty
 def test_opening_with_matching_storage_keys_is_fine(backend: Backend) -> None:
     create(backend)
     same = object_store_props(backend, **{P.STORAGE_HASH_FUNCTION: "xxh32"})
-    table = load_table(backend.table_path, properties=same, storage_options=backend.storage_options)
+    table = load_table(backend.table_path, options=same, storage_options=backend.storage_options)
     assert table.strategy.properties()[P.STORAGE_PATH] == backend.storage_path
     # A storage path spelled with a trailing slash is the same path.
     load_table(
         backend.table_path,
-        properties={P.STORAGE_PATH: backend.storage_path + "/"},
+        options={P.STORAGE_PATH: backend.storage_path + "/"},
         storage_options=backend.storage_options,
     )
 
@@ -94,7 +94,7 @@ def test_a_different_strategy_is_refused_with_a_migration_hint(
 ) -> None:
     create(backend)
     with pytest.raises(StorageStrategyMismatchError, match="migration"):
-        load_table(backend.table_path, properties=asked, storage_options=backend.storage_options)
+        load_table(backend.table_path, options=asked, storage_options=backend.storage_options)
 
 
 def test_hive_table_refuses_object_store_options(backend: Backend) -> None:
@@ -106,7 +106,7 @@ def test_hive_table_refuses_object_store_options(backend: Backend) -> None:
     with pytest.raises(StorageStrategyMismatchError):
         load_table(
             backend.table_path,
-            properties=object_store_props(backend),
+            options=object_store_props(backend),
             storage_options=backend.storage_options,
         )
 

@@ -144,7 +144,7 @@ def test_writer_options_reach_the_heartbeat_and_are_checked_before_writing(backe
         with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
             WriteClient(table, {key: bad})
         with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
-            load_table(backend.table_path, properties={key: bad}, storage_options=backend.storage_options)
+            load_table(backend.table_path, options={key: bad}, storage_options=backend.storage_options)
     assert rows(table) == {1: ("us", 11.0), 2: ("us", 12.0)}
 
 

@@ -265,7 +265,7 @@ def test_metadata_compaction_keeps_lookups_equal(backend: Backend) -> None:
 
 def test_tables_reopen_with_their_options(backend: Backend) -> None:
     make_table(backend)
-    table = load_table(backend.table_path, properties=FAST_HEARTBEAT, storage_options=backend.storage_options)
+    table = load_table(backend.table_path, options=FAST_HEARTBEAT, storage_options=backend.storage_options)
     WriteClient(table).upsert(trips([1]))
     assert table.heartbeat_interval_ms == 100
     assert rows(table) == {1: ("us", 11.0)}

@@ -231,7 +231,7 @@ def test_hudi_writing_local_times_behind_fed(version: str, tmp_path_factory: pyt
             table.config.without([P.TIMELINE_TIMEZONE]).save_replacing(table.fs.table_fs, table.path)
             first = [row(i, 1, "first") for i in range(6)]
             compacting = {str(P.METADATA_COMPACT_DELTAS): "1"}
-            kept = load_table(path, properties=compacting)
+            kept = load_table(path, options=compacting)
             kept.bulk_insert(
                 pa.Table.from_pylist([dict(zip(ARROW.names, r, strict=True)) for r in first], ARROW)
             )

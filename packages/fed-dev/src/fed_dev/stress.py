@@ -278,13 +278,14 @@ def _storage_files(storage_path: str, storage_options: StorageOptions | None) ->
 
 def _check_storage(table: Table, storage_path: str, storage_options: StorageOptions | None) -> list[str]:
     """After recovery, storage holds exactly the files the metadata table references."""
-    fresh = load_table(table.path, properties=HEARTBEAT, storage_options=storage_options)
-    time.sleep(fresh.heartbeat_interval_ms * (fresh.heartbeat_tolerable_misses + 1) / 1000 + 0.5)
-    roll_back_failed_writes(fresh)
+    fresh = load_table(table.path, options=HEARTBEAT, storage_options=storage_options)
+    handle = fresh.handle
+    time.sleep(handle.heartbeat_interval_ms * (handle.heartbeat_tolerable_misses + 1) / 1000 + 0.5)
+    roll_back_failed_writes(handle)
     fresh = load_table(table.path, storage_options=storage_options)
     referenced = {
         fresh.fs.to_physical(f"{partition}/{name}").split("://", 1)[-1]
-        for partition, files in fresh.file_index.files().items()
+        for partition, files in fresh.handle.file_index.files().items()
         for name in files.files
     }
     on_storage = _storage_files(storage_path, storage_options)
@@ -301,7 +302,7 @@ def _check_storage(table: Table, storage_path: str, storage_options: StorageOpti
 def _worker(job: dict[str, Any]) -> int:
     """One writer process: prints a JSON line; exit 0 committed, 2 a FedError (named)."""
     try:
-        table = load_table(job["table"], properties=HEARTBEAT, storage_options=job["storage_options"])
+        table = load_table(job["table"], options=HEARTBEAT, storage_options=job["storage_options"])
         ids = job["ids"]
         records = _records(ids, [_spec_partition(job)] * len(ids), _spec_tag(job), job["round"])
         if job["operation"] == DELETE:

@@ -62,7 +62,7 @@ def rows(table: Table, **kwargs: Any) -> dict[int, tuple[str, float]]:
     what its values say (``_hoodie_record_key`` its ``trip_id``, ``_hoodie_partition_path``
     its country). A failed check is an ``AssertionError`` naming the rows."""
     found = table.read(**kwargs).to_pylist()
-    scheme = table.partition_scheme
+    scheme = table.handle.partition_scheme
     for row in found:
         path = row.get("_hoodie_partition_path")
         checked = path is not None and "country" in row and scheme.fields == ("country",)

@@ -242,12 +242,12 @@ def migrate(
 
         copies = [u for u in units if u.name is not None]
         rewrites = [u for u in units if u.name is None]
-        write_partition_metadata(table, sorted({u.partition for u in copies}), job.instant)
+        write_partition_metadata(table.handle, sorted({u.partition for u in copies}), job.instant)
         stats: list[WriteStat] = []
         kinds = [(_relative(u), "APPEND" if u.log_version else "CREATE") for u in copies]
-        mark_files(table, job.instant, kinds, marker_token("copies"))
+        mark_files(table.handle, job.instant, kinds, marker_token("copies"))
         if copies:
-            table.step("data")
+            table.handle.step("data")
         with ThreadPoolExecutor(IO_THREADS) as pool:
             for stat in pool.map(lambda unit: _copy(table, unit), copies):
                 stats.append(stat)
@@ -261,7 +261,7 @@ def migrate(
                 stats.extend(job.write_new(data, task))
             tick()
         report.rewritten = len(rewrites)
-        table.step("copied")
+        table.handle.step("copied")
         job.commit(stats).with_services(table)
     report.files_written = len(stats)
     report.seconds = time.monotonic() - start
@@ -279,7 +279,7 @@ def _copy(table: Table, unit: _Unit) -> WriteStat:
     skip copied files as they skip written ones."""
     assert unit.name is not None
     relative = _relative(unit)
-    copy_data_file(table, relative, unit.fs, unit.path)
+    copy_data_file(table.handle, relative, unit.fs, unit.path)
     file_id = data_file_id(unit.name)
     assert file_id is not None
     if unit.log_version:  # a log file: no footer, no statistics
@@ -343,13 +343,13 @@ def _target(
     existing.with_options(storage)  # StorageStrategyMismatchError when asked for another layout
     existing = existing.with_options(options)  # the heartbeat settings that judge the dead run
     timeline = existing.timeline()
-    written = timeline.completed(existing.write_actions)
+    written = timeline.completed(existing.handle.write_actions)
     if written:
         report.already_done = True
         report.instant = written[-1].time
         return existing
     pending = [i.time for i in timeline.pending()]
-    report.rolled_back = roll_back_failed_writes(existing, timeline)
+    report.rolled_back = roll_back_failed_writes(existing.handle, timeline)
     alive = sorted(set(pending) - set(report.rolled_back))
     if alive:
         raise InstantConflictError(
@@ -401,7 +401,7 @@ def _config_of(config: Mapping[str, str]) -> dict[str, str]:
 
 
 def _fedcore_source(table: Table) -> _Source:
-    planner = ScanPlanner.open(table)
+    planner = ScanPlanner.open(table.handle)
     plan = planner.plan()
     columns = [c for c in planner.column_names() if c not in META_COLUMNS and c not in VIRTUAL_META_COLUMNS]
     schema = planner.schema(columns) if columns else pa.schema([])
@@ -410,7 +410,7 @@ def _fedcore_source(table: Table) -> _Source:
     # A merge-on-read target takes a slice's log files as they are where every block in them
     # is of a committed write: fed's (one write per log file, a failed write's deleted by its
     # rollback), not Hudi's (whose log files may hold blocks of writes that failed).
-    logs_copyable = copyable and table.metadata_table_or_none() is not None
+    logs_copyable = copyable and table.handle.metadata_table_or_none() is not None
     records = _records_by_file(table, plan.slices)
     units = []
     for file_slice in plan.slices:
@@ -502,7 +502,7 @@ def _records_by_file(table: Table, slices: Sequence[FileSlice]) -> dict[str, int
     out: dict[str, int] = {}
     for time_ in sorted({s.base_instant for s in slices}):
         instant = timeline.find(time_)
-        if instant is None or not instant.is_completed or instant.action not in table.write_actions:
+        if instant is None or not instant.is_completed or instant.action not in table.handle.write_actions:
             continue
         for stat in table.commit_metadata(instant).stats:
             out[stat.path.rpartition("/")[2]] = stat.num_writes

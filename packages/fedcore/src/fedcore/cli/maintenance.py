@@ -153,7 +153,7 @@ def _repair(args: argparse.Namespace) -> int:
     table = open_table(args)
     with _listing_bar() as progress:
         report = repair_metadata(
-            table, dry_run=args.dry_run, allow_missing=args.allow_missing, progress=progress
+            table.handle, dry_run=args.dry_run, allow_missing=args.allow_missing, progress=progress
         )
     print(report.format())
     return 0
@@ -164,16 +164,16 @@ def _verify(args: argparse.Namespace) -> int:
         raise FedError("--delete-orphans and --older-than DURATION go together")
     table = open_table(args)
     with _listing_bar() as progress:
-        report = verify_table(table, progress, deep=args.deep)
+        report = verify_table(table.handle, progress, deep=args.deep)
     if args.delete_orphans:
-        delete_orphans(table, report, args.older_than)
+        delete_orphans(table.handle, report, args.older_than)
     print(json.dumps(report.to_json(), indent=2) if args.json else report.format())
     return 0 if report.ok else EXIT_FAILED
 
 
 def _upgrade(args: argparse.Namespace) -> int:
     table = open_table(args)
-    changed = upgrade_config(table)
+    changed = upgrade_config(table.handle)
     if not changed:
         print(f"table {table.name} is up to date")
     for key, (old, new) in changed.items():

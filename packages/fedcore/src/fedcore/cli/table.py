@@ -127,7 +127,7 @@ def storage_options(args: argparse.Namespace) -> StorageOptions | None:
 def open_table(args: argparse.Namespace, properties: dict[str, str] | None = None) -> Table:
     """The table ``args.table``; ``properties`` (a command's ``-p``) reach everything the
     command runs, and storage keys among them must match the table's layout."""
-    return load_table(args.table, properties=properties, storage_options=storage_options(args))
+    return load_table(args.table, options=properties, storage_options=storage_options(args))
 
 
 def positive_int(text: str) -> int:
@@ -292,7 +292,7 @@ def _clean(args: argparse.Namespace) -> int:
     retain = args.retain
     if retain is None:
         retain = P.CLEANER_COMMITS_RETAINED.of(table.options)
-    instant = clean(table, retain)
+    instant = clean(table.handle, retain)
     if instant is None:
         print(f"Nothing to clean (keeping the latest {retain} commits)")
         return 0
@@ -318,6 +318,6 @@ def _compact(args: argparse.Namespace) -> int:
 
 def _rollback(args: argparse.Namespace) -> int:
     table = open_table(args)
-    done = rollback(table, args.instant)
+    done = rollback(table.handle, args.instant)
     print(f"Rolled back {args.instant} (rollback instant {done})")
     return 0

@@ -17,7 +17,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Mapping
 from functools import cached_property
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 import pyarrow as pa
 
@@ -66,16 +66,31 @@ from fedcore.timeline.commit_metadata import CommitMetadata
 _MAX_CACHED_COMMITS = 256
 #: A handle or a subclass of it: ``with_options`` keeps the caller's class.
 H = TypeVar("H", bound="TableHandle")
+#: A table handle or what holds one (a ``fedcore.Table``).
+T = TypeVar("T", bound="HasHandle")
 #: Called with the name of each commit-protocol step reached (crash-injection tests).
 StepHook = Callable[[str], None]
+
+
+class HasHandle(Protocol):
+    """What holds a table handle: a ``fedcore.Table``, or a handle itself."""
+
+    @property
+    def handle(self) -> TableHandle: ...
+
+
+def handle_of(table: HasHandle) -> TableHandle:
+    """The handle behind a ``fedcore.Table`` (or a handle): what the engine API's entry
+    points take a table as, so a user passes the ``Table`` they hold."""
+    return table.handle
 
 
 class TableHandle:
     """What every part of fedcore works on: a table's config, its storage strategy, its
     federated filesystem, its timeline, file index and schema, and the runtime options
     (the caller's over the table's). It knows no reader and no commit protocol: those sit
-    above it and take a handle. Users get a ``fedcore.Table`` (a handle with reads and
-    writes) from ``load_table`` or ``create_table``.
+    above it and take a handle. Users hold a ``fedcore.Table``, which holds a handle
+    (``Table.handle``), from ``load_table`` or ``create_table``.
     """
 
     def __init__(
@@ -113,6 +128,11 @@ class TableHandle:
     @property
     def name(self) -> str:
         return self.config.name
+
+    @property
+    def handle(self) -> TableHandle:
+        """This handle (a ``Table``'s is the one it holds): what ``handle_of`` returns."""
+        return self
 
     @cached_property
     def fs(self) -> FederatedFileSystem:
@@ -415,9 +435,13 @@ def check_storage_checksum(strategy: StorageStrategy, config: Mapping[str, str])
         )
 
 
-def with_step_hook(table: H, hook: StepHook) -> H:
+def with_step_hook(table: T, hook: StepHook) -> T:
     """``table`` whose writes (each commit-protocol step), archival and repair call ``hook``
     with the name of each step they reach, for crash-injection tests (the hook raises, or
     kills the process, at the step under test); the cleans and rollbacks a write runs after
-    its commit do not. Not part of any operation's signature."""
-    return table._copy(table.options, hook)
+    its commit do not. Not part of any operation's signature. A ``Table`` comes back as a
+    ``Table`` holding the hooked handle."""
+    hooked = table.handle._copy(table.handle.options, hook)
+    if isinstance(table, TableHandle):
+        return cast(T, hooked)
+    return type(table)(hooked)  # type: ignore[call-arg]  # a Table takes its handle

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from fedcore import properties as P
 from fedcore.exceptions import MetastoreError
-from fedcore.handle import TableHandle
+from fedcore.handle import HasHandle, TableHandle, handle_of
 from fedcore.iceberg.locations import version_of
 from fedcore.iceberg.metastore import INSTANT_PARAMETER, Metastore
 from fedcore.iceberg.view import publish
@@ -55,8 +55,9 @@ class SyncResult:
     registered: bool  # False: the metastore already held this version (or a newer one)
 
 
-def sync(table: TableHandle, target: SyncTarget) -> SyncResult:
+def sync(table: HasHandle, target: SyncTarget) -> SyncResult:
     """Publish the view, then point the metastore's table at it."""
+    table = handle_of(table)
     result = publish(table)
     if result.metadata_location is None or result.metadata is None:
         raise MetastoreError(f"table {table.name} has no schema yet: nothing to register")

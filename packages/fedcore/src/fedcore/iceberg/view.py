@@ -73,7 +73,7 @@ from fedcore.exceptions import (
     UnsupportedTableError,
 )
 from fedcore.files.filenames import BASE_FILE_RE
-from fedcore.handle import TableHandle
+from fedcore.handle import HasHandle, TableHandle, handle_of
 from fedcore.iceberg.data_files import DataFiles, parse_stats, partition_spec
 from fedcore.iceberg.fileio import FedFileIO
 from fedcore.iceberg.locations import HINT, metadata_file, metadata_folder, version_of
@@ -122,9 +122,10 @@ class PublishResult:
     metadata: TableMetadata | None = field(default=None, compare=False, repr=False)
 
 
-def current_view(table: TableHandle) -> ViewState:
+def current_view(table: HasHandle) -> ViewState:
     """The newest published version: the version hint, then a probe past it (the hint is
     written after the version, so it may lag by one or more)."""
+    table = handle_of(table)
     fs = table.fs.table_fs
     folder = metadata_folder(table)
     try:
@@ -154,15 +155,17 @@ def _instant_of(snapshot: Snapshot) -> str | None:
     return snapshot.summary.additional_properties.get(INSTANT_KEY) if snapshot.summary else None
 
 
-def latest_instant(table: TableHandle) -> str | None:
+def latest_instant(table: HasHandle) -> str | None:
     """The instant a publish now would show: the table's latest completed write."""
+    table = handle_of(table)
     writes = table.timeline().completed(table.write_actions)
     return writes[-1].time if writes else None
 
 
-def publish(table: TableHandle) -> PublishResult:
+def publish(table: HasHandle) -> PublishResult:
     """Bring the view up to the table's latest completed write: one snapshot per write
     instant since the one it shows. Returns at once when it is up to date."""
+    table = handle_of(table)
     for _ in range(_ATTEMPTS):
         state = current_view(table)
         try:

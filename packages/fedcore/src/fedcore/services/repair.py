@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from fedcore.exceptions import FedError, RepairError
+from fedcore.handle import HasHandle, handle_of
 from fedcore.metadata.file_index import PartitionFiles
 from fedcore.metadata.rebuild import rebuild
 from fedcore.metadata.table import IndexCache, MetadataTable
@@ -155,7 +156,7 @@ def _shown(kind: str, items: list[str]) -> list[str]:
 
 
 def repair_metadata(
-    table: TableHandle,
+    table: HasHandle,
     *,
     dry_run: bool = False,
     allow_missing: bool = False,
@@ -168,6 +169,7 @@ def repair_metadata(
     storage. ``progress`` gets the count of objects each listed folder added; the table's
     step hook (crash tests: ``handle.with_step_hook``) is called with "listed", "rebuilt"
     and "switched"."""
+    table = handle_of(table)
     start = time.monotonic()
     require_metadata_table(table, "repair")
     timeline = table.timeline()

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from fedcore.exceptions import DataFileCorruptError, FedError, RepairError
 from fedcore.files.filenames import BASE_FILE_RE
+from fedcore.handle import HasHandle, handle_of
 from fedcore.io.filesystems import open_sized, read_object, remove_files
 from fedcore.io.parquet import file_stats, open_parquet, read_file_stats
 from fedcore.log.format import read_blocks
@@ -173,10 +174,11 @@ class VerifyReport:
 
 
 def verify_table(
-    table: TableHandle, progress: Callable[[int], None] | None = None, *, deep: bool = False
+    table: HasHandle, progress: Callable[[int], None] | None = None, *, deep: bool = False
 ) -> VerifyReport:
     """Compare the metadata table's latest state with storage (see the module docstring);
     ``deep``: read every referenced file and check it against what was recorded of it."""
+    table = handle_of(table)
     start = time.monotonic()
     require_metadata_table(table, "verify")
     timeline = table.timeline()

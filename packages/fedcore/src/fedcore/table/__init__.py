@@ -9,7 +9,9 @@ fedcore's layers: it imports the scan and the writer; nothing below imports it.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 from fsspec import AbstractFileSystem
@@ -17,6 +19,7 @@ from fsspec import AbstractFileSystem
 from fedcore import properties as P
 from fedcore.avro_schema import to_avro_json
 from fedcore.exceptions import (
+    ConfigError,
     InvalidPathError,
     InvalidTableConfigError,
     MetadataTableRequiredError,
@@ -31,20 +34,33 @@ from fedcore.handle import (
 )
 from fedcore.handle.config import TableConfig
 from fedcore.io.errors import storage_errors
+from fedcore.io.federated import FederatedFileSystem
 from fedcore.io.filesystems import StorageOptions, filesystem_for
 from fedcore.io.uris import normalize_uri
 from fedcore.keygen.partitioning import VALUE_ENCODING_KEY_GENERATORS, PartitionScheme
 from fedcore.keygen.records import META_COLUMNS, WriteInput
 from fedcore.read.filters import FilterSpec
 from fedcore.read.scan import DataScan
+from fedcore.services.archival import archive
+from fedcore.services.cleaning import clean
 from fedcore.services.compaction import CompactionResult, compact
+from fedcore.services.repair import RepairReport, repair_metadata
+from fedcore.services.verify import VerifyReport, verify_table
+from fedcore.storage.base import StorageStrategy
 from fedcore.storage.loader import load_storage_strategy, named_strategy_class
+from fedcore.timeline import Instant, Timeline
+from fedcore.timeline.commit_metadata import CommitMetadata
 from fedcore.write.client import Operation, WriteClient, WriteResult
 
 
-class Table(TableHandle):
+class Table:
     """A table: reads through ``scan``, writes through ``upsert``, ``insert``, ``bulk_insert``,
-    ``delete`` and ``insert_overwrite``. Get one from ``load_table`` or ``create_table``.
+    ``delete`` and ``insert_overwrite``, maintenance through ``compact``, ``clean``,
+    ``archive``, ``repair`` and ``verify``. Get one from ``load_table`` or ``create_table``.
+
+    It holds the table's handle (``handle``: config, strategy, filesystem, timeline, file
+    index), what fedcore's engine API and services work on; the handle's other names, which a
+    ``Table`` once showed as its own, still answer for one release and warn.
 
     Attributes:
         path: the table path (metadata lives under ``<path>/.hoodie``).
@@ -52,6 +68,85 @@ class Table(TableHandle):
         strategy: where data files go (persisted at creation).
         options: runtime settings: the caller's over the table's.
     """
+
+    def __init__(self, handle: TableHandle) -> None:
+        self._handle = handle
+
+    @property
+    def handle(self) -> TableHandle:
+        """The handle this table holds: what the engine API and the services work on."""
+        return self._handle
+
+    # --- what a table is ---------------------------------------------------------------------
+
+    @property
+    def path(self) -> str:
+        return self._handle.path
+
+    @property
+    def name(self) -> str:
+        return self._handle.name
+
+    @property
+    def config(self) -> TableConfig:
+        return self._handle.config
+
+    @property
+    def strategy(self) -> StorageStrategy:
+        return self._handle.strategy
+
+    @property
+    def options(self) -> dict[str, str]:
+        return self._handle.options
+
+    @property
+    def storage_options(self) -> StorageOptions | None:
+        return self._handle.storage_options
+
+    @property
+    def fs(self) -> FederatedFileSystem:
+        """The federated filesystem: logical paths (``<partition>/<file>``) in, the physical
+        files under the strategy's roots out (``fs.to_physical``)."""
+        return self._handle.fs
+
+    def with_options(self, options: Mapping[str, str] | None) -> Table:
+        """This table with runtime options (Hudi's keys) over its own; storage keys must be
+        the table's (``StorageStrategyMismatchError`` otherwise)."""
+        return Table(self._handle.with_options(options))
+
+    def schema(self, timeline: Timeline | None = None, as_of: str | None = None) -> pa.Schema | None:
+        """The table's schema as of its latest instant (or ``as_of``), meta fields first;
+        None before the first write."""
+        return self._handle.schema(timeline, as_of)
+
+    def timeline(self) -> Timeline:
+        """The table's timeline (Hudi's instants under ``.hoodie/``), listed now."""
+        return self._handle.timeline()
+
+    def commit_metadata(self, instant: Instant) -> CommitMetadata:
+        """What a completed instant recorded: its write stats, schema and extra metadata."""
+        return self._handle.commit_metadata(instant)
+
+    def __repr__(self) -> str:
+        return f"Table({self._handle.path!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Table) and other._handle is self._handle
+
+    def __hash__(self) -> int:
+        return id(self._handle)
+
+    def __getattr__(self, name: str) -> Any:
+        """The handle's names a ``Table`` showed when it was a handle: they answer, and warn."""
+        if name.startswith("__") or name == "_handle":
+            raise AttributeError(name)
+        found = getattr(self._handle, name)  # AttributeError: neither has it
+        warnings.warn(
+            f"Table.{name} is deprecated and goes in the next release: use Table.handle.{name}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return found
 
     # --- reads (see ``scan``) ------------------------------------------------------------
 
@@ -80,7 +175,7 @@ class Table(TableHandle):
             query_type: ``"snapshot"`` or ``"read_optimized"`` (merge-on-read tables: base
                 files only, without the log files written since the last compaction).
         """
-        return DataScan.of(self, filters, columns, as_of, limit, with_meta_fields, query_type)
+        return DataScan.of(self._handle, filters, columns, as_of, limit, with_meta_fields, query_type)
 
     def changes(
         self,
@@ -127,7 +222,7 @@ class Table(TableHandle):
 
         ``data`` is a pyarrow Table, RecordBatch or RecordBatchReader, or anything exporting an
         Arrow stream (polars, pandas); ``options`` are Hudi's keys for this write only."""
-        return WriteClient(self, options).write(data, operation)
+        return WriteClient(self._handle, options).write(data, operation)
 
     def upsert(self, data: WriteInput, options: Mapping[str, str] | None = None) -> WriteResult:
         """Update the rows whose keys exist, insert the others (idempotent)."""
@@ -155,12 +250,33 @@ class Table(TableHandle):
         """Replace every file group of the table with ``data``."""
         return self.write(data, "insert_overwrite_table", options)
 
-    # --- table services ------------------------------------------------------------------
+    # --- maintenance -------------------------------------------------------------------------
 
     def compact(self) -> CompactionResult | None:
         """Merge-on-read: fold every file slice's log files into a new base file of its group,
         as Hudi's compaction does (``fedcore.services.compaction``); None when no slice has any."""
-        return compact(self)
+        return compact(self._handle)
+
+    def clean(self, retained: int | None = None) -> str | None:
+        """Delete the file versions no retained write needs (Hudi's cleaner): those older than
+        the latest ``retained`` writes (default ``hoodie.cleaner.commits.retained``). The
+        clean instant's time, or None when nothing was old enough."""
+        kept = P.CLEANER_COMMITS_RETAINED.of(self.options) if retained is None else retained
+        return clean(self._handle, kept)
+
+    def archive(self) -> list[str]:
+        """Move the oldest instants out of the active timeline once it holds more than
+        ``hoodie.keep.max.commits`` (Hudi's archival); the instant times archived."""
+        return archive(self._handle)
+
+    def repair(self, *, dry_run: bool = False) -> RepairReport:
+        """Rebuild the metadata table from the timeline and storage (``fed repair``)."""
+        return repair_metadata(self._handle, dry_run=dry_run)
+
+    def verify(self, *, deep: bool = False) -> VerifyReport:
+        """Hold the metadata table against storage (``fed verify``); ``deep`` reads every
+        referenced file back."""
+        return verify_table(self._handle, deep=deep)
 
 
 def create_table(
@@ -238,8 +354,8 @@ def create_table(
     fs = filesystem_for(table_path, storage_options)
     _prepare_new_table_path(fs, table_path, start_over)
     config.save_new(fs, table_path)
-    table = Table(table_path, config, strategy, storage_options)
-    index = table.metadata_table_or_none()
+    table = Table(TableHandle(table_path, config, strategy, storage_options))
+    index = table.handle.metadata_table_or_none()
     if index is not None:
         index.point_to_no_manifest()
     return table
@@ -325,8 +441,26 @@ def _prepare_new_table_path(fs: AbstractFileSystem, table_path: str, start_over:
 def load_table(
     path: str,
     *,
-    properties: Mapping[str, str] | None = None,
+    options: Mapping[str, str] | None = None,
     storage_options: StorageOptions | None = None,
+    properties: Mapping[str, str] | None = None,
 ) -> Table:
-    """Open an existing table; storage keys in ``properties`` must match the persisted ones."""
-    return Table.open(path, storage_options).with_options(properties)
+    """Open an existing table.
+
+    Args:
+        path: the table path (local path, ``file://`` or ``s3://`` URI).
+        options: runtime settings (Hudi's keys, as a write's ``options`` takes them) over the
+            table's own; storage keys among them must match the persisted ones.
+        storage_options: fsspec options per protocol or storage root.
+        properties: the old name of ``options``; deprecated.
+    """
+    if properties is not None:
+        warnings.warn(
+            "load_table(properties=...) is deprecated and goes in the next release: use options=",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        if options is not None:
+            raise ConfigError("properties", "give options= alone (properties= is its old name)")
+        options = properties
+    return Table(TableHandle.open(path, storage_options).with_options(options))

@@ -22,7 +22,7 @@ from fedcore.files.filenames import base_file_name
 from fedcore.storage.base import StorageStrategy
 
 if TYPE_CHECKING:
-    from fedcore.handle import TableHandle
+    from fedcore.handle import HasHandle
 
 #: Below this many files per prefix a chi-square test says nothing reliable.
 MIN_EXPECTED_PER_PREFIX = 5
@@ -162,8 +162,9 @@ class LayoutReport:
         return figure
 
 
-def table_layout(table: TableHandle, samples: int = 3) -> LayoutReport:
+def table_layout(table: HasHandle, samples: int = 3) -> LayoutReport:
     """Files and bytes per storage location of every file the table's metadata holds."""
+    table = table.handle
     files: Counter[str] = Counter()
     sizes: Counter[str] = Counter()
     report = LayoutReport(table.strategy, table.file_index.partitions(), files, bytes_per_prefix=sizes)

@@ -21,6 +21,7 @@ import logging
 from typing import TYPE_CHECKING, Final
 
 from fedcore.commit.transaction import roll_back_pending
+from fedcore.handle import HasHandle, handle_of
 from fedcore.io.filesystems import read_object
 from fedcore.timeline import INFLIGHT, instant_path
 from fedcore.timeline.commit_metadata import CommitMetadata
@@ -28,7 +29,6 @@ from fedcore.timeline.commit_metadata import CommitMetadata
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from fedcore.handle import TableHandle
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +53,11 @@ def _checkpoint(extra: Mapping[str, str]) -> tuple[int, str] | None:
         return None  # another writer's shape: not one of ours
 
 
-def last_committed_batch(table: TableHandle, writer: str) -> int | None:
+def last_committed_batch(table: HasHandle, writer: str) -> int | None:
     """The id of the newest micro-batch ``writer`` committed, from the newest completed write
     carrying its checkpoint (None: none did). Reads the active timeline's commits newest
     first, so it usually stops at the first."""
+    table = handle_of(table)
     timeline = table.timeline()
     for instant in reversed(timeline.completed(table.write_actions)):
         found = _checkpoint(table.commit_metadata(instant).extra)
@@ -65,13 +66,14 @@ def last_committed_batch(table: TableHandle, writer: str) -> int | None:
     return None
 
 
-def recover_writer(table: TableHandle, writer: str) -> list[str]:
+def recover_writer(table: HasHandle, writer: str) -> list[str]:
     """Resolve now the pending writes ``writer`` left (its process died in a commit): each is
     rolled back, or forward where it had decided to commit, without waiting for its
     heartbeat to expire. The caller knows the writer is dead. Returns their instant times.
 
     A write is known as the writer's by its inflight plan's extra metadata; one that died
     before writing its plan has written no data and is left to the heartbeat rule."""
+    table = handle_of(table)
     fs = table.fs.table_fs
     resolved: list[str] = []
     for instant in table.timeline().pending():

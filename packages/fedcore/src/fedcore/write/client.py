@@ -23,7 +23,7 @@ from fedcore.commit.file_writer import (
     new_groups,
 )
 from fedcore.exceptions import ConfigError, DataFileMissingError
-from fedcore.handle import TableHandle
+from fedcore.handle import HasHandle, handle_of
 from fedcore.keygen.records import (
     WriteInput,
     check_columns,
@@ -68,14 +68,14 @@ class WriteClient:
 
     def __init__(
         self,
-        table: TableHandle,
+        table: HasHandle,
         options: Mapping[str, str] | None = None,
         *,
         progress: Progress | None = None,
     ) -> None:
         """``options`` (Hudi's keys) apply to this client's writes over the table's own; storage
         keys must match the table's layout, and every value is checked here, before a write."""
-        self.table = table.with_options(options)
+        self.table = handle_of(table).with_options(options)
         self.options = self.table.options
         self._progress = progress or (lambda done, total: None)
 

@@ -57,7 +57,7 @@ from fedcore.exceptions import (
     FedError,
     InvalidTableConfigError,
 )
-from fedcore.handle import TableHandle
+from fedcore.handle import HasHandle, TableHandle, handle_of
 from fedcore.keygen.records import (
     check_keys,
     conform,
@@ -111,12 +111,13 @@ class WriteResult:
     bytes_written: int
     warnings: tuple[str, ...] = ()
 
-    def with_services(self, table: TableHandle) -> WriteResult:
+    def with_services(self, table: HasHandle) -> WriteResult:
         """Run the table services after this committed write (``fedcore.services.after_commit``: compact,
         clean, compact the metadata table, archive), with ``table``'s options; this result
         with the warnings of those that failed. Never raises for a service: the write is
         committed."""
-        return dataclasses.replace(self, warnings=(*self.warnings, *run_table_services(table)))
+        found = run_table_services(handle_of(table))
+        return dataclasses.replace(self, warnings=(*self.warnings, *found))
 
     @classmethod
     def of(cls, instant: str, metadata: CommitMetadata, warnings: Iterable[str] = ()) -> WriteResult:
@@ -185,7 +186,7 @@ class WriteJob:
     @classmethod
     def open(
         cls,
-        table: TableHandle,
+        table: HasHandle,
         operation: Operation,
         input_schema: pa.Schema | None = None,
         extra_metadata: Mapping[str, str] | None = None,
@@ -193,6 +194,7 @@ class WriteJob:
         """Recover from failed writes and learn the table's schema: one listing of the
         timeline, which the plan uses too. ``input_schema``: the rows' schema, which a first
         write makes the table's; ``extra_metadata``: kept in the commit's ``extraMetadata``."""
+        table = handle_of(table)
         if not table.config.record_key_fields:
             raise InvalidTableConfigError(
                 P.RECORD_KEY_FIELDS,
