@@ -386,11 +386,17 @@ class WritePlanner:
                 else:
                     matched.deletes = len(group_rows)
         given_inserts: set[str] = set()
-        sizes = [
-            (file_id, files.files[name])
-            for file_id, (instant, name) in slices.items()
-            if (file_id, instant) not in logs
-        ]
+        # Small groups are sized only when there are inserts to place (an update or delete
+        # of every key has none).
+        sizes = (
+            [
+                (file_id, files.files[name])
+                for file_id, (instant, name) in slices.items()
+                if (file_id, instant) not in logs
+            ]
+            if len(inserts)
+            else []
+        )
         for target in self.insert_targets(sizes, len(inserts)):
             taken, inserts = inserts[: target.rows], inserts[target.rows :]
             if target.new:
