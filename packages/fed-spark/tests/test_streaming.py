@@ -170,7 +170,7 @@ os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executa
 from pyspark.sql import SparkSession
 import fed_spark
 from fed_spark.stream import FedStreamWriter
-from fedcore.handle import with_step_hook
+from fedcore.steps import observe_steps
 
 source_dir, path, checkpoint, table_type, point = sys.argv[1:6]
 DRIVER_GROUP = os.getpgid(0)  # the driver and its JVM (this script runs in a session of its own)
@@ -186,8 +186,10 @@ class Dying(FedStreamWriter):
         if batchId == 1 and point == "staged":  # its tasks staged their rows; nothing committed
             crash()
         if batchId == 1 and point == "outcome":  # the commit decided, not yet completed
-            self.table = with_step_hook(self.table, lambda step: crash() if step == "outcome" else None)
-        super().commit(messages, batchId)
+            with observe_steps(lambda step: crash() if step == "outcome" else None):
+                super().commit(messages, batchId)
+        else:
+            super().commit(messages, batchId)
         if batchId == 1 and point == "committed":  # committed; Spark's checkpoint does not know
             crash()
 

@@ -9,10 +9,10 @@ import pytest
 from fed_dev.testing import Backend
 from fedcore import properties as P
 from fedcore.exceptions import InstantNotRetainedError
-from fedcore.handle import with_step_hook
 from fedcore.metadata.compaction import compact_metadata
 from fedcore.services.archival import archive, read_archive
 from fedcore.services.verify import verify_table
+from fedcore.steps import observe_steps
 from fedcore.table import Table, load_table
 from fedcore.write.client import WriteClient
 
@@ -80,8 +80,8 @@ def test_a_crash_during_archival_leaves_no_instant_looking_failed(backend: Backe
         if reached == step:
             raise Crash(step)
 
-    with pytest.raises(Crash):
-        archive(with_step_hook(table, crash))
+    with pytest.raises(Crash), observe_steps(crash):
+        archive(table)
     assert table.timeline().pending() == []  # a rollback would undo a pending-looking instant
     assert rows(table) == model
 
@@ -126,8 +126,8 @@ def test_a_boundary_manifest_without_a_pointer_is_found_when_archival_dies_befor
         if reached == "moved":
             raise Crash(reached)
 
-    with pytest.raises(Crash):
-        archive(with_step_hook(table, crash))
+    with pytest.raises(Crash), observe_steps(crash):
+        archive(table)
     timeline = table.timeline()
     assert timeline.archived_through == second
     assert timeline.manifests

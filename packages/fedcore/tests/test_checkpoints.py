@@ -6,9 +6,10 @@ import json
 
 import pytest
 
+from fed_dev.crash import Crash, crash_at
 from fed_dev.testing import Backend
 from fedcore.commit.transaction import STEPS
-from fedcore.handle import with_step_hook
+from fedcore.steps import observe_steps
 from fedcore.timeline import INFLIGHT, instant_path
 from fedcore.write.checkpoints import (
     SINK_CHECKPOINT_KEY,
@@ -18,7 +19,6 @@ from fedcore.write.checkpoints import (
 )
 from fedcore.write.client import WriteClient
 
-from .test_commit_protocol import Crash, crash_at
 from .test_writes import make_table, rows, trips
 
 
@@ -48,9 +48,8 @@ def test_a_dead_run_is_resolved_at_once_by_its_restart(backend: Backend, step: s
     committed."""
     table = make_table(backend)
     WriteClient(table).upsert(trips([1]))
-    dying = WriteClient(with_step_hook(table, crash_at(step)))
-    with pytest.raises(Crash):
-        dying.write(trips([2]), "upsert", extra_metadata=sink_checkpoint(7, "query-a"))
+    with pytest.raises(Crash), observe_steps(crash_at(step)):
+        WriteClient(table).write(trips([2]), "upsert", extra_metadata=sink_checkpoint(7, "query-a"))
     decided = step in ("outcome", "completed")
     assert len(table.timeline().pending()) == (0 if step == "completed" else 1)
     pending = table.timeline().pending()

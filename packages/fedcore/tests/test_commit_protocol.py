@@ -12,32 +12,21 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from fed_dev.crash import Crash, crash_at
 from fed_dev.testing import Backend
 from fedcore import properties as P
 from fedcore.commit.markers import marker_folder
 from fedcore.commit.transaction import STEPS, Transaction
 from fedcore.exceptions import CommitConflictError
-from fedcore.handle import with_step_hook
 from fedcore.metadata.compaction import compact_metadata
 from fedcore.metadata.format import ADD, Op
 from fedcore.metadata.table import MetadataTable
+from fedcore.steps import observe_steps
 from fedcore.table import create_table
 from fedcore.timeline import COMMIT
 from fedcore.write.client import WriteClient
 
 from .test_writes import FAST_HEARTBEAT, make_table, physical_files, rows, trips
-
-
-class Crash(BaseException):
-    """Stands for the death of the process: no handler of the writer runs."""
-
-
-def crash_at(step: str):  # type: ignore[no-untyped-def]
-    def hook(reached: str) -> None:
-        if reached == step:
-            raise Crash(step)
-
-    return hook
 
 
 def wait_for_heartbeat_expiry() -> None:
@@ -49,8 +38,8 @@ def test_a_crash_at_any_step_leaves_the_commit_all_or_nothing(backend: Backend, 
     table = make_table(backend)
     WriteClient(table).upsert(trips([1, 2]))
     before = rows(table)
-    with pytest.raises(Crash):
-        WriteClient(with_step_hook(table, crash_at(step))).upsert(trips([1, 3], fare=100.0))
+    with pytest.raises(Crash), observe_steps(crash_at(step)):
+        WriteClient(table).upsert(trips([1, 3], fare=100.0))
     after_crash = rows(table)
     committed = {1: ("us", 101.0), 2: ("us", 12.0), 3: ("us", 103.0)}
     assert after_crash == (committed if step == "completed" else before)
@@ -72,18 +61,15 @@ def test_a_crash_at_any_step_leaves_the_commit_all_or_nothing(backend: Backend, 
 DYING_WRITER = """
 import json, os, sys
 import pyarrow.parquet as pq
-from fedcore.handle import with_step_hook
+from fed_dev.crash import exit_at
+from fedcore.steps import observe_steps
 from fedcore.table import load_table
 from fedcore.write.client import WriteClient
 
 path, options, heartbeat, step, data = sys.argv[1:]
 table = load_table(path, options=json.loads(heartbeat), storage_options=json.loads(options))
-
-def die(reached):
-    if reached == step:
-        os._exit(17)  # no finally, no atexit, no heartbeat thread: the process is gone
-
-WriteClient(with_step_hook(table, die)).upsert(pq.read_table(data))
+with observe_steps(exit_at(step, 17)):  # the process is gone: no finally, no heartbeat thread
+    WriteClient(table).upsert(pq.read_table(data))
 """
 
 
@@ -126,8 +112,8 @@ def test_writers_touching_the_same_file_group_exactly_one_commits(backend: Backe
         if step == "data" and not winner:  # A has written a marker; B runs to completion now
             winner.append(WriteClient(table).upsert(trips([2], fare=500.0)).instant)
 
-    with pytest.raises(CommitConflictError, match="conflicts with instant"):
-        WriteClient(with_step_hook(table, interleave)).upsert(trips([1], fare=100.0))
+    with pytest.raises(CommitConflictError, match="conflicts with instant"), observe_steps(interleave):
+        WriteClient(table).upsert(trips([1], fare=100.0))
     assert rows(table) == {1: ("us", 11.0), 2: ("us", 502.0)}
     assert [i.action for i in table.timeline()][-1] == "rollback"
     assert len(physical_files(backend, backend.storage_path)) == 2, "the loser's file was deleted"
@@ -145,7 +131,8 @@ def test_racing_threads_exactly_one_commits(backend: Backend) -> None:
 
     def write(name: str, fare: float) -> None:
         try:
-            results[name] = WriteClient(with_step_hook(table, at_metadata)).upsert(trips([1], fare=fare))
+            with observe_steps(at_metadata):
+                results[name] = WriteClient(table).upsert(trips([1], fare=fare))
         except CommitConflictError as exc:
             results[name] = exc
 
@@ -169,7 +156,8 @@ def test_concurrent_writers_to_different_file_groups_both_commit(backend: Backen
         if step == "data" and not done:
             done.append(WriteClient(table).upsert(trips([2], "de", fare=500.0)).instant)
 
-    WriteClient(with_step_hook(table, interleave)).upsert(trips([1], fare=100.0))
+    with observe_steps(interleave):
+        WriteClient(table).upsert(trips([1], fare=100.0))
     assert rows(table) == {1: ("us", 101.0), 2: ("de", 502.0)}
 
 
@@ -213,10 +201,8 @@ def test_one_marker_object_names_every_file_a_write_makes(backend: Backend) -> N
     """Markers live on the table path's one hot prefix: a write marks its files with one
     request, not one per file, and a rollback still finds every file it names."""
     table = make_table(backend, **{P.MAX_FILE_SIZE: "1"})  # one row per file
-    with pytest.raises(Crash):
-        WriteClient(with_step_hook(table, crash_at("metadata"))).write(
-            trips(range(30), ["us", "de", "fr"] * 10), "insert"
-        )
+    with pytest.raises(Crash), observe_steps(crash_at("metadata")):
+        WriteClient(table).write(trips(range(30), ["us", "de", "fr"] * 10), "insert")
     (pending,) = table.timeline().pending()
     fs = table.fs.table_fs
     markers = fs.find(marker_folder(table, pending.time))

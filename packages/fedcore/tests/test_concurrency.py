@@ -8,21 +8,23 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from fed_dev.stress import run_stress
 from fed_dev.testing import Backend
 from fedcore import properties as P
 from fedcore.commit.transaction import is_failed, roll_back_failed_writes, roll_back_pending
-from fedcore.exceptions import RollbackError, StorageError
-from fedcore.handle import with_step_hook
+from fedcore.engine import WriteJob, WritePlanner
+from fedcore.exceptions import CommitConflictError, RollbackError, StorageError
 from fedcore.io.atomic import create_exclusive
 from fedcore.metadata.compaction import compact_metadata
 from fedcore.metadata.table import MetadataTable
 from fedcore.services.archival import archive, read_archive
 from fedcore.services.cleaning import clean, plan_clean
 from fedcore.services.rollback import rollback
-from fedcore.table import Table
+from fedcore.steps import observe_steps
+from fedcore.table import Table, load_table
 from fedcore.timeline import CLEAN, COMMIT, Instant, heartbeat_path, instant_path, instant_time, new_instant
 from fedcore.write.client import WriteClient
 
@@ -150,7 +152,8 @@ def test_an_archival_that_loses_the_race_backs_off_quietly(backend: Backend) -> 
         if step == "written" and not other:
             other.append(archive(table))  # another writer's archival runs to completion now
 
-    archived = archive(with_step_hook(table, meanwhile))
+    with observe_steps(meanwhile):
+        archived = archive(table)
     assert other, "the other archival ran"
     assert other[0] == archived  # the same instants; deleting them twice is no error
     assert rows(table) == expected
@@ -212,3 +215,85 @@ def test_a_failed_clean_stops_its_heartbeat_and_leaves_nothing_pending(tmp_path:
     assert beating == [], "the failed clean's heartbeat thread is still running"
     assert table.timeline().pending() == [], "the failed clean was dropped at once"
     assert rows(table) == {1: ("us", 4.0)}
+
+
+#: Another writer's settings under which each of its writes compacts the metadata table,
+#: archives all but the newest instants and cleans: the deltas a view of an older listing
+#: of the timeline would apply are gone a few writes later.
+BUSY = {
+    P.METADATA_COMPACT_DELTAS: "1",
+    P.ARCHIVE_MIN_INSTANTS: "1",
+    P.ARCHIVE_MAX_INSTANTS: "2",
+    P.CLEANER_COMMITS_RETAINED: "1",
+}
+
+
+def busy_writer(table: Table, backend: Backend) -> WriteClient:
+    return WriteClient(load_table(table.path, options=BUSY, storage_options=backend.storage_options))
+
+
+def test_a_plan_builds_on_the_table_as_it_is_once_its_listing_was_archived(backend: Backend) -> None:
+    """A write opened on a timeline whose instants another writer archived (with their
+    metadata-table deltas) before the plan is made plans on the table as it is, as a write
+    opened then would; its commit is the newest."""
+    table = make_table(backend)
+    table.bulk_insert(trips(range(4), "us"))
+    job = WriteJob.open(table, "upsert", trips([0]).schema)  # lists the timeline now
+    table.handle.forget_file_index()  # a driver that holds none of the deltas the plan needs
+    other = busy_writer(table, backend)
+    for fare in range(6):
+        other.upsert(trips(range(4), "us", ts=2, fare=100.0 * fare))
+    assert not any(i.time == job.timeline.completed()[0].time for i in table.timeline().instants)
+    found = WritePlanner(job).latest_base_files(["country=us"])
+    latest = table.handle.file_index.files(["country=us"])["country=us"].latest_base_files()
+    assert {fid: base.name for (_, fid), base in found.items()} == {fid: n for fid, (_, n) in latest.items()}
+    WriteClient(table).upsert(trips([0], ts=3, fare=7.0))
+    assert rows(table) == {0: ("us", 7.0), **{n: ("us", 500.0 + n) for n in range(1, 4)}}
+
+
+def test_a_begun_write_cannot_build_on_a_file_newer_than_itself(backend: Backend) -> None:
+    """A write whose listing was archived before its instant was requested may find, when it
+    plans, the file of a write that completed after it began, in a partition it writes.
+    Building on that file would rank this write's files below it (a lost update): a
+    conflict, named, and nothing of it left."""
+    table = make_table(backend)
+    table.bulk_insert(trips(range(4), "us"))
+    job = WriteJob.open(table, "upsert", trips([0]).schema)
+    table.handle.forget_file_index()  # a driver that holds none of the deltas the plan needs
+    other = busy_writer(table, backend)
+    for fare in range(6):
+        other.upsert(trips(range(4), "us", ts=2, fare=100.0 * fare))
+    job.begin()
+    newer = other.upsert(trips([2], "us", ts=3, fare=70.0)).instant
+    with pytest.raises(CommitConflictError, match=rf"since this upsert began \(instant {newer}\)"), job:
+        WritePlanner(job).latest_base_files(["country=us"])
+    assert rows(table) == {0: ("us", 500.0), 1: ("us", 501.0), 2: ("us", 72.0), 3: ("us", 503.0)}
+    assert not table.timeline().pending()
+
+
+def test_a_write_commits_beside_another_writer_archiving_in_other_partitions(backend: Backend) -> None:
+    table = make_table(backend)
+    table.bulk_insert(trips([0, 1], ["us", "fr"]))
+    other = busy_writer(table, backend)
+
+    def hook(step: str) -> None:
+        if step == "requested":  # listed, begun, not yet planned
+            for fare in range(6):
+                other.upsert(trips(range(10, 14), "us", ts=2, fare=100.0 * fare))
+
+    fresh = load_table(table.path, storage_options=backend.storage_options)
+    with observe_steps(hook):
+        WriteClient(fresh).upsert(trips([1], "fr", ts=3, fare=7.0))
+    assert rows(table) == {0: ("us", 10.0), 1: ("fr", 8.0), **{n: ("us", 500.0 + n) for n in range(10, 14)}}
+
+
+def test_a_plan_whose_listing_was_archived_refuses_a_schema_changed_since(backend: Backend) -> None:
+    table = make_table(backend)
+    table.bulk_insert(trips(range(4), "us"))
+    job = WriteJob.open(table, "upsert", trips([0]).schema)
+    other = busy_writer(table, backend)
+    wider = trips(range(4), "us", ts=2).append_column("tip", pa.array([1.0] * 4))
+    for _ in range(6):
+        other.upsert(wider)
+    with pytest.raises(CommitConflictError, match="changed its schema"):
+        WritePlanner(job).latest_base_files(["country=us"])

@@ -10,6 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from fed_dev.crash import Crash, crash_at
 from fed_dev.testing import ENGINE_LAYOUTS, Backend, rows, trips
 from fedcore import properties as P
 from fedcore.cli.main import main
@@ -21,18 +22,18 @@ from fedcore.exceptions import (
     UnsupportedTableError,
 )
 from fedcore.files.filenames import LOG_FILE_RE
-from fedcore.handle import with_step_hook
 from fedcore.log.format import BlockType, data_records, read_blocks
 from fedcore.services.cleaning import clean
 from fedcore.services.compaction import read_plan
 from fedcore.services.repair import repair_metadata
 from fedcore.services.rollback import rollback
 from fedcore.services.verify import verify_table
+from fedcore.steps import observe_steps
 from fedcore.table import Table, create_table, load_table
 from fedcore.timeline import DELTA_COMMIT
 from fedcore.write.client import WriteClient
 
-from .test_commit_protocol import Crash, crash_at, wait_for_heartbeat_expiry
+from .test_commit_protocol import wait_for_heartbeat_expiry
 from .test_writes import FAST_HEARTBEAT
 
 Rows = dict[int, tuple[str, float]]
@@ -151,8 +152,8 @@ def test_a_crash_at_any_step_of_a_delta_commit_is_all_or_nothing(tmp_path: Path,
     backend = Backend("local", f"file://{tmp_path}/tables/trips", f"file://{tmp_path}/storage", None)
     table, expected = seeded(backend)
     before_logs = log_names(table)
-    with pytest.raises(Crash):
-        WriteClient(with_step_hook(table, crash_at(step))).upsert(trips([0, 1], ["us", "de"], fare=100.0))
+    with pytest.raises(Crash), observe_steps(crash_at(step)):
+        WriteClient(table).upsert(trips([0, 1], ["us", "de"], fare=100.0))
     committed = expected | {0: ("us", 100.0), 1: ("de", 101.0)}
     assert rows(table) == (committed if step == "completed" else expected)
 
@@ -173,8 +174,8 @@ def test_appends_onto_one_slice_conflict_and_onto_different_slices_both_commit(b
         if step == "data" and not winner:  # A has written its log file; B appends first
             winner.append(table.upsert(trips([2], "us", fare=500.0)).instant)
 
-    with pytest.raises(CommitConflictError, match="conflicts with instant"):
-        WriteClient(with_step_hook(table, same_group)).upsert(trips([0], "us", fare=100.0))
+    with pytest.raises(CommitConflictError, match="conflicts with instant"), observe_steps(same_group):
+        WriteClient(table).upsert(trips([0], "us", fare=100.0))
     expected[2] = ("us", 502.0)
     assert rows(table) == expected
     assert len(log_names(table)) == 1, "the loser's log file is deleted"
@@ -185,7 +186,8 @@ def test_appends_onto_one_slice_conflict_and_onto_different_slices_both_commit(b
         if step == "data" and not done:
             done.append(table.upsert(trips([1], "de", fare=500.0)).instant)
 
-    WriteClient(with_step_hook(table, other_group)).upsert(trips([0], "us", fare=100.0))
+    with observe_steps(other_group):
+        WriteClient(table).upsert(trips([0], "us", fare=100.0))
     expected |= {0: ("us", 100.0), 1: ("de", 501.0)}
     assert rows(table) == expected
 
@@ -201,8 +203,8 @@ def test_a_rewrite_racing_an_append_onto_the_same_slice_conflicts(tmp_path: Path
         if step == "data" and not raced:
             raced.append(table.upsert(trips([0], "us", fare=900.0)).instant)
 
-    with pytest.raises(CommitConflictError):
-        WriteClient(with_step_hook(table, append_meanwhile)).upsert(trips([100], "us"))
+    with pytest.raises(CommitConflictError), observe_steps(append_meanwhile):
+        WriteClient(table).upsert(trips([100], "us"))
     expected[0] = ("us", 900.0)
     assert rows(table) == expected
 
@@ -219,7 +221,8 @@ def test_racing_threads_appending_onto_one_slice_exactly_one_commits(tmp_path: P
 
     def write(name: str, fare: float) -> None:
         try:
-            results[name] = WriteClient(with_step_hook(table, at_metadata)).upsert(trips([0], fare=fare))
+            with observe_steps(at_metadata):
+                results[name] = WriteClient(table).upsert(trips([0], fare=fare))
         except CommitConflictError as exc:
             results[name] = exc
 
@@ -421,8 +424,8 @@ def test_inline_compaction_runs_after_the_configured_delta_commits(tmp_path: Pat
 def test_a_crash_at_any_step_of_a_compaction_changes_no_row(tmp_path: Path, step: str) -> None:
     backend = Backend("local", f"file://{tmp_path}/tables/trips", f"file://{tmp_path}/storage", None)
     table, expected = changed(backend)
-    with pytest.raises(Crash):
-        with_step_hook(table, crash_at(step)).compact()
+    with pytest.raises(Crash), observe_steps(crash_at(step)):
+        table.compact()
     assert rows(table) == expected
     wait_for_heartbeat_expiry()
     table.upsert(trips([20], "us", fare=1.0))  # the next writer recovers first
@@ -453,8 +456,8 @@ def test_a_compaction_and_an_append_onto_the_same_slice_one_wins(tmp_path: Path)
             assert done is not None
             compacted.append(done.instant)
 
-    with pytest.raises(CommitConflictError):
-        WriteClient(with_step_hook(table, compact_meanwhile)).upsert(trips([10], "us", fare=500.0))
+    with pytest.raises(CommitConflictError), observe_steps(compact_meanwhile):
+        WriteClient(table).upsert(trips([10], "us", fare=500.0))
     assert rows(table) == read_optimized(table) == expected
     assert not log_names(table)
 
@@ -468,7 +471,8 @@ def test_a_compaction_and_an_append_onto_the_same_slice_one_wins(tmp_path: Path)
                 refused.append(exc)
 
     table.upsert(trips([12], "us", fare=1.0))
-    with_step_hook(table, write_meanwhile).compact()
+    with observe_steps(write_meanwhile):
+        table.compact()
     assert "is running; retry" in str(refused[0])
     expected[12] = ("us", 13.0)
     assert rows(table) == expected

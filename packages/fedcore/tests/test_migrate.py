@@ -243,13 +243,13 @@ def test_a_migration_that_fails_leaves_nothing_behind(tmp_path: Path) -> None:
 
 _KILL = """
 import json, os, sys
+from fed_dev.crash import exit_at
 from fedcore.migrate import migrate
+from fedcore.steps import observe_steps
 args = json.loads(sys.argv[1])
-def die(step):
-    if step == args["step"]:
-        os._exit(9)
-migrate(args["source"], args["target"], storage=args["storage"], options=args["options"],
-        source_options=args["so"], target_options=args["so"], hook=die)
+with observe_steps(exit_at(args["step"], 9)):
+    migrate(args["source"], args["target"], storage=args["storage"], options=args["options"],
+            source_options=args["so"], target_options=args["so"])
 """
 
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from fed_dev.crash import Crash, crash_at
 from fed_dev.testing import Backend
 from fedcore import properties as P
 from fedcore.exceptions import DataFileMissingError, MetadataTableError, RepairError
-from fedcore.handle import with_step_hook
 from fedcore.io.filesystems import filesystem_for
 from fedcore.metadata.file_index import PartitionFiles
 from fedcore.metadata.format import FOLDER
@@ -26,10 +26,10 @@ from fedcore.metadata.table import IndexCache, MetadataTable
 from fedcore.services.history import load_history
 from fedcore.services.repair import repair_metadata
 from fedcore.services.verify import delete_orphans, verify_table
+from fedcore.steps import observe_steps
 from fedcore.table import Table, load_table
 from fedcore.write.client import WriteClient
 
-from .test_commit_protocol import Crash, crash_at
 from .test_writes import make_table, rows, trips
 
 KEEP = {
@@ -62,10 +62,8 @@ def mixed_history(backend: Backend) -> tuple[Table, str]:
     for n in range(6):
         writer.upsert(trips([n, 10 + n, 20 + n], countries([n, 10 + n, 20 + n]), fare=100.0 * n))
     writer.write(trips([1, 5], countries([1, 5])), "delete")
-    with pytest.raises(Crash):  # rolled back by the next write
-        WriteClient(with_step_hook(table, crash_at("metadata"))).upsert(
-            trips([7, 8], countries([7, 8]), fare=5.0)
-        )
+    with pytest.raises(Crash), observe_steps(crash_at("metadata")):  # rolled back by the next write
+        WriteClient(table).upsert(trips([7, 8], countries([7, 8]), fare=5.0))
     time.sleep(0.5)
     writer.write(trips(range(100, 104), "fr", fare=7.0), "insert_overwrite")
     for n in range(4):
@@ -76,10 +74,11 @@ def mixed_history(backend: Backend) -> tuple[Table, str]:
     assert history.cleaned, "cleans deleted files"
     assert any(history.replaced.values()), "insert_overwrite replaced file groups"
     assert len(history.written) > len(table.timeline().completed(["commit", "replacecommit"])), "archived"
-    with pytest.raises(Crash):  # left failed: its files are in storage, its instant pending
-        WriteClient(with_step_hook(table, crash_at("metadata"))).upsert(
-            trips([4, 300], ["us", "it"], fare=1.0)
-        )
+    with (
+        pytest.raises(Crash),
+        observe_steps(crash_at("metadata")),
+    ):  # left failed: its files are in storage, its instant pending
+        WriteClient(table).upsert(trips([4, 300], ["us", "it"], fare=1.0))
     # A stray copy of a data file, named after an instant no write had.
     partition, files = next(iter(slices(table).items()))
     name = next(iter(files))
@@ -207,11 +206,11 @@ def test_writes_that_complete_while_a_repair_runs_are_included(backend: Backend)
             held.set()
             assert go.wait(30)
 
-    pending = threading.Thread(
-        target=lambda: WriteClient(
-            with_step_hook(fresh(backend), hold), {P.HEARTBEAT_INTERVAL_MS: "60000"}
-        ).write(trips([3], "fr"), "insert")
-    )
+    def held_write() -> None:
+        with observe_steps(hold):  # in the writing thread: steps are seen in their own context
+            WriteClient(fresh(backend), {P.HEARTBEAT_INTERVAL_MS: "60000"}).write(trips([3], "fr"), "insert")
+
+    pending = threading.Thread(target=held_write)
     pending.start()
     assert held.wait(30)
 
@@ -221,7 +220,8 @@ def test_writes_that_complete_while_a_repair_runs_are_included(backend: Backend)
             # slow moment between the two writes makes it roll the held write back.
             WriteClient(fresh(backend), {P.HEARTBEAT_INTERVAL_MS: "60000"}).write(trips([4], "nl"), "insert")
 
-    report = repair_metadata(with_step_hook(fresh(backend), write_meanwhile))
+    with observe_steps(write_meanwhile):
+        report = repair_metadata(fresh(backend))
     assert report.in_flight
     go.set()
     pending.join(30)
@@ -231,15 +231,14 @@ def test_writes_that_complete_while_a_repair_runs_are_included(backend: Backend)
 
 _KILL = """
 import json, os, sys
-from fedcore.handle import with_step_hook
+from fed_dev.crash import exit_at
+from fedcore.steps import observe_steps
 from fedcore.services.repair import repair_metadata
 from fedcore.table import load_table
 args = json.loads(sys.argv[1])
 table = load_table(args["table"], storage_options=args["options"])
-def die(step):
-    if step == args["step"]:
-        os._exit(9)
-repair_metadata(with_step_hook(table, die))
+with observe_steps(exit_at(args["step"], 9)):
+    repair_metadata(table)
 """
 
 

@@ -7,14 +7,18 @@ import dataclasses
 import pickle
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from fed_dev.testing import Backend
-from fedcore.exceptions import InvalidColumnsError
+from fedcore import properties as P
+from fedcore.exceptions import InvalidColumnsError, UnsupportedTableError
+from fedcore.io.filesystems import filesystem_for
 from fedcore.keygen.records import META_COLUMNS
 from fedcore.read.scan import DataScan
 from fedcore.write.client import WriteClient
 
+from .test_merge_on_read_writes import mor_table
 from .test_writes import make_table, trips
 
 
@@ -190,3 +194,31 @@ def test_a_scan_reads_one_snapshot_whatever_commits_meanwhile(backend: Backend) 
     assert "tip" in fresh.schema().names
     assert sorted(fresh.to_arrow().column("trip_id").to_pylist()) == [0, 2, 10, 11]
     assert pushed == fresh.update(with_meta_fields=False), "a scan is what it reads, not its snapshot"
+
+
+def test_parquet_files_are_offered_only_where_a_plain_parquet_read_is_exact(backend: Backend) -> None:
+    table = filled(backend)
+    scan = table.scan([("country", "=", "us")])
+    files = scan.parquet_files()
+    assert files == [table.fs.to_physical(s.path) for s in scan.plan_files()]
+    assert len(files) == 1
+    fs = filesystem_for(files[0], backend.storage_options)
+    assert pq.read_table(pa.BufferReader(fs.cat_file(files[0]))) == scan.to_arrow()
+    with pytest.raises(UnsupportedTableError, match="incremental"):
+        table.changes("000").parquet_files()
+
+
+def test_parquet_files_are_refused_for_virtual_keys(backend: Backend) -> None:
+    virtual = make_table(backend, **{P.POPULATE_META_FIELDS: "false"})
+    virtual.upsert(trips(range(4)))
+    with pytest.raises(UnsupportedTableError, match="no meta fields"):
+        virtual.scan().parquet_files()
+
+
+def test_parquet_files_are_refused_while_log_files_wait_to_be_merged(backend: Backend) -> None:
+    table = mor_table(backend)
+    table.upsert(trips(range(4)))
+    table.upsert(trips([1], fare=50.0))  # a log file on the slice
+    with pytest.raises(UnsupportedTableError, match="log files to merge"):
+        table.scan().parquet_files()
+    assert len(table.scan(query_type="read_optimized").parquet_files()) == 1

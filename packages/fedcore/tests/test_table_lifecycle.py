@@ -17,10 +17,10 @@ from fedcore.exceptions import (
     StorageStrategyMismatchError,
     TableAlreadyExistsError,
 )
-from fedcore.handle import with_step_hook
 from fedcore.handle.config import properties_path
 from fedcore.metadata.table import MetadataTable
 from fedcore.services.rollback import rollback
+from fedcore.steps import observe_steps
 from fedcore.table import Table, load_table
 from fedcore.write.client import WriteClient
 
@@ -127,11 +127,13 @@ def test_writer_options_reach_the_heartbeat_and_are_checked_before_writing(backe
             seen.append((first, bytes(fs.cat_file(beat))))
 
     # The writer's option (one beat a minute) must win over the table's 100 ms.
-    WriteClient(with_step_hook(table, watch), {P.HEARTBEAT_INTERVAL_MS: "60000"}).upsert(trips([1]))
+    with observe_steps(watch):
+        WriteClient(table, {P.HEARTBEAT_INTERVAL_MS: "60000"}).upsert(trips([1]))
     ((first, later),) = seen
     assert first == later, "the heartbeat ran at the table's interval, not the writer's"
     seen.clear()
-    WriteClient(with_step_hook(table, watch)).upsert(trips([2]))
+    with observe_steps(watch):
+        WriteClient(table).upsert(trips([2]))
     ((first, later),) = seen
     assert first != later, "without the option, the table's 100 ms interval applies"
     for key, bad in [

@@ -6,17 +6,21 @@ from __future__ import annotations
 import json
 import pickle
 import time
+from collections import Counter
 
+import pyarrow as pa
 import pytest
 
 from fed_dev.testing import Backend
 from fedcore import properties as P
+from fedcore.engine import Staging
 from fedcore.exceptions import CommitConflictError
 from fedcore.table import Table, load_table
+from fedcore.timeline import instant_path
 from fedcore.timeline.commit_metadata import WriteStat
 from fedcore.write.job import Operation, WriteJob
 
-from .test_writes import make_table, trips
+from .test_writes import make_table, physical_files, trips
 
 
 def _run_tasks(job: WriteJob, work: list[tuple[list[int], int, int]]) -> list[list[WriteStat]]:
@@ -37,7 +41,7 @@ def _begun(table: Table, operation: Operation) -> WriteJob:
     """A job begun as an engine's driver side begins it, its heartbeat left to the tasks."""
     job = WriteJob.open(table, operation, trips([0]).schema)
     job.begin()
-    job.inflight(b"{}")
+    job.inflight()
     job.detach()
     return job
 
@@ -105,3 +109,39 @@ def test_the_table_services_come_after_the_commit_run_by_the_write_client(backen
     assert table.timeline().completed(["clean"]), "the clean ran after the commit"
     assert (done.instant, done.inserted, done.warnings) == (result.instant, 2, ())
     assert sorted(table.read(columns=["trip_id"]).column(0).to_pylist()) == [0, 1, 2, 3, 10, 11]
+
+
+def test_an_engine_jobs_inflight_plan_has_hudis_shape(backend: Backend) -> None:
+    """Hudi reads an inflight instant's plan (its rollback of a failed write does): an engine's
+    job writes the shape ``WriteClient`` writes, with no file groups (its tasks decide them)."""
+    table = make_table(backend)
+    job = WriteJob.open(table, "bulk_insert", trips([0]).schema, extra_metadata={"checkpoint": "7"})
+    job.begin()
+    job.inflight()
+    pending = table.timeline().pending()
+    assert [(i.time, i.state) for i in pending] == [(job.instant, "inflight")]
+    plan = json.loads(table.fs.table_fs.cat_file(instant_path(table.path, pending[0])))
+    assert plan == {
+        "partitionToWriteStats": {},
+        "extraMetadata": {"checkpoint": "7"},
+        "operationType": "BULK_INSERT",
+    }
+    job.abort()
+
+
+def test_staged_rows_come_back_whole_and_leave_nothing_behind(backend: Backend) -> None:
+    table = make_table(backend)
+    staging = pickle.loads(pickle.dumps(Staging(table, "write-1")))  # as a task gets it
+    first = staging.put(trips(range(3)), task=0, attempt=0)
+    retried = staging.put(trips(range(3, 5), "de"), task=1, attempt=1)
+    staging.put(trips(range(3, 5), "de"), task=1, attempt=0)  # a failed attempt: not reported
+    assert first.startswith(f"{table.path}/.hoodie/.fed/staging/write-1/part-00000-0-")
+    got = Staging(table, "write-1").rows([first, retried], trips([0]).schema)
+    assert Counter(map(tuple, got.to_pylist())) == Counter(
+        map(tuple, pa.concat_tables([trips(range(3)), trips(range(3, 5), "de")]).to_pylist())
+    )
+    assert Staging(table, "write-1").rows([], trips([0]).schema).num_rows == 0
+    staging.drop()
+    assert not table.fs.table_fs.exists(staging.folder)
+    staging.drop()  # gone already: fine
+    assert physical_files(backend, backend.storage_path) == []  # staged rows are no data files

@@ -22,7 +22,6 @@ without meta fields or with partition columns left out of the files.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from typing import Literal
 
@@ -45,8 +44,7 @@ from fed_spark.write import (
     stats_from,
     task_ids,
 )
-from fedcore import Table, load_table
-from fedcore import properties as P
+from fedcore import load_table
 from fedcore.engine import META_COLUMNS, DataScan, Filter, QueryType, WriteJob, WriteResult, parse_where
 from fedcore.exceptions import InvalidFilterError, UnsupportedTableError
 
@@ -84,9 +82,11 @@ def read(
     found = found.update(filters=tuple(_pruning(where, found.schema())))
     files: list[str] | None = None
     if scan != "python":
-        files, why = _native_files(spark, table, found)
-        if files is None and scan == "native":
-            raise UnsupportedTableError(f"a native scan of table {table.name} is not exact: {why}")
+        try:
+            files = _native_files(spark, found)
+        except UnsupportedTableError:
+            if scan == "native":
+                raise
     if files is None:
         reader = spark.read.format("fed").option(QUERY_TYPE, query_type)  # the same storage options
         frame = reader.options(**({AS_OF_INSTANT: as_of} if as_of else {})).load(path)
@@ -108,25 +108,21 @@ def _pruning(where: str | None, schema: pa.Schema) -> list[Filter]:
         return []
 
 
-def _native_files(spark: SparkSession, table: Table, found: DataScan) -> tuple[list[str] | None, str]:
-    """The physical files of the scan, as the JVM addresses them; None (and why) when
-    Spark's Parquet reader would not return exactly the rows fedcore does."""
-    if not P.POPULATE_META_FIELDS.of(table.config):
-        return None, "its files hold no meta fields"
-    if P.DROP_PARTITION_COLUMNS.of(table.config):
-        return None, "its files leave the partition columns out"
-    slices = found.plan_files()
-    if any(s.log_files for s in slices):
-        return None, "merge-on-read slices have log files to merge"
-    physical = [table.fs.to_physical(s.path) for s in slices]
+def _native_files(spark: SparkSession, found: DataScan) -> list[str]:
+    """The scan's files as the JVM addresses them, where Spark's Parquet reader returns
+    exactly the rows fedcore does (``DataScan.parquet_files``) and Hadoop has a filesystem for
+    their scheme; else ``UnsupportedTableError`` says why."""
     out = []
-    for uri in physical:
+    for uri in found.parquet_files():
         scheme, _, rest = uri.partition("://")
         jvm = _JVM_SCHEMES.get(scheme)
         if jvm is None or not _jvm_reads(spark, jvm):
-            return None, f"the JVM has no filesystem for {scheme}:// (add hadoop-aws for s3a)"
+            raise UnsupportedTableError(
+                f"a native scan of table {found.table.name} is not possible: the JVM has no filesystem "
+                f"for {scheme}:// (add hadoop-aws for s3a)"
+            )
         out.append(f"{jvm}://{rest}")
-    return out, ""
+    return out
 
 
 def _jvm_reads(spark: SparkSession, scheme: str) -> bool:
@@ -168,11 +164,10 @@ def write(
     operation = operation_of(given, mode == "overwrite", from_sql=False)
     data = df.drop(*[c for c in META_COLUMNS if c in df.columns])
     job = WriteJob.open(table, operation, rows)
-    plan = json.dumps({"operationType": operation.upper(), "engine": "spark"}).encode()
 
     def begin() -> None:
         job.begin()
-        job.inflight(plan)
+        job.inflight()  # its tasks decide the file groups
 
     with job:
         if operation in DISTRIBUTED:

@@ -33,18 +33,12 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter, DataSourceStream
 from fed_spark.errors import one_line_errors
 from fed_spark.input_partitions import pack
 from fed_spark.options import EARLIEST, LATEST, SessionSettings, StreamReadOptions, StreamWriteOptions
-from fed_spark.write import (
-    FedCommitMessage,
-    drop_staging,
-    stage,
-    staged_rows,
-    staging_folder,
-    task_rows,
-)
+from fed_spark.write import FedCommitMessage, task_ids, task_rows
 from fedcore import Table, WriteClient
 from fedcore.engine import (
     Operation,
     ScanPlan,
+    Staging,
     filesystem_for,
     last_committed_batch,
     recover_writer,
@@ -92,14 +86,14 @@ class FedStreamWriter(DataSourceStreamArrowWriter):
         self.schema = schema
         self.writer = writer
         # One folder per query: a batch's commit clears it, leftovers of a dead run included.
-        self.staging = staging_folder(table, f"stream-{writer}")
+        self.staging = Staging(table, f"stream-{writer}")
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> FedCommitMessage:
         data = task_rows(iterator)
         return (
             FedCommitMessage()
             if data is None
-            else FedCommitMessage(staged=stage(self.table, self.staging, data))
+            else FedCommitMessage(staged=self.staging.put(data, *task_ids()))
         )
 
     def commit(self, messages: Sequence[FedCommitMessage | None], batchId: int) -> None:
@@ -115,17 +109,18 @@ class FedStreamWriter(DataSourceStreamArrowWriter):
                     self.writer,
                 )
                 return
-            rows = staged_rows(table, [m for m in messages if m is not None], self.schema)
+            staged = (m.staged for m in messages if m is not None and m.staged is not None)
+            rows = self.staging.rows(staged, self.schema)
             result = WriteClient(table).write(
                 rows, self.operation, extra_metadata=sink_checkpoint(batchId, self.writer)
             )
             for warning in result.warnings:  # a table service failed after the commit
                 log.warning("%s: batch %d: %s", table.path, batchId, warning)
         finally:
-            drop_staging(table, self.staging)
+            self.staging.drop()
 
     def abort(self, messages: Sequence[FedCommitMessage | None], batchId: int) -> None:
-        drop_staging(self.table, self.staging)
+        self.staging.drop()
 
 
 class StreamPartition(InputPartition):

@@ -9,10 +9,9 @@ whatever failed or duplicate task attempts left behind (their markers name it), 
 the instant back when the job fails.
 
 ``upsert`` and ``delete`` must see every record of a file group in one place (and
-``insert`` tops up the small ones), and a Python
-data source cannot ask Spark to shuffle its input: tasks stage their rows as Parquet under
-``.hoodie/.fed/staging/``, and the commit runs fedcore's ``WriteClient`` over them in one
-process (correct, not distributed).
+``insert`` tops up the small ones), and a Python data source cannot ask Spark to shuffle its
+input: tasks stage their rows (``fedcore.engine.Staging``), and the commit runs fedcore's
+``WriteClient`` over them in one process (correct, not distributed).
 
 A Python data source's driver-side calls run in Spark's Python worker processes, which may
 be reused for other work: the instant's heartbeat is refreshed by the tasks while they
@@ -21,7 +20,6 @@ write, and by the commit, never by a thread left behind in a worker.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import uuid
 from collections.abc import Iterator, Sequence
@@ -29,7 +27,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -48,6 +45,7 @@ from fedcore.engine import (
     OPERATIONS,
     UPSERT,
     Operation,
+    Staging,
     WriteJob,
     WriteStat,
 )
@@ -74,7 +72,6 @@ def stats_from(rows: Sequence[Any]) -> list[WriteStat]:
 
 #: Operations whose tasks write new file groups (distributed); the others are staged.
 DISTRIBUTED = (BULK_INSERT, INSERT, INSERT_OVERWRITE, INSERT_OVERWRITE_TABLE)
-STAGING_FOLDER = ".fed/staging"
 
 
 @dataclass
@@ -180,21 +177,21 @@ class FedWriter(DataSourceArrowWriter):
         self.operation = operation
         self.schema = schema
         self.job: WriteJob | None = None
-        self.staging: str | None = None
+        self.staging: Staging | None = None
         # An insert tops up small file groups first, as WriteClient's and Hudi's do, so its
         # rows are staged like an upsert's (a SQL INSERT of a few rows adds no file group).
         if operation in DISTRIBUTED and operation != INSERT:
             job = WriteJob.open(table, operation, schema)
             job.begin()
             try:
-                job.inflight(json.dumps({"operationType": operation.upper(), "engine": "spark"}).encode())
+                job.inflight()  # its tasks decide the file groups
             except BaseException:
                 job.abort()
                 raise
             job.detach()  # tasks beat from here on
             self.job = job
         else:
-            self.staging = staging_folder(table, str(uuid.uuid4()))
+            self.staging = Staging(table, str(uuid.uuid4()))
 
     # --- tasks ---------------------------------------------------------------------------------
 
@@ -207,7 +204,7 @@ class FedWriter(DataSourceArrowWriter):
             stats = self.job.write_new(data, task, attempt)
             return FedCommitMessage(stats=[s.to_json() for s in stats])
         assert self.staging is not None
-        return FedCommitMessage(staged=stage(self.table, self.staging, data))
+        return FedCommitMessage(staged=self.staging.put(data, *task_ids()))
 
     # --- driver side ---------------------------------------------------------------------------
 
@@ -220,7 +217,8 @@ class FedWriter(DataSourceArrowWriter):
         assert self.staging is not None
         try:
             # No rows: an empty instant, as the distributed writes make.
-            WriteClient(self.table).write(staged_rows(self.table, done, self.schema), self.operation)
+            staged = self.staging.rows((m.staged for m in done if m.staged is not None), self.schema)
+            WriteClient(self.table).write(staged, self.operation)
         finally:
             self._drop_staging()
 
@@ -232,7 +230,7 @@ class FedWriter(DataSourceArrowWriter):
 
     def _drop_staging(self) -> None:
         if self.staging is not None:
-            drop_staging(self.table, self.staging)
+            self.staging.drop()
 
 
 def task_rows(iterator: Iterator[pa.RecordBatch]) -> pa.Table | None:
@@ -243,33 +241,3 @@ def task_rows(iterator: Iterator[pa.RecordBatch]) -> pa.Table | None:
     return pa.Table.from_batches(batches).drop_columns(
         [c for c in META_COLUMNS if c in batches[0].schema.names]
     )
-
-
-def staging_folder(table: Table, name: str) -> str:
-    """Where the tasks of a staged write put their rows: under the table's ``.hoodie``."""
-    return f"{table.path}/{P.HOODIE_FOLDER}/{STAGING_FOLDER}/{name}"
-
-
-def stage(table: Table, folder: str, rows: pa.Table) -> str:
-    """A task's rows as one Parquet file in ``folder`` (named by the task, its attempt and a
-    random part, so no two attempts or batches share one); returns its path."""
-    task, attempt = task_ids()
-    path = f"{folder}/part-{task:05d}-{attempt}-{uuid.uuid4().hex[:12]}.parquet"
-    with table.fs.table_fs.open(path, "wb") as sink:
-        pq.write_table(rows, sink)
-    return path
-
-
-def staged_rows(table: Table, messages: Sequence[FedCommitMessage], schema: pa.Schema) -> pa.Table:
-    """The rows the tasks that succeeded staged (none: an empty table of ``schema``)."""
-    fs = table.fs.table_fs
-    parts = []
-    for path in (m.staged for m in messages if m.staged is not None):
-        with fs.open(path, "rb") as source:
-            parts.append(pq.read_table(source))
-    return pa.concat_tables(parts) if parts else schema.empty_table()
-
-
-def drop_staging(table: Table, folder: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        table.fs.table_fs.rm(folder, recursive=True)

@@ -14,6 +14,10 @@ Writing, where an engine runs tasks of its own::
     result = job.commit(stats, distributed=True)     # or job.abort(); a with-block aborts on error
     result = result.with_services(table)             # clean, compact, archive: never raises
 
+Staged writes: where tasks cannot each write file groups, each puts its rows aside
+(``Staging(table, name).put(rows, task, attempt)``) and the commit runs ``WriteClient`` over
+``Staging.rows(paths, schema)``, then ``drop``s them.
+
 Streaming sinks: each micro-batch's instant carries ``sink_checkpoint(batch_id, query_id)``
 (``WriteClient.write(..., extra_metadata=...)``); a restarted query resolves what its dead
 run left pending (``recover_writer``) and skips a batch ``last_committed_batch`` has seen.
@@ -47,6 +51,7 @@ from fedcore.write.job import (
     WriteResult,
 )
 from fedcore.write.planner import BaseFile, InsertTarget, WritePlanner
+from fedcore.write.staging import Staging
 
 __all__ = [
     "BULK_INSERT",
@@ -66,6 +71,7 @@ __all__ = [
     "Operation",
     "QueryType",
     "ScanPlan",
+    "Staging",
     "StorageOptions",
     "WriteJob",
     "WritePlanner",

@@ -212,3 +212,9 @@ class MetadataTableRequiredError(ConfigError):
 
 class InstantNotRetainedError(FedError):
     """Time travel to an instant whose files were already cleaned."""
+
+
+class TimelineMovedError(FedError):
+    """A timeline listed earlier names instants that are gone from the active timeline now:
+    another writer archived (or rolled back) them since, with the metadata-table deltas that
+    recorded them. A view as of that listing cannot be built any more: list again."""

@@ -38,7 +38,6 @@ table at the target is refused.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -68,13 +67,13 @@ from fedcore.exceptions import (
 )
 from fedcore.files.file_slice import VIRTUAL_META_COLUMNS, FileSlice
 from fedcore.files.filenames import LOG_FILE_RE, data_file_id
-from fedcore.handle import StepHook, with_step_hook
 from fedcore.handle.config import TableConfig
 from fedcore.io.filesystems import StorageOptions, filesystem_for, open_sized
 from fedcore.io.parquet import file_stats, read_parquet_metadata
 from fedcore.io.uris import is_within, normalize_uri
 from fedcore.keygen.records import META_COLUMNS
 from fedcore.read.planner import ScanPlanner
+from fedcore.steps import reached
 from fedcore.table import Table, create_table, load_table
 from fedcore.timeline.commit_metadata import WriteStat
 from fedcore.write.job import BULK_INSERT, IO_THREADS, WriteJob
@@ -195,7 +194,6 @@ def migrate(
     source_options: StorageOptions | None = None,
     target_options: StorageOptions | None = None,
     progress: Callable[[int, int], None] | None = None,
-    hook: StepHook | None = None,
 ) -> MigrationReport:
     """Migrate ``source`` into a new table at ``target`` (see the module docstring).
 
@@ -207,7 +205,8 @@ def migrate(
         record_key_fields, partition_fields, precombine_field: a plain dataset's (a Hudi
             table's come from its config: giving them is an error).
         progress: ``(files done, files in all)`` as the migration goes.
-        hook: commit-protocol step names (crash tests); also "copied" once every file is in.
+
+    Steps (``fedcore.steps``): the commit protocol's, and "copied" once every file is in.
     """
     start = time.monotonic()
     source_uri, target_uri = normalize_uri(source), normalize_uri(target)
@@ -220,17 +219,17 @@ def migrate(
     table = _target(found, source_uri, target_uri, storage, name, properties, target_options, options, report)
     if report.already_done:
         return report
-    if hook is not None:
-        table = with_step_hook(table, hook)
     units = found.units
     if table.config.merge_on_read:  # slices with log files go over as they are
         units = [copy for unit in units for copy in (unit.copies or (unit,))]
-    job = WriteJob.open(table, BULK_INSERT, found.schema)
+    # The inflight plan and the commit's extraMetadata say what was migrated, and from where.
+    migrated = {"source": source_uri, "kind": found.kind, "source_instant": found.instant or ""}
+    extra = {f"fed.migration.{key}": value for key, value in migrated.items()}
+    job = WriteJob.open(table, BULK_INSERT, found.schema, extra_metadata=extra)
     with job:  # an error rolls the instant back; a crash leaves it to the next run
         job.begin()
         report.instant = job.instant
-        plan = {"migration": {"source": source_uri, "kind": found.kind, "source_instant": found.instant}}
-        job.inflight(json.dumps(plan).encode())
+        job.inflight()
         total = len(units)
         done = 0
 
@@ -247,7 +246,7 @@ def migrate(
         kinds = [(_relative(u), "APPEND" if u.log_version else "CREATE") for u in copies]
         mark_files(table.handle, job.instant, kinds, marker_token("copies"))
         if copies:
-            table.handle.step("data")
+            reached("data")
         with ThreadPoolExecutor(IO_THREADS) as pool:
             for stat in pool.map(lambda unit: _copy(table, unit), copies):
                 stats.append(stat)
@@ -261,7 +260,7 @@ def migrate(
                 stats.extend(job.write_new(data, task))
             tick()
         report.rewritten = len(rewrites)
-        table.handle.step("copied")
+        reached("copied")
         job.commit(stats).with_services(table)
     report.files_written = len(stats)
     report.seconds = time.monotonic() - start

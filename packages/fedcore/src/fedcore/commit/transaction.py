@@ -61,7 +61,8 @@ from fedcore.timeline import (
 from fedcore.timeline.commit_metadata import WriteStat, rollback_metadata
 
 if TYPE_CHECKING:
-    from fedcore.handle import StepHook, TableHandle
+    from fedcore.handle import TableHandle
+    from fedcore.steps import StepObserver
 
 log = logging.getLogger("fedcore.commit.transaction")
 
@@ -142,9 +143,9 @@ class Transaction:
     the process would, and the next writer recovers the instant.
     """
 
-    def __init__(self, table: TableHandle, action: str, hook: StepHook | None = None) -> None:
-        """``hook``: called with each step's name (a write's: its table's step hook, for
-        crash-injection tests; the cleans and rollbacks a write runs do not call it)."""
+    def __init__(self, table: TableHandle, action: str, hook: StepObserver | None = None) -> None:
+        """``hook``: called with each step's name (``fedcore.steps.reached`` for writes and
+        compactions; the cleans and rollbacks a write runs are not observed)."""
         self.table = table
         self.action = action
         self._hook = hook or (lambda step: None)

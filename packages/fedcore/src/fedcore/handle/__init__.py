@@ -17,7 +17,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Mapping
 from functools import cached_property
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
 
@@ -69,7 +69,6 @@ H = TypeVar("H", bound="TableHandle")
 #: A table handle or what holds one (a ``fedcore.Table``).
 T = TypeVar("T", bound="HasHandle")
 #: Called with the name of each commit-protocol step reached (crash-injection tests).
-StepHook = Callable[[str], None]
 
 
 class HasHandle(Protocol):
@@ -143,14 +142,6 @@ class TableHandle:
     def partition_scheme(self) -> PartitionScheme:
         return PartitionScheme.from_config(self.config)
 
-    #: Called with each commit-protocol step's name (crash-injection tests: ``with_step_hook``).
-    _step_hook: StepHook | None = None
-
-    def step(self, name: str) -> None:
-        """A commit-protocol step is reached (``requested``, ``inflight``, ``data``, ...)."""
-        if self._step_hook is not None:
-            self._step_hook(name)
-
     def with_options(self: H, options: Mapping[str, str] | None) -> H:
         """This table with runtime options (a writer's) over its own: every part of a write
         (heartbeat, file sizing, services) reads them from the table it is given, so none is
@@ -170,14 +161,13 @@ class TableHandle:
                 )
         check_storage_properties(self.strategy, self.config, given)
         runtime = {k: v for k, v in given.items() if k not in P.STORAGE_KEYS}
-        return self._copy({**self.options, **runtime}, self._step_hook)
+        return self._copy({**self.options, **runtime})
 
-    def _copy(self: H, options: Mapping[str, str], hook: StepHook | None) -> H:
+    def _copy(self: H, options: Mapping[str, str]) -> H:
         table = type(self)(self.path, self.config, self.strategy, self.storage_options, options)
         for shared in ("fs", "index_cache", "_commits"):  # one filesystem and cache per table
             if shared in self.__dict__:
                 table.__dict__[shared] = self.__dict__[shared]
-        table._step_hook = hook
         return table
 
     @property
@@ -433,15 +423,3 @@ def check_storage_checksum(strategy: StorageStrategy, config: Mapping[str, str])
             "read in the wrong places; restore the original values (a table changes storage only "
             "by migration)"
         )
-
-
-def with_step_hook(table: T, hook: StepHook) -> T:
-    """``table`` whose writes (each commit-protocol step), archival and repair call ``hook``
-    with the name of each step they reach, for crash-injection tests (the hook raises, or
-    kills the process, at the step under test); the cleans and rollbacks a write runs after
-    its commit do not. Not part of any operation's signature. A ``Table`` comes back as a
-    ``Table`` holding the hooked handle."""
-    hooked = table.handle._copy(table.handle.options, hook)
-    if isinstance(table, TableHandle):
-        return cast(T, hooked)
-    return type(table)(hooked)  # type: ignore[call-arg]  # a Table takes its handle

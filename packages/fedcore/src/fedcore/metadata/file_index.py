@@ -23,7 +23,7 @@ class PartitionFiles:
         retired."""
         return {fid: group for fid, group in file_groups(self.files).items() if fid not in self.replaced}
 
-    def latest_slices(self, as_of: str | None = None) -> dict[str, tuple[str, str]]:
+    def latest_base_files(self, as_of: str | None = None) -> dict[str, tuple[str, str]]:
         """file id -> (base instant, file name) of the newest base file of each live file group."""
         found = ((fid, group.latest_base(as_of)) for fid, group in self.groups().items())
         return {fid: base for fid, base in found if base is not None}
@@ -32,9 +32,9 @@ class PartitionFiles:
         """(file id, base instant) of each live file group's newest base file, by file id:
         what an overwrite of the partition replaces (the groups) and supersedes (the
         versions, claimed against a racing writer)."""
-        return sorted((fid, base[0]) for fid, base in self.latest_slices().items())
+        return sorted((fid, base[0]) for fid, base in self.latest_base_files().items())
 
-    def slice_logs(self) -> dict[tuple[str, str], list[tuple[int, str]]]:
+    def logs_by_slice(self) -> dict[tuple[str, str], list[tuple[int, str]]]:
         """(file id, slice start) -> (version, name) of the log files written onto each slice
         (``FileGroup.logs_onto``)."""
         return {
@@ -43,7 +43,9 @@ class PartitionFiles:
             for start in sorted({log[0] for log in group.logs})
         }
 
-    def merged_slices(self, as_of: str | None, committed: Callable[[str], bool]) -> dict[str, SliceFiles]:
+    def latest_file_slices(
+        self, as_of: str | None, committed: Callable[[str], bool]
+    ) -> dict[str, SliceFiles]:
         """file id -> the latest slice of each live file group, log files included
         (``FileGroup.latest_slice``)."""
         found = ((fid, group.latest_slice(as_of, committed)) for fid, group in sorted(self.groups().items()))

@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
 from fedcore import properties as P
-from fedcore.exceptions import MetadataTableError
+from fedcore.exceptions import MetadataTableError, TimelineMovedError
 from fedcore.io.atomic import create_exclusive
 from fedcore.io.filesystems import read_existing, read_found, read_object, read_objects, remove_files
 from fedcore.io.parquet import open_parquet, read_row_groups
@@ -426,8 +426,6 @@ class MetadataTable(FileIndex):
         left = [instant for instant in instants if instant not in self.cache.deltas]
         if not left:
             return
-        # Another writer: this handle lists its timeline whole from now on (``co_written``).
-        self.cache.co_written = True
         timeline = (
             {i.time: i for i in self._view_timeline.instants if i.is_completed} if self._view_timeline else {}
         )
@@ -441,8 +439,19 @@ class MetadataTable(FileIndex):
                 f"completed instant {unknown[0]} has no metadata-table delta; the metadata table is "
                 f"damaged{REPAIR_HINT}"
             )
-        bodies = read_objects(self.fs, [instant_path(self.table_path, i) for i in known])
+        try:
+            bodies = read_objects(self.fs, [instant_path(self.table_path, i) for i in known])
+        except FileNotFoundError:
+            # Listed on the view's timeline, gone now: another writer archived the instant (its
+            # delta dropped once a newer manifest held it) after this timeline was listed.
+            raise TimelineMovedError(
+                f"table {self.table_path}: instants {', '.join(i.time for i in known)} of the timeline "
+                "this view was listed with have no metadata-table delta, and at least one of them was "
+                "archived since the listing; list the timeline again"
+            ) from None
         self.stats.add(len(bodies), sum(map(len, bodies)))
+        # Another writer: this handle lists its timeline whole from now on (``co_written``).
+        self.cache.co_written = True
         taken = [(i.time, i.action, body) for i, body in zip(known, bodies, strict=True)]
         taken += [(a.time, a.action, a.body or b"") for a in archived]
         manifest = self._view_manifest

@@ -41,6 +41,7 @@ from fedcore.io.atomic import create_exclusive
 from fedcore.io.filesystems import read_object, read_objects, remove_files
 from fedcore.io.parquet import read_parquet
 from fedcore.metadata.cleanup import drop_older_than
+from fedcore.steps import reached
 from fedcore.timeline import ARCHIVED_MARKER_PREFIX, SAVEPOINT, Instant, Timeline, parse_instant_file
 from fedcore.timeline.archived import archive_folder
 from fedcore.timeline.retention import ARCHIVE_PREFIX, last_clean_retained
@@ -66,8 +67,8 @@ def archive(
 ) -> list[str]:
     """Archive what the keep settings allow; the instant times archived, oldest first.
 
-    ``timeline``: one the caller has just listed. The table's step hook (crash tests:
-    ``handle.with_step_hook``) is called with "written" once the archive file exists, with
+    ``timeline``: one the caller has just listed. Steps (``fedcore.steps``): "written" once
+    the archive file exists,
     "pending-states" once requested and inflight files are gone and with "moved" once
     completed ones are too, before the metadata table's older files go."""
     index = table.metadata_table_or_none()
@@ -101,7 +102,7 @@ def archive(
     doomed = [i for i in completed if i.time <= boundary.instant and (floor is None or i.time < floor)]
     if not doomed:
         return []
-    step = table.step
+    step = reached
     files = _instant_files(table, {i.time for i in doomed})
     try:
         _write_archive(table, boundary.instant, doomed[-1].time, files)

@@ -44,6 +44,7 @@ from fedcore.files.filenames import LOG_FILE_RE, base_file_name
 from fedcore.keygen.records import FILE_NAME
 from fedcore.metadata.format import ADD, Op
 from fedcore.read.planner import ScanPlanner
+from fedcore.steps import observers_now
 from fedcore.timeline import COMMIT, COMPACTION, DELTA_COMMIT, Timeline
 from fedcore.timeline.commit_metadata import CommitMetadata, WriteStat
 
@@ -139,7 +140,7 @@ def plan_compaction(table: TableHandle, timeline: Timeline) -> list[CompactionOp
     found = table.file_index_at(timeline).files(None)
     operations = []
     for partition, files in sorted(found.items()):
-        for file_id, slice_files in sorted(files.merged_slices(None, completed.__contains__).items()):
+        for file_id, slice_files in sorted(files.latest_file_slices(None, completed.__contains__).items()):
             if not slice_files.log_files:
                 continue
             base = slice_files.base_file
@@ -218,7 +219,7 @@ def compact(table: TableHandle, *, timeline: Timeline | None = None) -> Compacti
     schema = table.schema(timeline)
     assert schema is not None, "a table with log files has a schema"
     parquet = parquet_options(table.options, record_size(table, timeline))
-    transaction = Transaction(table, COMPACTION, table.step)
+    transaction = Transaction(table, COMPACTION, observers_now())
     try:
         instant = transaction.begin(plan_bytes(operations))
         transaction.inflight(b"")

@@ -48,6 +48,7 @@ from fedcore.metadata.rebuild import rebuild
 from fedcore.metadata.table import IndexCache, MetadataTable
 from fedcore.services.history import History, load_history, require_metadata_table
 from fedcore.services.inventory import Inventory, StoredFile, take_inventory
+from fedcore.steps import observers_now, reached
 
 if TYPE_CHECKING:
     from fedcore.handle import TableHandle
@@ -166,16 +167,15 @@ def repair_metadata(
 
     ``dry_run``: report what would be written, write nothing. ``allow_missing``: rebuild
     even when files holding the newest version of their file group are missing from
-    storage. ``progress`` gets the count of objects each listed folder added; the table's
-    step hook (crash tests: ``handle.with_step_hook``) is called with "listed", "rebuilt"
-    and "switched"."""
+    storage. ``progress`` gets the count of objects each listed folder added. Steps
+    (``fedcore.steps``): "listed", "rebuilt" and "switched"."""
     table = handle_of(table)
     start = time.monotonic()
     require_metadata_table(table, "repair")
     timeline = table.timeline()
     history = load_history(table, timeline)
     inventory = take_inventory(table, progress)
-    table.step("listed")
+    reached("listed")
     report = RepairReport(table.name, history.upto, dry_run, inventory)
     if history.upto is None:
         report.seconds = time.monotonic() - start
@@ -205,7 +205,7 @@ def repair_metadata(
             state,
             history.pending,
             history.schema,
-            table.step,
+            observers_now(),
             folded=[i.time for i in timeline.completed()],
             listed_from=timeline.instants[0].time if timeline.instants else None,
         )

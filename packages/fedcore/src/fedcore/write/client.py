@@ -10,15 +10,13 @@ the transaction then records the metadata-table delta and completes the instant.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Final
 
 import pyarrow as pa
 
 from fedcore import properties as P
 from fedcore.commit.file_writer import (
-    FileGroupWrite,
     file_names,
     new_groups,
 )
@@ -185,11 +183,10 @@ class WriteClient:
     def _write(self, planner: WritePlanner, first: Prepared, later: Iterator[Prepared]) -> WriteResult:
         job = planner.job
         plan, replaced, supersedes, current = planner.plan(first)
-        operation = job.operation
         per_file = job.rows_per_file()
         # A streamed bulk insert plans its later chunks as they come: the inflight file lists
         # the file groups of the first.
-        job.inflight(_plan_json(plan, operation, job.extra_metadata))
+        job.inflight(plan)
 
         stats: list[WriteStat] = []
         known = set(current)  # partitions with a partition metadata file
@@ -218,23 +215,3 @@ class WriteClient:
                     for group in new_groups(partition, rows, per_file, partition not in known)
                 ]
         return job.commit(stats, supersedes=supersedes, replaced=replaced).with_services(self.table)
-
-
-def _plan_json(plan: Iterable[FileGroupWrite], operation: str, extra: Mapping[str, str]) -> bytes:
-    by_partition: dict[str, list[dict[str, object]]] = {}
-    for group in plan:
-        by_partition.setdefault(group.partition, []).append(
-            {
-                "fileId": group.file_id,
-                "prevCommit": group.base[0] if group.base else "null",
-                "numInserts": len(group.rows) - group.updates,
-                "numUpdateWrites": group.updates,
-                "numDeletes": group.deletes,
-            }
-        )
-    body = {
-        "partitionToWriteStats": by_partition,
-        "extraMetadata": dict(extra),
-        "operationType": operation.upper(),
-    }
-    return json.dumps(body, indent=2).encode()

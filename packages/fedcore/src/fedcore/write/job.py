@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -56,7 +57,9 @@ from fedcore.exceptions import (
     DataFileMissingError,
     FedError,
     InvalidTableConfigError,
+    TimelineMovedError,
 )
+from fedcore.files.filenames import file_instant
 from fedcore.handle import HasHandle, TableHandle, handle_of
 from fedcore.keygen.records import (
     check_keys,
@@ -68,8 +71,10 @@ from fedcore.keygen.records import (
     virtual_key_types_error,
 )
 from fedcore.log.merge import merge_rules
+from fedcore.metadata.file_index import PartitionFiles
 from fedcore.metadata.format import ADD, REPLACE, Op
 from fedcore.services.after_commit import run_table_services
+from fedcore.steps import observers_now
 from fedcore.timeline import COMMIT, DELTA_COMMIT, REPLACE_COMMIT, Timeline
 from fedcore.timeline.commit_metadata import CommitMetadata, WriteStat
 
@@ -235,7 +240,7 @@ class WriteJob:
 
     def begin(self) -> str:
         """Request the instant (its heartbeat starts beating); returns its time."""
-        self._transaction = Transaction(self.table, self.action, self.table.step)
+        self._transaction = Transaction(self.table, self.action, observers_now())
         try:
             self.instant = self._transaction.begin()
         except BaseException as error:  # a crash at "requested": undone as if inside the job
@@ -244,8 +249,12 @@ class WriteJob:
             raise
         return self.instant
 
-    def inflight(self, plan: bytes) -> None:
-        self._require().inflight(plan)
+    def inflight(self, plan: Iterable[FileGroupWrite] = ()) -> None:
+        """Mark the instant inflight, with the file groups it plans to write (Hudi's workload
+        profile: by partition, each group's file id, the version it rewrites, and its
+        inserts, updates and deletes) and the commit's ``extraMetadata``. An engine whose
+        tasks decide the file groups themselves gives none."""
+        self._require().inflight(_inflight_plan(plan, self.operation, self.extra_metadata))
 
     def detach(self) -> None:
         """Stop this process's heartbeat thread (tasks beat from here on): for engines whose
@@ -315,14 +324,56 @@ class WriteJob:
         transaction.commit(metadata.to_bytes(), ops, supersedes, metadata.schema)
         return WriteResult.of(self.instant, metadata)
 
+    def opened_files(self, partitions: Sequence[str] | None) -> dict[str, PartitionFiles]:
+        """The files of ``partitions`` (every partition: None) as of the timeline the job
+        opened on: what its plan builds on.
+
+        Another writer's archival may have moved that timeline's instants out since, their
+        metadata-table deltas with them (``TimelineMovedError``). The plan then builds on the
+        table as it is now, as a job opened now would: a concurrent write to the same file
+        groups is still refused by the claims at commit. Refused here instead: a schema
+        changed since (rows conformed to the old one would drop its columns), and, once the
+        instant is requested, a file of a write newer than it in a partition planned (this
+        write's files would rank below that write's)."""
+        if partitions is not None and not partitions:
+            return {}
+        opened = self.timeline if self.timeline is not None else self.table.timeline()
+        try:
+            return self.table.file_index_at(opened).files(partitions)
+        except TimelineMovedError:
+            pass
+        latest = self.table.timeline()
+        if self.table.schema(latest) != self.table_schema:
+            since = [
+                i.time for i in latest.completed(self.table.write_actions) if i.time not in self.seen_writes
+            ]
+            raise CommitConflictError(
+                f"table {self.table.name}: a write that completed since this {self.operation} began "
+                f"(instant {since[-1] if since else latest.last_time()}) changed its schema; nothing of "
+                "this write is visible: retry it"
+            )
+        current = self.table.file_index_at(latest).files(partitions)
+        if self.instant:
+            newer = sorted(
+                t
+                for files in current.values()
+                for name in files.files
+                if (t := file_instant(name)) is not None and t > self.instant
+            )
+            if newer:
+                raise CommitConflictError(
+                    f"table {self.table.name}: a write that completed since this {self.operation} began "
+                    f"(instant {newer[-1]}) changed a partition it writes; nothing of this write is "
+                    "visible: retry it"
+                )
+        return current
+
     def _replaced(self, written: set[str]) -> tuple[dict[str, list[str]], list[tuple[str, str]]]:
         """The file groups an overwrite replaces (those of the partitions written, or of every
-        partition for ``insert_overwrite_table``) as of the timeline the job opened on, and
-        the (file id, base instant) of each."""
-        timeline = self.timeline if self.timeline is not None else self.table.timeline()
-        index = self.table.file_index_at(timeline)
+        partition for ``insert_overwrite_table``) as of the timeline the job opened on
+        (``opened_files``), and the (file id, base instant) of each."""
         partitions = sorted(written) if self.operation == INSERT_OVERWRITE else None
-        current = index.files(partitions) if partitions is None or partitions else {}
+        current = self.opened_files(partitions)
         replaced: dict[str, list[str]] = {}
         versions: list[tuple[str, str]] = []
         for partition, files in current.items():
@@ -457,8 +508,28 @@ class WriteJob:
         return stats
 
     def put(self) -> PutFile:
-        """How this process puts a data file: through its transaction (crash hooks) when it
-        began the job, else marker and file directly."""
+        """How this process puts a data file: through its transaction (its "data" step) when
+        it began the job, else marker and file directly."""
         if self._transaction is not None:
             return self._transaction.write_file
         return partial(put_data_file, self.table)
+
+
+def _inflight_plan(plan: Iterable[FileGroupWrite], operation: str, extra: Mapping[str, str]) -> bytes:
+    by_partition: dict[str, list[dict[str, object]]] = {}
+    for group in plan:
+        by_partition.setdefault(group.partition, []).append(
+            {
+                "fileId": group.file_id,
+                "prevCommit": group.base[0] if group.base else "null",
+                "numInserts": len(group.rows) - group.updates,
+                "numUpdateWrites": group.updates,
+                "numDeletes": group.deletes,
+            }
+        )
+    body = {
+        "partitionToWriteStats": by_partition,
+        "extraMetadata": dict(extra),
+        "operationType": operation.upper(),
+    }
+    return json.dumps(body, indent=2).encode()

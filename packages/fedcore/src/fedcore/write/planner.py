@@ -169,11 +169,11 @@ class WritePlanner:
         """(partition, file id) -> the newest base file of every live file group of
         ``partitions``, as of the timeline the job opened on (from the metadata table)."""
         assert self.job.timeline is not None, "planned where the job was opened"
-        current = self.table.file_index_at(self.job.timeline).files(sorted(partitions)) if partitions else {}
+        current = self.job.opened_files(sorted(partitions))
         found: dict[tuple[str, str], BaseFile] = {}
         for partition, files in current.items():
-            slices = files.latest_slices()
-            logs = files.slice_logs() if self.merge_on_read else {}
+            slices = files.latest_base_files()
+            logs = files.logs_by_slice() if self.merge_on_read else {}
             if self.merge_on_read and self.job.operation in (UPSERT, DELETE):
                 self._check_keys_in_base_files(partition, slices, files, logs)
             for file_id, (instant, name) in slices.items():
@@ -307,10 +307,9 @@ class WritePlanner:
         job = self.job
         operation = job.operation
         assert job.timeline is not None, "planned where the job was opened"
-        index = self.table.file_index_at(job.timeline)
-        current = index.files(first.by_partition) if first.by_partition else {}
-        if operation == INSERT_OVERWRITE_TABLE:
-            current = index.files(None)
+        current = job.opened_files(
+            None if operation == INSERT_OVERWRITE_TABLE else sorted(first.by_partition)
+        )
         groups: list[FileGroupWrite] = []
         replaced: dict[str, list[str]] = {}
         kept = 0
@@ -351,11 +350,11 @@ class WritePlanner:
         appended onto the slice holding their key; inserts go to small groups that have no
         log files yet (rewritten, with that group's updates) or to new ones."""
         operation = self.job.operation
-        slices = files.latest_slices()
+        slices = files.latest_base_files()
         groups: dict[str, FileGroupWrite] = {}
         inserts = rows
         index: KeyIndex | None = None
-        logs = files.slice_logs() if self.merge_on_read else {}
+        logs = files.logs_by_slice() if self.merge_on_read else {}
         if keys is not None and operation in (UPSERT, DELETE):
             self._check_keys_in_base_files(partition, slices, files, logs)
             index = self._key_index(partition, slices, files, logs)
