@@ -222,3 +222,20 @@ def test_parquet_files_are_refused_while_log_files_wait_to_be_merged(backend: Ba
     with pytest.raises(UnsupportedTableError, match="log files to merge"):
         table.scan().parquet_files()
     assert len(table.scan(query_type="read_optimized").parquet_files()) == 1
+
+
+def test_a_virtual_key_table_computes_the_meta_columns_a_scan_asks_for(backend: Backend) -> None:
+    """Keys are made from the key columns only for the reads that need them: asked for, or
+    filtered on; a read of other columns returns just those."""
+    virtual = make_table(backend, **{P.POPULATE_META_FIELDS: "false"})
+    virtual.upsert(trips(range(6), ["us", "de"] * 3))
+    plain = virtual.scan(columns=["trip_id", "fare"]).to_arrow().sort_by("trip_id")
+    assert plain.column_names == ["trip_id", "fare"]
+    assert plain.column("trip_id").to_pylist() == list(range(6))
+    keyed = virtual.scan(columns=["_hoodie_record_key", "_hoodie_partition_path"]).to_arrow()
+    assert sorted(keyed.to_pylist(), key=lambda r: int(r["_hoodie_record_key"])) == [
+        {"_hoodie_record_key": str(n), "_hoodie_partition_path": ["country=us", "country=de"][n % 2]}
+        for n in range(6)
+    ]
+    filtered = virtual.scan([("_hoodie_record_key", "IN", ["2", "3"])], ["trip_id"]).to_arrow()
+    assert sorted(filtered.column("trip_id").to_pylist()) == [2, 3]

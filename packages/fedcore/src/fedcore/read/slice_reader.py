@@ -122,7 +122,8 @@ class SliceReader:
             else self._base(file_slice, wanted, row_filters)
         )
         tables = [
-            self._with_computed_columns(data, file_slice, instant, name) for data, instant, name in pieces
+            self._with_computed_columns(data, file_slice, instant, name, wanted)
+            for data, instant, name in pieces
         ]
         if len(tables) == 1:
             data = tables[0]
@@ -235,25 +236,30 @@ class SliceReader:
         return self.table.stored_keys(data)
 
     def _with_computed_columns(
-        self, data: pa.Table, file_slice: FileSlice, instant: str, file_name: str
+        self, data: pa.Table, file_slice: FileSlice, instant: str, file_name: str, wanted: list[str] | None
     ) -> pa.Table:
         if not self.meta_fields:
-            data = self._with_virtual_meta_columns(data, file_slice, instant, file_name)
+            data = self._with_virtual_meta_columns(data, file_slice, instant, file_name, wanted)
         if self.dropped_partition_columns:
             data = self._with_partition_columns(data, file_slice)
         return data
 
     def _with_virtual_meta_columns(
-        self, data: pa.Table, file_slice: FileSlice, instant: str, file_name: str
+        self, data: pa.Table, file_slice: FileSlice, instant: str, file_name: str, wanted: list[str] | None
     ) -> pa.Table:
         """Meta columns of a table written without them, computed as a read returns them: the
-        instant and file the row was read from, its partition path and its record key."""
+        instant and file the row was read from, its partition path and its record key; only
+        those ``wanted`` (all: None). A key is a string made from every row's key columns:
+        a read of other columns makes none."""
         rows = data.num_rows
         constant = {COMMIT_TIME: instant, PARTITION_PATH: file_slice.partition_path, FILE_NAME: file_name}
         out: dict[str, Any] = {
-            name: pa.repeat(pa.scalar(value, pa.string()), rows) for name, value in constant.items()
+            name: pa.repeat(pa.scalar(value, pa.string()), rows)
+            for name, value in constant.items()
+            if wanted is None or name in wanted
         }
-        if all(f in data.column_names for f in self.table.config.record_key_fields):
+        keyed = all(f in data.column_names for f in self.table.config.record_key_fields)
+        if keyed and (wanted is None or RECORD_KEY in wanted):
             out[RECORD_KEY] = self._keys(data)
         stored = data.drop_columns([c for c in META_COLUMNS if c in data.column_names])
         ordered = {name: out[name] for name in VIRTUAL_META_COLUMNS if name in out}
