@@ -56,14 +56,17 @@ GOALS = {"bulk insert": (1.0, 1.3), "upsert": (1.0, 1.3), "full scan": (1.0, 1.0
 
 
 def upsert_batch(n: int) -> pa.Table:
-    """1% of the keys updated (a newer ``ts``), 0.1% new keys."""
+    """1% of the keys updated (a newer ``ts`` and a new ``v``: the scans' sums tell an
+    update applied from one lost), 0.1% new keys."""
+    updates = updates_of(n, 0.01)
+    updates = updates.set_column(3, "v", pc.add(updates.column("v"), 1.0))
     new = rows_of(max(1, n // 1000), start=n)
     new = new.set_column(2, "ts", pa.array([2] * new.num_rows, pa.int64()))
-    return pa.concat_tables([updates_of(n, 0.01), new])
+    return pa.concat_tables([updates, new])
 
 
 def scan_checks(table: pa.Table) -> tuple[int, float]:
-    return table.num_rows, round(float(pc.sum(table.column("v")).as_py() or 0.0), 3)
+    return table.num_rows, float(pc.sum(table.column("v")).as_py() or 0.0)
 
 
 # --- the workers: each system's steps, in a process of its own ---------------------------------
@@ -71,26 +74,32 @@ def scan_checks(table: pa.Table) -> tuple[int, float]:
 
 def fedcore_steps(root: Path, kind: str) -> dict[str, Callable[[Any], Any]]:
     from fedcore import properties as P
-    from fedcore.table import create_table
+    from fedcore.table import create_table, load_table
 
+    path = f"file://{root}/tables/t"
     properties = {P.STORAGE_STRATEGY_CLASS: "object_store", P.STORAGE_PATH: f"file://{root}/storage"}
     if kind == "fedcore cow, virtual keys":
         properties[P.POPULATE_META_FIELDS] = "false"
-    table = create_table(
-        f"file://{root}/tables/t",
-        name="t",
-        record_key_fields=["id"],
-        partition_fields=["p"],
-        precombine_field="ts",
-        table_type="MERGE_ON_READ" if kind == "fedcore mor" else "COPY_ON_WRITE",
-        properties=properties,
-    )
+
+    def bulk_insert(rows: pa.Table) -> None:  # the table made in the step, as the others' are
+        table = create_table(
+            path,
+            name="t",
+            record_key_fields=["id"],
+            partition_fields=["p"],
+            precombine_field="ts",
+            table_type="MERGE_ON_READ" if kind == "fedcore mor" else "COPY_ON_WRITE",
+            properties=properties,
+        )
+        table.bulk_insert(rows)
+
+    # Every step opens the table anew, as the others do: no handle's cache helps a later one.
     return {
-        "bulk insert": table.bulk_insert,
-        "upsert": table.upsert,
-        "full scan": lambda _: table.scan(columns=COLUMNS).to_arrow(),
-        "partition scan": lambda _: table.scan([("p", "=", "p3")], COLUMNS).to_arrow(),
-        "key-range scan": lambda limit: table.scan([("id", "<", limit)], COLUMNS).to_arrow(),
+        "bulk insert": bulk_insert,
+        "upsert": lambda batch: load_table(path).upsert(batch),
+        "full scan": lambda _: load_table(path).scan(columns=COLUMNS).to_arrow(),
+        "partition scan": lambda _: load_table(path).scan([("p", "=", "p3")], COLUMNS).to_arrow(),
+        "key-range scan": lambda limit: load_table(path).scan([("id", "<", limit)], COLUMNS).to_arrow(),
     }
 
 
@@ -124,14 +133,12 @@ def iceberg_steps(root: Path) -> dict[str, Callable[[Any], Any]]:
 
     catalog = SqlCatalog("bench", uri=f"sqlite:///{root}/catalog.db", warehouse=f"file://{root}/iceberg")
     catalog.create_namespace("bench")
-    found: dict[str, Any] = {}
 
     def bulk_insert(rows: pa.Table) -> None:
         table = catalog.create_table("bench.t", schema=rows.schema)
         with table.update_spec() as spec:
             spec.add_identity("p")
         table.append(rows)
-        found["table"] = table
 
     def scan(row_filter: Any = None) -> pa.Table:
         table = catalog.load_table("bench.t")
@@ -141,7 +148,7 @@ def iceberg_steps(root: Path) -> dict[str, Callable[[Any], Any]]:
 
     return {
         "bulk insert": bulk_insert,
-        "upsert": lambda batch: found["table"].upsert(batch, join_cols=["id"]),
+        "upsert": lambda batch: catalog.load_table("bench.t").upsert(batch, join_cols=["id"]),
         "full scan": lambda _: scan(),
         "partition scan": lambda _: scan(EqualTo("p", "p3")),
         "key-range scan": lambda limit: scan(LessThan("id", limit)),
@@ -198,7 +205,10 @@ def main(sizes: list[int], iceberg_max: int) -> dict[int, dict[str, dict[str, An
     for n, systems in found.items():
         for step in SCANS:
             answers = {s: tuple(r["checks"][step]) for s, r in systems.items()}
-            if len(set(answers.values())) != 1:
+            counts = {count for count, _ in answers.values()}
+            sums = [total for _, total in answers.values()]
+            # The same rows summed in another order may differ in the last bits only.
+            if len(counts) != 1 or max(sums) - min(sums) > 1e-9 * max(1.0, abs(sums[0])):
                 raise SystemExit(f"{n:,} rows, {step}: the systems disagree: {answers}")
     return found
 

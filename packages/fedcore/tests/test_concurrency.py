@@ -28,6 +28,7 @@ from fedcore.table import Table, load_table
 from fedcore.timeline import CLEAN, COMMIT, Instant, heartbeat_path, instant_path, instant_time, new_instant
 from fedcore.write.client import WriteClient
 
+from .test_merge_on_read_writes import mor_table
 from .test_writes import make_table, physical_files, rows, trips
 
 KEEP = {P.ARCHIVE_MIN_INSTANTS: "4", P.ARCHIVE_MAX_INSTANTS: "8", P.METADATA_COMPACT_DELTAS: "2"}
@@ -228,8 +229,9 @@ BUSY = {
 }
 
 
-def busy_writer(table: Table, backend: Backend) -> WriteClient:
-    return WriteClient(load_table(table.path, options=BUSY, storage_options=backend.storage_options))
+def busy_writer(table: Table, backend: Backend, **extra: str) -> WriteClient:
+    options = {**BUSY, **extra}
+    return WriteClient(load_table(table.path, options=options, storage_options=backend.storage_options))
 
 
 def test_a_plan_builds_on_the_table_as_it_is_once_its_listing_was_archived(backend: Backend) -> None:
@@ -285,6 +287,27 @@ def test_a_write_commits_beside_another_writer_archiving_in_other_partitions(bac
     with observe_steps(hook):
         WriteClient(fresh).upsert(trips([1], "fr", ts=3, fare=7.0))
     assert rows(table) == {0: ("us", 10.0), 1: ("fr", 8.0), **{n: ("us", 500.0 + n) for n in range(10, 14)}}
+
+
+def test_a_begun_write_cannot_build_on_a_newer_log_file_either(backend: Backend) -> None:
+    """Merge-on-read: a newer delta commit's log file names only its slice's start, older
+    than the begun write; the newer write is found by what it committed."""
+    table = mor_table(backend)
+    table.bulk_insert(trips(range(4), "us"))
+    job = WriteJob.open(table, "upsert", trips([0]).schema)
+    table.handle.forget_file_index()
+    # Merge-on-read archival waits for a compaction to hold what it moves out.
+    other = busy_writer(table, backend, **{P.COMPACT_INLINE: "true", P.COMPACT_INLINE_MAX_DELTA_COMMITS: "2"})
+    for fare in range(6):
+        other.upsert(trips(range(4), "us", ts=2, fare=100.0 * fare))
+    job.begin()
+    plain = WriteClient(load_table(table.path, storage_options=backend.storage_options))  # no compaction
+    newer = plain.upsert(trips([2], "us", ts=3, fare=70.0)).instant
+    logs = [n for files in table.handle.file_index.files(["country=us"]).values() for n in files.files]
+    assert any(n.startswith(".") for n in logs), "the newer write appended a log file"
+    with pytest.raises(CommitConflictError, match=rf"since this upsert began \(instant {newer}\)"), job:
+        WritePlanner(job).latest_base_files(["country=us"])
+    assert rows(table) == {0: ("us", 500.0), 1: ("us", 501.0), 2: ("us", 72.0), 3: ("us", 503.0)}
 
 
 def test_a_plan_whose_listing_was_archived_refuses_a_schema_changed_since(backend: Backend) -> None:

@@ -144,8 +144,9 @@ class Transaction:
     """
 
     def __init__(self, table: TableHandle, action: str, hook: StepObserver | None = None) -> None:
-        """``hook``: called with each step's name (``fedcore.steps.reached`` for writes and
-        compactions; the cleans and rollbacks a write runs are not observed)."""
+        """``hook``: called with each step's name (for writes and compactions, the observers
+        of the context that began them: ``fedcore.steps.observers_now``, which also sees the
+        "data" steps of pool threads; the cleans and rollbacks a write runs are not observed)."""
         self.table = table
         self.action = action
         self._hook = hook or (lambda step: None)

@@ -66,9 +66,6 @@ from fedcore.timeline.commit_metadata import CommitMetadata
 _MAX_CACHED_COMMITS = 256
 #: A handle or a subclass of it: ``with_options`` keeps the caller's class.
 H = TypeVar("H", bound="TableHandle")
-#: A table handle or what holds one (a ``fedcore.Table``).
-T = TypeVar("T", bound="HasHandle")
-#: Called with the name of each commit-protocol step reached (crash-injection tests).
 
 
 class HasHandle(Protocol):

@@ -442,12 +442,14 @@ class MetadataTable(FileIndex):
         try:
             bodies = read_objects(self.fs, [instant_path(self.table_path, i) for i in known])
         except FileNotFoundError:
-            # Listed on the view's timeline, gone now: another writer archived the instant (its
-            # delta dropped once a newer manifest held it) after this timeline was listed.
+            # Listed on the view's timeline, gone now: archived since (its delta dropped once a
+            # newer manifest held it), or else lost (the storage error says which file).
+            if not self._archived_since(min(i.time for i in known)):
+                raise
             raise TimelineMovedError(
                 f"table {self.table_path}: instants {', '.join(i.time for i in known)} of the timeline "
-                "this view was listed with have no metadata-table delta, and at least one of them was "
-                "archived since the listing; list the timeline again"
+                "this view was listed with have no metadata-table delta, and archival has moved "
+                "instants out since the listing; list the timeline again"
             ) from None
         self.stats.add(len(bodies), sum(map(len, bodies)))
         # Another writer: this handle lists its timeline whole from now on (``co_written``).
@@ -463,6 +465,12 @@ class MetadataTable(FileIndex):
 
         for time, action, body in taken:
             self.cache.deltas[time] = instant_ops(time, action, body, self.table_path, held)
+
+    def _archived_since(self, time: str) -> bool:
+        """Whether an archival may have moved instant ``time`` off the active timeline: fed's
+        archived through it, or Apache Hudi's archive log is there (one listing)."""
+        moved = archived_through(self.fs, self.table_path)
+        return (moved is not None and time <= moved) or bool(hudi_archive_files(self.fs, self.table_path))
 
     def _parse_delta(self, instant: str, path: str, data: bytes) -> None:
         table = parquet_table(data, path)

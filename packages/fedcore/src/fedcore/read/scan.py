@@ -169,26 +169,24 @@ class DataScan:
 
     def parquet_files(self) -> list[str]:
         """The physical paths of the files this scan reads, for an engine whose own Parquet
-        reader reads them with this scan's schema (and applies the filters itself).
+        reader reads them with this scan's schema (and applies the filters and the limit
+        itself).
 
         Only where such a reader returns exactly this scan's rows: every column is stored in
-        the files (meta fields populated, partition columns kept), no slice has log files to
-        merge, and the scan is not incremental. Otherwise ``UnsupportedTableError`` says why."""
+        the files (none computed on read: meta fields populated, partition columns kept), no
+        slice has log files to merge, and the scan is not incremental. Otherwise
+        ``UnsupportedTableError`` says why."""
         planner = self._planner()
         why = ""
         if self.changed_after is not None:
             why = "an incremental query keeps only the records written after an instant"
-        elif not planner.reader.meta_fields:
-            why = "its files hold no meta fields"
-        elif planner.reader.dropped_partition_columns:
-            why = "its files leave the partition columns out"
+        elif planner.reader.computed:
+            why = f"its files do not hold {', '.join(sorted(planner.reader.computed))} (computed on read)"
         slices = [] if why else self.plan_files()
         if any(s.log_files for s in slices):
             why = "merge-on-read slices have log files to merge"
         if why:
-            raise UnsupportedTableError(
-                f"a plain Parquet read of table {self.table.name} is not exact: {why}"
-            )
+            raise UnsupportedTableError(f"a Parquet read of table {self.table.name} is not exact: {why}")
         return [self.table.fs.to_physical(s.path) for s in slices]
 
     # --- reading -------------------------------------------------------------------------

@@ -262,6 +262,8 @@ class SliceReader:
         if keyed and (wanted is None or RECORD_KEY in wanted):
             out[RECORD_KEY] = self._keys(data)
         stored = data.drop_columns([c for c in META_COLUMNS if c in data.column_names])
+        if not out:
+            return stored  # (a table of no columns still knows its rows; one built of none would not)
         ordered = {name: out[name] for name in VIRTUAL_META_COLUMNS if name in out}
         return pa.table({**ordered, **{name: stored.column(name) for name in stored.column_names}})
 

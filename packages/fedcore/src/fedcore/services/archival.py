@@ -68,9 +68,9 @@ def archive(
     """Archive what the keep settings allow; the instant times archived, oldest first.
 
     ``timeline``: one the caller has just listed. Steps (``fedcore.steps``): "written" once
-    the archive file exists,
-    "pending-states" once requested and inflight files are gone and with "moved" once
-    completed ones are too, before the metadata table's older files go."""
+    the archive file exists, "pending-states" once the archived instants' requested and
+    inflight files are gone, "moved" once their completed files are too (before the
+    metadata table's older files go)."""
     index = table.metadata_table_or_none()
     if index is None:
         return []  # a listing index tells committed files apart by the active timeline
@@ -102,19 +102,18 @@ def archive(
     doomed = [i for i in completed if i.time <= boundary.instant and (floor is None or i.time < floor)]
     if not doomed:
         return []
-    step = reached
     files = _instant_files(table, {i.time for i in doomed})
     try:
         _write_archive(table, boundary.instant, doomed[-1].time, files)
     except FileNotFoundError:
         return []  # another writer's archival is moving these instants out right now
     _mark_archived(table, timeline, boundary.instant)
-    step("written")
+    reached("written")
     completed_names = {i.file_name() for i in doomed}
     _remove(table, [path for path in files if path.rsplit("/", 1)[-1] not in completed_names])
-    step("pending-states")
+    reached("pending-states")
     _remove(table, [path for path in files if path.rsplit("/", 1)[-1] in completed_names])
-    step("moved")
+    reached("moved")
     drop_older_than(index, boundary)
     return [i.time for i in doomed]
 

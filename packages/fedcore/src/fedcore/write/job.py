@@ -59,7 +59,6 @@ from fedcore.exceptions import (
     InvalidTableConfigError,
     TimelineMovedError,
 )
-from fedcore.files.filenames import file_instant
 from fedcore.handle import HasHandle, TableHandle, handle_of
 from fedcore.keygen.records import (
     check_keys,
@@ -93,6 +92,8 @@ REPLACING: Final = (INSERT_OVERWRITE, INSERT_OVERWRITE_TABLE)
 #: Threads a process writes files on: reads and uploads overlap on these, while encoding
 #: runs on one thread per core (more only contend, each with an allocator heap of its own).
 IO_THREADS: Final = 8
+#: Listings of the timeline a plan tries when others' archival keeps moving it (``opened_files``).
+_RELISTS: Final = 3
 
 
 def key_columns(table: TableHandle) -> tuple[str, ...]:
@@ -176,8 +177,8 @@ class WriteJob:
         self.timeline: Timeline | None = timeline
         #: The writes completed when the job opened: one completed since is a concurrent one.
         self.seen_writes = frozenset(i.time for i in timeline.completed(table.write_actions))
-        #: Recorded in the commit's ``extraMetadata`` (and its inflight plan, where written
-        #: by ``WriteClient``): a streaming sink's checkpoint.
+        #: Recorded in the commit's ``extraMetadata`` and its inflight plan: a streaming
+        #: sink's checkpoint, a migration's source.
         self.extra_metadata = dict(extra_metadata or {})
         self.record_size = record_size(table, timeline)
         self.parquet = parquet_options(table.options, self.record_size)
@@ -342,7 +343,21 @@ class WriteJob:
             return self.table.file_index_at(opened).files(partitions)
         except TimelineMovedError:
             pass
-        latest = self.table.timeline()
+        for _ in range(_RELISTS):  # (another archival may land between a listing and its view)
+            latest = self.table.timeline()
+            try:
+                current = self.table.file_index_at(latest).files(partitions)
+            except TimelineMovedError:
+                continue
+            self._check_moved_on(latest, partitions)
+            return current
+        raise CommitConflictError(
+            f"table {self.table.name}: other writers archived its instants faster than this "
+            f"{self.operation} could list them; nothing of this write is visible: retry it"
+        )
+
+    def _check_moved_on(self, latest: Timeline, partitions: Sequence[str] | None) -> None:
+        """Refuse a plan on ``latest`` that no write opened on it could make (``opened_files``)."""
         if self.table.schema(latest) != self.table_schema:
             since = [
                 i.time for i in latest.completed(self.table.write_actions) if i.time not in self.seen_writes
@@ -352,21 +367,22 @@ class WriteJob:
                 f"(instant {since[-1] if since else latest.last_time()}) changed its schema; nothing of "
                 "this write is visible: retry it"
             )
-        current = self.table.file_index_at(latest).files(partitions)
-        if self.instant:
-            newer = sorted(
-                t
-                for files in current.values()
-                for name in files.files
-                if (t := file_instant(name)) is not None and t > self.instant
-            )
-            if newer:
+        if not self.instant:
+            return
+        # Begun: a write with a later instant that changed a planned partition (a base file, or
+        # a log file, whose name carries only its slice's start) would outrank this one.
+        wanted = None if partitions is None else set(partitions)
+        for instant in reversed(latest.completed(self.table.write_actions)):
+            if instant.time <= self.instant:
+                break
+            metadata = self.table.commit_metadata(instant)
+            touched = {s.partition_path for s in metadata.stats} | set(metadata.replaced)
+            if wanted is None or touched & wanted:
                 raise CommitConflictError(
-                    f"table {self.table.name}: a write that completed since this {self.operation} began "
-                    f"(instant {newer[-1]}) changed a partition it writes; nothing of this write is "
-                    "visible: retry it"
+                    f"table {self.table.name}: a write that completed since this {self.operation} "
+                    f"began (instant {instant.time}) changed a partition it writes; nothing of this "
+                    "write is visible: retry it"
                 )
-        return current
 
     def _replaced(self, written: set[str]) -> tuple[dict[str, list[str]], list[tuple[str, str]]]:
         """The file groups an overwrite replaces (those of the partitions written, or of every
