@@ -468,7 +468,9 @@ class MetadataTable(FileIndex):
 
     def _archived_since(self, time: str) -> bool:
         """Whether an archival may have moved instant ``time`` off the active timeline: fed's
-        archived through it, or Apache Hudi's archive log is there (one listing)."""
+        archived through it, or else Apache Hudi's archive log is there. (A listing of the
+        archive folder each, the second only when the first says no: this runs only when a
+        listed instant's files are gone.)"""
         moved = archived_through(self.fs, self.table_path)
         return (moved is not None and time <= moved) or bool(hudi_archive_files(self.fs, self.table_path))
 
