@@ -31,7 +31,11 @@ def test_distributed_upsert_and_delete_touch_only_the_groups_they_change(
 ) -> None:
     spark = fed
     path = f"{backend.table_path}-distributed"
-    options = hudi_options(backend) | {"hoodie.parquet.max.file.size": str(64 * 1024)}
+    # Sized at 1 KB a record: the rows make several file groups a partition.
+    options = hudi_options(backend) | {
+        "hoodie.parquet.max.file.size": str(64 * 1024),
+        "hoodie.copyonwrite.record.size.estimate": "1024",
+    }
     first = fed_spark.write(frame(spark, 0, 4000), path, options)
     assert (first.operation, first.inserted) == ("bulk_insert", 4000)
     table = load_table(path, storage_options=backend.storage_options)
@@ -96,7 +100,10 @@ def test_one_partition_is_rewritten_by_several_tasks(local_fed: SparkSession, tm
     """The shuffle is by file group: one big partition's groups spread over tasks."""
     spark = local_fed
     backend = Backend("local", f"file://{tmp_path}/tables/t", f"file://{tmp_path}/storage", None)
-    options = hudi_options(backend) | {"hoodie.parquet.max.file.size": str(32 * 1024)}
+    options = hudi_options(backend) | {
+        "hoodie.parquet.max.file.size": str(32 * 1024),
+        "hoodie.copyonwrite.record.size.estimate": "1024",  # several file groups
+    }
     one = frame(spark, 0, 6000).withColumn("region", F.lit("all"))
     fed_spark.write(one, backend.table_path, options)
     table = load_table(backend.table_path)

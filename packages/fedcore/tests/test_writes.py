@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -323,6 +324,56 @@ def test_base_files_follow_hudis_parquet_settings(backend: Backend, codec: str, 
     assert columns["_hoodie_record_key"].statistics.min == "0"
     assert columns["trip_id"].statistics.max == 63
     assert sorted(rows(table)) == list(range(500))
+
+
+def test_a_first_write_sizes_files_by_its_rows(backend: Backend) -> None:
+    """With no commit to learn a record size from and no estimate set, a table's first write
+    measures its rows as its files encode them: files and row groups come near the sizes
+    configured (the 1 KB default estimate would make files of a few percent of them)."""
+    table = make_table(backend, **{P.MAX_FILE_SIZE: "100000", P.PARQUET_BLOCK_SIZE: "25000"})
+    WriteClient(table).bulk_insert(trips(range(20_000), "us"))
+    sizes = sorted(s.size for s in table.file_slices())
+    # Measured on a sample: within a few percent of the size set, and few of them.
+    assert all(size <= 110_000 for size in sizes), sizes
+    assert 2 <= len(sizes) <= 8, sizes  # at 1 KB a record: 205 files
+    assert sizes[-2] >= 80_000, sizes
+    largest = max(table.file_slices(), key=lambda s: s.size)
+    with table.fs.open(largest.path, "rb") as handle:
+        groups = pq.ParquetFile(handle).metadata.num_row_groups
+    assert 3 <= groups <= 6, groups  # 25,000 bytes each
+    assert sorted(rows(table)) == list(range(20_000))
+
+
+def test_a_record_size_estimate_set_sizes_a_first_write(backend: Backend) -> None:
+    table = make_table(backend, **{P.MAX_FILE_SIZE: "100000"})
+    WriteClient(table, {P.RECORD_SIZE_ESTIMATE: "1000"}).bulk_insert(trips(range(2_000), "us"))
+    assert len(table.file_slices()) == 20  # 100 rows a file, as the estimate set says
+
+
+def test_new_files_store_one_value_columns_as_the_strings_they_hold(backend: Backend) -> None:
+    """A new file's commit time, partition path and file name columns are written from one
+    value each (no per-row copy): the file's Arrow schema, statistics and values are those of
+    string columns, as they were when written from strings, and so are a rewrite's."""
+    table = make_table(backend)
+    first = WriteClient(table).bulk_insert(trips(range(100), ["us", "de"] * 50))
+    WriteClient(table).upsert(trips([0, 1], ["us", "de"], fare=99.0))
+    for piece in table.file_slices():
+        with table.fs.open(piece.path, "rb") as handle:
+            stored = pq.read_table(handle)
+        name = piece.path.rpartition("/")[2]
+        assert stored.schema.field("_hoodie_file_name").type == pa.string()
+        assert stored.schema.field("_hoodie_commit_time").type == pa.string()
+        assert set(stored.column("_hoodie_file_name").to_pylist()) == {name}
+        assert set(stored.column("_hoodie_partition_path").to_pylist()) == {piece.partition_path}
+        times = {first.instant, table.timeline().instants[-1].time}
+        assert set(stored.column("_hoodie_commit_time").to_pylist()) <= times
+        keys = stored.column("_hoodie_record_key")
+        assert stored.schema.metadata[b"hoodie_min_record_key"] == pc.min(keys).as_py().encode()
+        with table.fs.open(piece.path, "rb") as handle:
+            column = pq.ParquetFile(handle).metadata.row_group(0).column(4)
+        assert column.path_in_schema == "_hoodie_file_name"
+        assert (column.statistics.min, column.statistics.max) == (name, name)
+    assert sorted(rows(table)) == list(range(100))
 
 
 def test_an_unknown_codec_is_refused_before_anything_is_written(backend: Backend) -> None:

@@ -10,6 +10,7 @@ for the commit.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import io
 import time
@@ -32,8 +33,10 @@ from fedcore.io.filesystems import open_sized
 from fedcore.io.parquet import file_stats, open_parquet
 from fedcore.keygen.records import (
     COMMIT_SEQNO,
+    COMMIT_TIME,
     FILE_NAME,
     META_COLUMNS,
+    PARTITION_PATH,
     RECORD_KEY,
     conform_to,
     record_keys,
@@ -46,6 +49,13 @@ from fedcore.timeline.commit_metadata import WriteStat
 
 NO_ROWS: Final = np.empty(0, np.int64)
 _UNIQUE_META_COLUMNS: Final = frozenset({COMMIT_SEQNO, RECORD_KEY})
+#: Meta columns holding one value per new file (``_with_meta``'s ``packed``).
+_PACKED_META_COLUMNS: Final = frozenset({COMMIT_TIME, PARTITION_PATH, FILE_NAME})
+#: The footer key under which Arrow keeps a file's Arrow schema.
+ARROW_SCHEMA: Final = b"ARROW:schema"
+
+#: Rows of the input whose encoding sizes the files of a table with no write yet.
+SIZE_SAMPLE_ROWS: Final = 20_000
 
 #: Puts a data file (logical path, bytes) whose marker batch is written (``mark_files``).
 PutFile = Callable[[str, bytes], None]
@@ -258,36 +268,54 @@ def encode_log(
 
 
 def _with_meta(
-    table: TableHandle, source: InputChunk, naming: FileName, group: FileGroupWrite, name: str
+    table: TableHandle,
+    source: InputChunk,
+    naming: FileName,
+    group: FileGroupWrite,
+    name: str,
+    *,
+    packed: bool = False,
 ) -> pa.Table:
-    """The group's new rows with Hudi's meta columns first (``name``: its file name field)."""
+    """The group's new rows with Hudi's meta columns first (``name``: its file name field).
+    ``packed``: the columns that hold one value per file (commit time, partition path, file
+    name) as dictionary arrays of that value, which the Parquet writer stores as it would the
+    strings (``encode_base_file``) without a copy of the value per row to build and hash."""
     instant, data, keys, schema = source.instant, source.data, source.keys, source.schema
     n = len(group.rows)
     new_rows = data.take(group.rows) if n else data.slice(0, 0)
     if schema is not None and n:
         new_rows = new_rows.select(schema.names)
+    constant = _constants(n, packed)
     config = table.config
     if not P.POPULATE_META_FIELDS.of(config):
         # Virtual keys: the files hold no meta values, so none is computed; the keys only
         # where the write has them (a rewrite merges by them).
         nulls = pa.nulls(n, pa.string())
         found = nulls if keys is None else keys.take(group.rows)
-        meta = [nulls, nulls, found, nulls, pa.repeat(pa.scalar(name), n)]
+        meta = [nulls, nulls, found, nulls, constant(name)]
         return pa.Table.from_arrays([*meta, *new_rows.columns], names=[*META_COLUMNS, *new_rows.column_names])
     sequence = pc.cast(pa.array(np.arange(n, dtype=np.int64)), pa.string())
     return pa.Table.from_arrays(
         [
-            pa.repeat(pa.scalar(instant), n),
+            constant(instant),
             pc.binary_join_element_wise(naming.sequence, sequence, ""),
             record_keys(new_rows, config.record_key_fields, P.key_generator(config))
             if keys is None
             else keys.take(group.rows),
-            pa.repeat(pa.scalar(group.partition), n),
-            pa.repeat(pa.scalar(name), n),
+            constant(group.partition),
+            constant(name),
             *new_rows.columns,
         ],
         names=[*META_COLUMNS, *new_rows.column_names],
     )
+
+
+def _constants(n: int, packed: bool) -> Callable[[str], pa.Array]:
+    """How ``n`` rows' column of one value is made (``_with_meta``'s ``packed``)."""
+    if not packed:
+        return lambda value: pa.repeat(pa.scalar(value), n)
+    zeros = pa.array(np.zeros(n, np.int32))  # every packed column's indices
+    return lambda value: pa.DictionaryArray.from_arrays(zeros, pa.array([value], pa.string()))
 
 
 def encode_group(
@@ -302,33 +330,36 @@ def encode_group(
     (merged by the table's payload, ``source.rules``); with its rows and its column
     statistics (``io.parquet.file_stats``)."""
     parquet = source.parquet
-    fresh = _with_meta(table, source, naming, group, name)
-    if base is None:
+    if base is None:  # a new file: its constant meta columns stay packed to the writer
+        fresh = _with_meta(table, source, naming, group, name, packed=True)
         if source.rules is not None:  # inserts only: one marked deleted is not written
             fresh = merge_into_base(fresh.schema.empty_table(), fresh, None, source.rules)[1]
         return encode_base_file(table, fresh, parquet)
+    fresh = _with_meta(table, source, naming, group, name)
     stored = open_parquet(io.BytesIO(base))
     names = stored.schema_arrow.names
     config = table.config
+    # The file name column is the new file's, packed, for every row: the stored one is not read.
+    skip = {FILE_NAME} if group.base_keys is None else {FILE_NAME, RECORD_KEY}
+    old = stored.read(columns=[c for c in names if c not in skip], use_threads=False)
     if group.base_keys is None:
-        old = stored.read(use_threads=False)
         if not P.POPULATE_META_FIELDS.of(config) and group.removed_keys is not None:
             old = old.set_column(names.index(RECORD_KEY), RECORD_KEY, table.stored_keys(old))
-    else:  # read already: decode the rest only
-        old = stored.read(columns=[c for c in names if c != RECORD_KEY], use_threads=False)
+    else:  # read already
         old = old.add_column(names.index(RECORD_KEY), RECORD_KEY, group.base_keys)
     # Every file a write makes is in the write's schema (evolved, perhaps): the records that
     # stay take it too (a column added since is null for them, a widened one cast).
     target = fresh.schema if source.schema is None else with_meta_fields(source.schema)
-    old, fresh = conform_to(old, target), conform_to(fresh, target)
+    at = target.get_field_index(FILE_NAME)
+    target = target.remove(at)
+    old, fresh = conform_to(old, target), conform_to(fresh.drop_columns([FILE_NAME]), target)
     if source.rules is not None:
         old, fresh = merge_into_base(old, fresh, group.removed_keys, source.rules)
     elif group.removed_keys is not None:
         old = old.filter(pc.invert(pc.is_in(old.column(RECORD_KEY), value_set=group.removed_keys)))
-    old = old.set_column(
-        old.schema.get_field_index(FILE_NAME), FILE_NAME, pa.repeat(pa.scalar(name), old.num_rows)
-    )
-    return encode_base_file(table, pa.concat_tables([old, fresh]) if fresh.num_rows else old, parquet)
+    rows = pa.concat_tables([old, fresh]) if fresh.num_rows else old
+    rows = rows.add_column(at, FILE_NAME, _constants(rows.num_rows, packed=True)(name))
+    return encode_base_file(table, rows, parquet)
 
 
 def encode_base_file(
@@ -352,16 +383,34 @@ def encode_base_file(
     # Min/max statistics of the sequence numbers, which no reader filters on, would take
     # a third of the encoding time; every other column has them, as in Hudi's files.
     columns = fresh.column_names
-    written: list[pq.FileMetaData] = []
-    pq.write_table(
-        fresh.replace_schema_metadata(footer),
+    schema = fresh.schema.with_metadata(footer)
+    packed = [
+        i for i, f in enumerate(schema) if f.name in _PACKED_META_COLUMNS and pa.types.is_dictionary(f.type)
+    ]
+    stored = schema  # the Arrow schema the file keeps: strings, for the packed columns
+    for i in packed:
+        stored = stored.set(i, schema.field(i).with_type(schema.field(i).type.value_type))
+    options = dict(parquet)
+    row_group_size = options.pop("row_group_size", None)
+    writer = pq.ParquetWriter(
         sink,
+        schema,
+        # With packed columns the file's Arrow schema is put in its footer here, not taken
+        # from the rows: they read back as the strings they stand for.
+        store_schema=not packed,
         use_dictionary=[c for c in columns if c not in _UNIQUE_META_COLUMNS],
         write_statistics=[c for c in columns if c != COMMIT_SEQNO],
-        metadata_collector=written,
-        **parquet,
+        **options,
     )
-    stats = file_stats(written[0], stats_columns(table.options, columns)) if written else None
+    with writer:
+        writer.write_table(fresh.replace_schema_metadata(footer), row_group_size=row_group_size)
+        if packed:
+            writer.add_key_value_metadata(
+                {**footer, ARROW_SCHEMA: base64.b64encode(stored.serialize().to_pybytes())}
+            )
+    stats = (
+        file_stats(writer.writer.metadata, stats_columns(table.options, columns)) if fresh.num_rows else None
+    )
     return sink.getvalue().to_pybytes(), fresh.num_rows, stats
 
 
@@ -418,11 +467,35 @@ def parquet_options(options: Mapping[str, str], record_size: int) -> dict[str, A
 
 
 def record_size(table: TableHandle, timeline: Timeline) -> int:
-    """Bytes per record, from the latest commit that wrote any (Hudi's estimate)."""
-    default = P.RECORD_SIZE_ESTIMATE.of(table.options)
+    """Bytes per record, from the latest commit that wrote any (Hudi's estimate), else
+    ``hoodie.copyonwrite.record.size.estimate``."""
+    return written_record_size(table, timeline) or P.RECORD_SIZE_ESTIMATE.of(table.options)
+
+
+def written_record_size(table: TableHandle, timeline: Timeline) -> int | None:
+    """Bytes per record of the latest commit that wrote any; None: no commit has."""
     for instant in reversed(timeline.completed(table.write_actions)[-5:]):
         stats = table.commit_metadata(instant).stats
         written = sum(s.num_writes for s in stats)
         if written > 0:
             return max(1, sum(s.total_write_bytes for s in stats) // written)
-    return max(1, default)
+    return None
+
+
+def sampled_record_size(table: TableHandle, source: InputChunk) -> int:
+    """Bytes per record of ``source``'s rows as a base file holds them: a sample of at most
+    ``SIZE_SAMPLE_ROWS`` rows spread over the input, encoded as its files will be. A file's
+    footer and dictionaries weigh on its rows a little more or less than on the sample's:
+    files come within a few percent of the size set, as Hudi's rolled files do."""
+    n = source.data.num_rows
+    if n == 0:
+        return P.RECORD_SIZE_ESTIMATE.of(table.options)
+    rows = np.unique(np.linspace(0, n - 1, min(n, SIZE_SAMPLE_ROWS)).astype(np.int64))
+    instant = source.instant or "0" * 17  # a placeholder of an instant's length
+    group = FileGroupWrite("", new_file_id(), rows=rows)
+    naming = file_names(instant, 1)[0]
+    name = base_file_name(group.file_id, naming.token, instant)
+    sample = _with_meta(table, source._replace(instant=instant), naming, group, name, packed=True)
+    # In one row group: the row groups' size in rows is learnt from this too.
+    payload, count, _ = encode_base_file(table, sample, {**source.parquet, "row_group_size": len(rows)})
+    return max(1, len(payload) // count)

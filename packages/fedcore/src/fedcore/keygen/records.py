@@ -183,15 +183,15 @@ def _complex_keys(key_fields: Sequence[str], texts: Sequence[Any]) -> pa.Array:
 class PartitionedRows:
     """Which partition each row goes to: ``paths[codes[row]]``."""
 
-    codes: np.ndarray  # int64, one per row
+    codes: np.ndarray  # integers, one per row
     paths: list[str]
 
     def groups(self) -> dict[str, np.ndarray]:
-        """The rows of each partition that has any, ascending."""
+        """The rows of each partition that has any, ascending (int64)."""
         if not self.paths:  # no rows at all
             return {}
-        narrow = self.codes.astype(np.uint16) if len(self.paths) <= 2**16 else self.codes
-        order = np.argsort(narrow, kind="stable")  # a radix sort for 16-bit codes
+        # Arrow's stable sort of small integers counts them (a pass, no comparisons).
+        order = pc.sort_indices(pa.array(self.codes)).to_numpy().view(np.int64)
         counts = np.bincount(self.codes, minlength=len(self.paths))
         parts = np.split(order, np.cumsum(counts)[:-1])
         return {path: rows for path, rows in zip(self.paths, parts, strict=True) if len(rows)}
@@ -208,11 +208,11 @@ def partition_rows(data: pa.Table, scheme: PartitionScheme) -> PartitionedRows:
     check_columns(data, scheme.fields, "partition")
     encoded = [pc.dictionary_encode(pc.fill_null(value_texts(data.column(f)), "")) for f in scheme.fields]
     texts = [e.dictionary.to_pylist() for e in encoded]
-    indices = [e.indices.to_numpy(zero_copy_only=False).astype(np.int64) for e in encoded]
+    indices = [e.indices.to_numpy(zero_copy_only=False) for e in encoded]  # no nulls: no copy
     if len(encoded) == 1:
         codes, combos = indices[0], [[text] for text in texts[0]]
     else:
-        combined = indices[0]
+        combined = indices[0].astype(np.int64)
         for values, more in zip(texts[1:], indices[1:], strict=True):
             if int(combined.max(initial=0)) >= 2**62 // max(1, len(values)):
                 combined = np.unique(combined, return_inverse=True)[1].reshape(-1)  # dense again
@@ -220,10 +220,15 @@ def partition_rows(data: pa.Table, scheme: PartitionScheme) -> PartitionedRows:
         _, first, codes = np.unique(combined, return_index=True, return_inverse=True)
         combos = [[texts[f][indices[f][row]] for f in range(len(encoded))] for row in first]
     found = [scheme.path_of_texts(combo) for combo in combos]
+    if not found:
+        return PartitionedRows(np.zeros(0, np.int64), [])
     paths = sorted(set(found))
     position = {path: index for index, path in enumerate(paths)}
     remap = np.array([position[path] for path in found], np.int64)
-    return PartitionedRows(remap[codes.reshape(-1)] if found else np.zeros(0, np.int64), paths)
+    codes = codes.reshape(-1)
+    if len(paths) == len(found) and (remap == np.arange(len(remap))).all():
+        return PartitionedRows(codes, paths)  # met in order already: no pass over the rows
+    return PartitionedRows(remap[codes], paths)
 
 
 def record_key_array(data: pa.Table, key_fields: Sequence[str], complex_keys: bool) -> pa.Array:

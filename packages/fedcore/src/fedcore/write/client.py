@@ -167,6 +167,7 @@ class WriteClient:
             check_columns(data, [*config.record_key_fields, *config.partition_fields], "key")
         planner.check_ordering(data)  # as given: a missing column is not one filled with nulls
         data = job.conform(data)
+        job.size_records(data)  # the first chunk sizes the files of a table with none yet
         partitions = partition_rows(data, self.table.partition_scheme)
         keys = None
         if operation in (INSERT, BULK_INSERT):

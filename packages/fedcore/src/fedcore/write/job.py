@@ -43,10 +43,11 @@ from fedcore.commit.file_writer import (
     new_groups,
     parquet_options,
     put_data_file,
-    record_size,
     relative_path,
+    sampled_record_size,
     write_group,
     write_partition_metadata,
+    written_record_size,
 )
 from fedcore.commit.markers import mark_files, marker_kind, marker_token
 from fedcore.commit.transaction import Heartbeat, Transaction, roll_back_failed_writes, stat_claims
@@ -180,7 +181,10 @@ class WriteJob:
         #: Recorded in the commit's ``extraMetadata`` and its inflight plan: a streaming
         #: sink's checkpoint, a migration's source.
         self.extra_metadata = dict(extra_metadata or {})
-        self.record_size = record_size(table, timeline)
+        written = written_record_size(table, timeline)
+        self.record_size = written or P.RECORD_SIZE_ESTIMATE.of(table.options)
+        #: Whether the record size is still to be measured on the input (``size_records``).
+        self.unsized = written is None and P.RECORD_SIZE_ESTIMATE not in table.options
         self.parquet = parquet_options(table.options, self.record_size)
         #: How rewrites merge records into stored ones (Hudi's payload): upserts and inserts
         #: (an insert drops records marked deleted); other operations write rows as they are.
@@ -427,6 +431,7 @@ class WriteJob:
         data = self.conform(data)
         partitions = partition_rows(data, self.table.partition_scheme)
         check_keys(data, self.table.config.record_key_fields)
+        self.size_records(data)
         per_file = self.rows_per_file()
         groups = [
             group
@@ -488,6 +493,19 @@ class WriteJob:
         """What the file groups of ``data`` (conformed rows; ``keys``: their record keys, when
         computed) are encoded with."""
         return InputChunk(self.instant, data, keys, self.schema, self.parquet, self.rules)
+
+    def size_records(self, data: pa.Table) -> None:
+        """A table no write has sized yet (no commit wrote records, no record size estimate
+        set) takes its record size from ``data`` (conformed rows), measured as its files
+        encode it, so that files and row groups reach ``hoodie.parquet.max.file.size`` and
+        ``hoodie.parquet.block.size``, as Hudi's bulk insert rolls them at the size they
+        reach. (The estimate's default, 1 KB, against rows of a few dozen bytes, would make
+        files of a few percent of that size, and slower to write.)"""
+        if not self.unsized or data.num_rows == 0 or self.operation == DELETE:
+            return
+        self.record_size = sampled_record_size(self.table, self.encoding(data, None))
+        self.parquet = parquet_options(self.table.options, self.record_size)
+        self.unsized = False
 
     def rows_per_file(self) -> int:
         return max(1, P.MAX_FILE_SIZE.of(self.table.options) // self.record_size)
