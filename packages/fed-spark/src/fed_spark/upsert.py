@@ -63,7 +63,9 @@ def rewrite_by_file_group(
     tagged = data.mapInArrow(tag, tagged_schema).cache()
     # The input's distinct keys, by partition: what the key index keeps (the base files'
     # other keys never leave their tasks).
-    wanted = tagged.select(PARTITION, KEY).distinct().toArrow()
+    # Made distinct on the driver: Spark's ``distinct()`` is a shuffle stage of its own, which
+    # costs more than collecting the few duplicates an upsert's input holds.
+    wanted = tagged.select(PARTITION, KEY).toArrow().group_by([PARTITION, KEY]).aggregate([])
     by_partition = _keys_by_partition(wanted)
     slices = planner.latest_base_files(sorted(by_partition))
     parallelism = max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or 1))
@@ -196,9 +198,9 @@ def _key_index(
     )
     described = [(p, f, b.instant, b.name, b.size) for (p, f), b in sorted(slices.items())]
     files_schema = "partition string, file string, instant string, name string, size long"
-    files = spark.createDataFrame(described, files_schema).repartition(
-        max(1, min(parallelism, len(described)))
-    )
+    # Spread over tasks as they are made: a repartition would be a shuffle stage of its own.
+    spread = spark.sparkContext.parallelize(described, max(1, min(parallelism, len(described))))
+    files = spark.createDataFrame(spread, files_schema)
 
     @one_line
     def keys_of(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

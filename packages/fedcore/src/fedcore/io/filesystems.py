@@ -42,7 +42,6 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, TypeAlias
 
-import aiobotocore.session
 import botocore.exceptions
 import fsspec
 import fsspec.asyn
@@ -99,6 +98,8 @@ def _s3_session(limit: int) -> Any:
     """The botocore session fedcore's S3 filesystems share (one per connect-attempt limit,
     so that fsspec's cache of filesystems by their options still finds them), with
     ``_unreachable_fails_fast``."""
+    import aiobotocore.session  # S3 only: a third of fedcore's import time otherwise
+
     session = aiobotocore.session.AioSession()
     _fail_fast_after(session, limit)
     return session
