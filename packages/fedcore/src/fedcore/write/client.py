@@ -167,7 +167,6 @@ class WriteClient:
             check_columns(data, [*config.record_key_fields, *config.partition_fields], "key")
         planner.check_ordering(data)  # as given: a missing column is not one filled with nulls
         data = job.conform(data)
-        job.size_records(data)  # the first chunk sizes the files of a table with none yet
         partitions = partition_rows(data, self.table.partition_scheme)
         keys = None
         if operation in (INSERT, BULK_INSERT):
@@ -177,6 +176,7 @@ class WriteClient:
             kept = planner.keep_latest(data, partitions.codes, keys)
             if len(kept) != data.num_rows:
                 data, keys, partitions = data.take(kept), keys.take(kept), partitions.take(kept)
+        job.size_records(data, keys)  # the first chunk sizes the files of a table with none yet
         return Prepared(data, keys, partitions.groups())
 
     # --- writing -----------------------------------------------------------------------------

@@ -494,16 +494,17 @@ class WriteJob:
         computed) are encoded with."""
         return InputChunk(self.instant, data, keys, self.schema, self.parquet, self.rules)
 
-    def size_records(self, data: pa.Table) -> None:
+    def size_records(self, data: pa.Table, keys: pa.Array | None = None) -> None:
         """A table no write has sized yet (no commit wrote records, no record size estimate
-        set) takes its record size from ``data`` (conformed rows), measured as its files
-        encode it, so that files and row groups reach ``hoodie.parquet.max.file.size`` and
-        ``hoodie.parquet.block.size``, as Hudi's bulk insert rolls them at the size they
-        reach. (The estimate's default, 1 KB, against rows of a few dozen bytes, would make
-        files of a few percent of that size, and slower to write.)"""
+        set) takes its record size from ``data`` (conformed, checked rows; ``keys``: their
+        record keys, when computed), measured as its files encode it, so that files and row
+        groups reach ``hoodie.parquet.max.file.size`` and ``hoodie.parquet.block.size``, as
+        Hudi's bulk insert rolls them at the size they reach. (The estimate's default, 1 KB,
+        against rows of a few dozen bytes, would make files of a few percent of that size,
+        and slower to write.)"""
         if not self.unsized or data.num_rows == 0 or self.operation == DELETE:
             return
-        self.record_size = sampled_record_size(self.table, self.encoding(data, None))
+        self.record_size = sampled_record_size(self.table, self.encoding(data, keys))
         self.parquet = parquet_options(self.table.options, self.record_size)
         self.unsized = False
 
