@@ -11,14 +11,17 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from fed_dev import stack
 from fed_dev.hive import HiveServer2
-from fed_dev.metastore import HiveMetastore
+from fed_dev.metastore import HiveMetastore, s3_settings
 from fed_dev.servers import LoopbackS3
-from fed_dev.testing import Backend
+from fed_dev.testing import Backend, trips_table
 from fed_dev.trino import TrinoServer
+from fedcore import Table
 
 #: Apache Hudi's test tables from hudi-rs (``tests/data/hudi-rs/NOTICE.md``).
 HUDI_RS_TABLES = Path(__file__).resolve().parent / "tests" / "data" / "hudi-rs"
@@ -68,10 +71,33 @@ def metastore(s3_server: LoopbackS3) -> Iterator[HiveMetastore]:
         yield server
 
 
+#: The bearer token of the REST catalog the engine suites serve.
+REST_TOKEN = "fed-rest-token"
+
+
 @pytest.fixture(scope="session")
-def trino_server(metastore: HiveMetastore, s3_server: LoopbackS3) -> Iterator[TrinoServer]:
-    """A real Trino 476, its Iceberg catalog on ``metastore``."""
-    with TrinoServer(metastore.uri, s3_server) as server:
+def served_table(s3_server: LoopbackS3) -> Table:
+    """A trips table on S3 that ``rest_catalog`` serves as ``lake.trips``."""
+    table, _ = trips_table(s3_server, "object_store", "served")
+    return table
+
+
+@pytest.fixture(scope="session")
+def rest_catalog(served_table: Table) -> Iterator[Any]:
+    """fed's Iceberg REST catalog (``fed serve``) on loopback, serving ``served_table``."""
+    from fed_dev.catalog import ServedCatalog  # fedcore[serve]: the engine suites only
+    from fedcore.rest_catalog import Access, ServedTable
+
+    with ServedCatalog([ServedTable(("lake",), "trips", served_table)], Access(token=REST_TOKEN)) as served:
+        yield served
+
+
+@pytest.fixture(scope="session")
+def trino_server(metastore: HiveMetastore, s3_server: LoopbackS3, rest_catalog: Any) -> Iterator[TrinoServer]:
+    """A real Trino 476: its Iceberg catalog on ``metastore``, and catalog ``fed`` on fed's
+    REST catalog (``rest_catalog``)."""
+    rest = stack.trino_rest_catalog(uri=rest_catalog.uri, token=REST_TOKEN, s3=s3_settings(s3_server))
+    with TrinoServer(metastore.uri, s3_server, catalogs={"fed": rest}) as server:
         yield server
 
 

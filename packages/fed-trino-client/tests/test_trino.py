@@ -10,6 +10,7 @@ import threading
 from typing import Any
 
 import pytest
+import trino
 
 import fed_trino
 from fed_dev.metastore import HiveMetastore
@@ -165,3 +166,24 @@ def test_publishes_racing_queries_never_show_a_mixed_state(
     assert seen
     assert set(seen) <= states, set(seen) - states
     assert query(reader, f"SELECT count(*), max(fare) FROM {name}") == [(20, 619.0)]
+
+
+def test_trino_reads_through_feds_rest_catalog_with_no_sync(
+    trino_server: TrinoServer, served_table: Table, rest_catalog: Any
+) -> None:
+    """Trino's REST-catalog Iceberg connector (catalog ``fed``) loads the table from fed's
+    REST catalog: exactly fedcore's rows, and a write's rows on the next query, with no sync
+    or publish step in between."""
+    connection = trino.dbapi.connect(
+        host="127.0.0.1", port=trino_server.port, user="fed", catalog="fed", schema="lake"
+    )
+    served_table.write(trips(range(10), ["us", "de"] * 5), "bulk_insert")
+    assert query(connection, "SHOW TABLES") == [("trips",)]
+    columns = "trip_id, country, ts, fare"
+    assert query(connection, f"SELECT {columns} FROM trips") == trips_rows(served_table)
+    served_table.write(trips([1, 2, 30], ["de", "us", "fr"], ts=2, fare=99.0), "upsert")
+    assert query(connection, f"SELECT {columns} FROM trips") == trips_rows(served_table)
+    assert query(connection, f"SELECT {columns} FROM trips WHERE country = 'fr'") == trips_rows(
+        served_table, filters=[("country", "=", "fr")]
+    )
+    assert len(trips_rows(served_table)) == 11

@@ -136,6 +136,11 @@ def trino_iceberg_catalog(*, metastore_uri: str, s3: S3Settings) -> dict[str, st
 
 def trino_s3(*, metastore_uri: str, s3: S3Settings) -> dict[str, str]:
     """The metastore and S3 settings Trino's Iceberg and Hive connectors share."""
+    return {**trino_native_s3(s3), "hive.metastore.uri": metastore_uri}
+
+
+def trino_native_s3(s3: S3Settings) -> dict[str, str]:
+    """``s3://`` through Trino's native S3 client, with the reader's own credentials."""
     return {
         "fs.native-s3.enabled": "true",
         "s3.endpoint": s3.endpoint_url,
@@ -143,7 +148,20 @@ def trino_s3(*, metastore_uri: str, s3: S3Settings) -> dict[str, str]:
         "s3.region": s3.region,
         "s3.aws-access-key": s3.access_key,
         "s3.aws-secret-key": s3.secret_key,
-        "hive.metastore.uri": metastore_uri,
+    }
+
+
+def trino_rest_catalog(*, uri: str, token: str, s3: S3Settings) -> dict[str, str]:
+    """A Trino catalog on fed's Iceberg REST catalog (``fed serve``): tables listed and
+    loaded there (each load shows the table's latest commit), read-only, with a bearer token."""
+    return {
+        "connector.name": "iceberg",
+        "iceberg.catalog.type": "rest",
+        "iceberg.rest-catalog.uri": uri,
+        "iceberg.rest-catalog.security": "OAUTH2",
+        "iceberg.rest-catalog.oauth2.token": token,
+        "iceberg.security": "read_only",
+        **trino_native_s3(s3),
     }
 
 

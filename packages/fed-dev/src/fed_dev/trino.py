@@ -75,7 +75,8 @@ def trino_home(plugins: tuple[str, ...] = ("iceberg",)) -> Path:
 class TrinoServer(ProcessServer):
     """``start()`` (or a with-block); ``port`` is its HTTP port on 127.0.0.1. Catalogs:
     ``iceberg`` (and ``hive`` with ``hive=True``) on the metastore at ``metastore_uri``,
-    reading ``s3://`` through the S3 endpoint ``s3``; ``iceberg``: more Iceberg catalog settings."""
+    reading ``s3://`` through the S3 endpoint ``s3``; ``iceberg``: more Iceberg catalog settings;
+    ``catalogs``: more catalogs, by name (``stack.trino_rest_catalog``'s, say)."""
 
     def __init__(
         self,
@@ -84,12 +85,14 @@ class TrinoServer(ProcessServer):
         *,
         hive: bool = False,
         iceberg: Mapping[str, str] | None = None,
+        catalogs: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         super().__init__()
         self.metastore_uri = metastore_uri
         self.s3 = s3
         self.hive = hive
         self.iceberg = dict(iceberg or {})  # more settings of the Iceberg catalog
+        self.catalogs = {name: dict(settings) for name, settings in (catalogs or {}).items()}
         self.port = 0
 
     def start(self, timeout: float = 180.0) -> TrinoServer:
@@ -128,6 +131,8 @@ class TrinoServer(ProcessServer):
         if self.hive:
             hive = {"connector.name": "hive", **stack.trino_s3(metastore_uri=self.metastore_uri, s3=s3)}
             _write(etc / "catalog" / "hive.properties", hive)
+        for name, settings in self.catalogs.items():
+            _write(etc / "catalog" / f"{name}.properties", settings)
         env = {**os.environ, "JAVA_HOME": java, "PATH": f"{java}/bin:{os.environ.get('PATH', '')}"}
         launcher = [str(home / "bin" / "launcher"), "run", f"--etc-dir={etc}", f"--data-dir={root / 'data'}"]
         process = self.spawn(launcher, env)

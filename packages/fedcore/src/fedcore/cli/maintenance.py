@@ -11,7 +11,9 @@ and 2, like every command, on an error.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
+import os
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -22,13 +24,14 @@ from typing import Any
 from tqdm import tqdm
 
 from fedcore import properties as P
-from fedcore.cli.table import open_table, parse_pairs, storage_options
+from fedcore.cli.table import open_table, parse_pairs, positive_int, storage_options
 from fedcore.commit.upgrade import upgrade_config
 from fedcore.exceptions import FedError, MissingDependencyError
 from fedcore.io.filesystems import storage_options_of
 from fedcore.migrate import migrate
 from fedcore.services.repair import repair_metadata
 from fedcore.services.verify import delete_orphans, verify_table
+from fedcore.table import load_table
 
 #: ``fed verify``'s exit status when the table fails the check.
 EXIT_FAILED = 1
@@ -103,6 +106,40 @@ def maintenance_commands(commands: Any) -> None:
         "later syncs keep that form",
     )
     hive_sync.set_defaults(run=_sync)
+
+    serve = commands.add_parser(
+        "serve",
+        help="serve tables' Iceberg views as a read-only Iceberg REST catalog",
+        description="Serve the given tables to engines that speak the Iceberg REST catalog "
+        "protocol (Trino, Spark, PyIceberg): each load shows the table's latest commit, "
+        "published first when the table has moved on. Listens on 127.0.0.1 unless --host says "
+        "otherwise, and beyond the loopback only with a token or a credential.",
+    )
+    serve.add_argument(
+        "--table",
+        dest="tables",
+        action="append",
+        required=True,
+        metavar="NAMESPACE.NAME=TABLE_URI",
+        help="a table to serve (repeatable)",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    serve.add_argument("--port", type=positive_int, default=8181, help="default: %(default)s")
+    serve.add_argument(
+        "--token",
+        default=os.environ.get("FED_SERVE_TOKEN"),
+        help="the bearer token every request must carry (default: $FED_SERVE_TOKEN)",
+    )
+    serve.add_argument(
+        "--credential",
+        action="append",
+        default=[c for c in [os.environ.get("FED_SERVE_CREDENTIAL")] if c],
+        metavar="CLIENT_ID:SECRET",
+        help="a client credential the OAuth2 token endpoint exchanges for a token (repeatable; "
+        "default: $FED_SERVE_CREDENTIAL)",
+    )
+    serve.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE")
+    serve.set_defaults(run=_serve)
 
     move = commands.add_parser(
         "migrate",
@@ -197,6 +234,46 @@ def _sync(args: argparse.Namespace) -> int:
         f"in {result.metastore} ({result.metadata_location})"
     )
     return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    try:  # the server stack is an extra
+        import uvicorn
+
+        from fedcore.rest_catalog import Access, ServedTable, catalog_app, parse_served
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"fed serve needs fedcore[serve]: pip install 'fedcore[serve]' ({exc})"
+        ) from exc
+    credentials: dict[str, str] = {}
+    for given in args.credential:
+        client, sep, secret = given.partition(":")
+        if not sep or not client or not secret:
+            raise FedError(f"--credential {given.split(':')[0]!r}...: expected CLIENT_ID:SECRET")
+        credentials[client] = secret
+    access = Access(token=args.token or None, credentials=credentials or None)
+    if not access.required and not _loopback(args.host):
+        raise FedError(f"--host {args.host}: listening beyond the loopback needs --token or --credential")
+    options = storage_options(args)
+    served = []
+    for spec in args.tables:
+        namespace, name, uri = parse_served(spec)
+        served.append(ServedTable(namespace, name, load_table(uri, storage_options=options)))
+    app = catalog_app(served, access)
+    print(f"fed serve: {len(served)} table(s) at http://{args.host}:{args.port} (Ctrl-C stops)", flush=True)
+    uvicorn.run(
+        app, host=args.host, port=args.port, log_level="warning", timeout_keep_alive=5, limit_concurrency=64
+    )
+    return 0
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _migrate(args: argparse.Namespace) -> int:

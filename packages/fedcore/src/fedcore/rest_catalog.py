@@ -1,0 +1,309 @@
+"""``fed serve``: a read-only Iceberg REST catalog over fed tables' Iceberg views.
+
+Engines that speak the Iceberg REST catalog protocol (Trino's ``iceberg.catalog.type=rest``,
+Spark's ``SparkCatalog`` with ``type=rest``, PyIceberg's ``RestCatalog``) list and load the
+tables it was given. A load publishes the view first when the table has moved on since its
+last publish (``fedcore.iceberg.publish``, which returns at once when it has not), so an
+engine reads the table's latest commit with no sync step between a write and a read.
+
+It serves what loading needs (config, namespaces, tables, a table's metadata location and
+metadata) and refuses every change (``UnsupportedOperationException``): fed tables are
+written by fed. Errors follow the spec's error model (``{"error": {"message", "type",
+"code"}}``).
+
+It is a network service, so it is safe by default:
+
+- it serves only the tables it was given, looked up by name: no part of a request ever
+  becomes a path;
+- with a token (``token``) or a client credential (``credentials``, exchanged at the spec's
+  OAuth2 token endpoint for a token of this process, good for ``TOKEN_LIFETIME_S``) every
+  request but the token exchange needs ``Authorization: Bearer``, else 401;
+- a request body is at most ``MAX_BODY_BYTES``, a load at most ``LOAD_TIMEOUT_S``;
+- no storage credential is served: readers bring their own (the ``config`` of a load is
+  empty).
+
+The command (``fedcore.cli``) binds to 127.0.0.1 unless told otherwise, and beyond the
+loopback only with a token or a credential.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import secrets
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+from urllib.parse import parse_qs
+
+from fedcore.exceptions import ConfigError, FedError, MissingDependencyError
+from fedcore.table import Table
+
+try:  # the server stack and PyIceberg are extras: fedcore[serve]
+    from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
+    from starlette.exceptions import HTTPException
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+    from fedcore.iceberg import publish
+except ImportError as exc:  # pragma: no cover - exercised without the extra only
+    raise MissingDependencyError(
+        f"fed serve needs fedcore[serve]: pip install 'fedcore[serve]' ({exc})"
+    ) from exc
+
+#: Bytes a request body may hold (only the token exchange has one: a few form fields).
+MAX_BODY_BYTES: Final = 16 * 1024
+#: Seconds a load may take (its publish included) before the client is told to retry.
+LOAD_TIMEOUT_S: Final = 120.0
+#: Seconds a token issued at the token endpoint is good for; how many may be live at once.
+TOKEN_LIFETIME_S: Final = 3600.0
+MAX_ISSUED_TOKENS: Final = 10_000
+#: Namespace levels in a path are joined by the unit separator (the spec's encoding).
+LEVELS: Final = "\x1f"
+#: The endpoints served, as the config response lists them for clients that read it.
+ENDPOINTS: Final = (
+    "GET /v1/{prefix}/namespaces",
+    "GET /v1/{prefix}/namespaces/{namespace}",
+    "HEAD /v1/{prefix}/namespaces/{namespace}",
+    "GET /v1/{prefix}/namespaces/{namespace}/tables",
+    "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+)
+
+
+@dataclass(frozen=True)
+class ServedTable:
+    """A table the catalog serves: its namespace (levels) and name, and the table itself."""
+
+    namespace: tuple[str, ...]
+    name: str
+    table: Table
+
+
+def parse_served(spec: str) -> tuple[tuple[str, ...], str, str]:
+    """``NAMESPACE.NAME=TABLE_URI`` (``fed serve --table``): namespace levels, name, URI. The
+    namespace may have several levels (``a.b.trips``); the name is the last part."""
+    identifier, sep, uri = spec.partition("=")
+    parts = identifier.strip().split(".")
+    if not sep or not uri.strip() or len(parts) < 2 or not all(part.strip() for part in parts):
+        raise ConfigError("--table", f"{spec!r}: expected NAMESPACE.NAME=TABLE_URI")
+    return tuple(p.strip() for p in parts[:-1]), parts[-1].strip(), uri.strip()
+
+
+@dataclass(frozen=True)
+class Access:
+    """Who may call: a static bearer token, client credentials (id -> secret) exchanged at the
+    token endpoint, or neither (anyone who reaches the socket)."""
+
+    token: str | None = None
+    credentials: Mapping[str, str] | None = None
+
+    @property
+    def required(self) -> bool:
+        return bool(self.token or self.credentials)
+
+
+class _Catalog:
+    def __init__(self, tables: Sequence[ServedTable], access: Access) -> None:
+        self.tables: dict[tuple[tuple[str, ...], str], ServedTable] = {}
+        for served in tables:
+            key = (served.namespace, served.name)
+            if key in self.tables:
+                raise ConfigError("--table", f"{'.'.join([*served.namespace, served.name])} is given twice")
+            self.tables[key] = served
+        self.namespaces = sorted({served.namespace for served in tables})
+        self.access = access
+        #: Tokens this process issued at the token endpoint, and when each expires.
+        self.issued: dict[str, float] = {}
+
+    # --- access ------------------------------------------------------------------------------
+
+    def authorized(self, request: Request) -> bool:
+        if not self.access.required:
+            return True
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not given:
+            return False
+        if self.access.token is not None and hmac.compare_digest(given, self.access.token):
+            return True
+        return self.issued.get(given, 0.0) > time.monotonic()
+
+    async def token(self, request: Request) -> Response:
+        """The spec's OAuth2 token endpoint: client credentials for a bearer token."""
+        body = await _body(request)
+        if body is None:
+            return _error(413, "BadRequestException", f"request bodies are at most {MAX_BODY_BYTES} bytes")
+        form = {k: v[-1] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
+        client, secret = form.get("client_id", ""), form.get("client_secret", "")
+        known = (self.access.credentials or {}).get(client)
+        if form.get("grant_type") != "client_credentials":
+            return _oauth_error(400, "unsupported_grant_type", "only client_credentials is supported")
+        if known is None or not hmac.compare_digest(secret, known):
+            return _oauth_error(401, "invalid_client", "unknown client or wrong secret")
+        now = time.monotonic()
+        for old in [t for t, expiry in self.issued.items() if expiry <= now]:
+            del self.issued[old]
+        while len(self.issued) >= MAX_ISSUED_TOKENS:  # the oldest go first
+            del self.issued[next(iter(self.issued))]
+        issued = secrets.token_urlsafe(32)
+        self.issued[issued] = now + TOKEN_LIFETIME_S
+        return JSONResponse(
+            {
+                "access_token": issued,
+                "token_type": "bearer",
+                "expires_in": int(TOKEN_LIFETIME_S),
+                "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
+            }
+        )
+
+    # --- reads -------------------------------------------------------------------------------
+
+    async def config(self, request: Request) -> Response:
+        return JSONResponse({"defaults": {}, "overrides": {}, "endpoints": list(ENDPOINTS)})
+
+    async def list_namespaces(self, request: Request) -> Response:
+        parent = _levels(request.query_params.get("parent", ""))
+        depth = len(parent)
+        children = sorted(
+            {ns[: depth + 1] for ns in self.namespaces if len(ns) > depth and ns[:depth] == parent}
+        )
+        if parent and not any(ns[:depth] == parent for ns in self.namespaces):
+            return _no_namespace(parent)
+        return JSONResponse({"namespaces": [list(ns) for ns in children]})
+
+    async def namespace(self, request: Request) -> Response:
+        levels = _levels(request.path_params["namespace"])
+        if not any(ns[: len(levels)] == levels for ns in self.namespaces):
+            return _no_namespace(levels)
+        if request.method == "HEAD":
+            return Response(status_code=204)
+        return JSONResponse({"namespace": list(levels), "properties": {}})
+
+    async def list_tables(self, request: Request) -> Response:
+        levels = _levels(request.path_params["namespace"])
+        if not any(ns[: len(levels)] == levels for ns in self.namespaces):
+            return _no_namespace(levels)
+        names = sorted(name for ns, name in self.tables if ns == levels)
+        return JSONResponse({"identifiers": [{"namespace": list(levels), "name": n} for n in names]})
+
+    async def load_table(self, request: Request) -> Response:
+        levels = _levels(request.path_params["namespace"])
+        name = request.path_params["table"]
+        served = self.tables.get((levels, name))
+        if served is None:
+            return _error(404, "NoSuchTableException", f"table does not exist: {'.'.join([*levels, name])}")
+        if request.method == "HEAD":
+            return Response(status_code=204)
+        try:  # publishing reads and writes storage: off the event loop, within a bound
+            result = await asyncio.wait_for(run_in_threadpool(publish, served.table), LOAD_TIMEOUT_S)
+        except TimeoutError:
+            return _error(503, "ServiceUnavailableException", f"loading took over {LOAD_TIMEOUT_S:.0f} s")
+        except FedError as exc:
+            return _error(500, "ServerErrorException", str(exc))
+        if result.metadata is None or result.metadata_location is None:
+            return _error(
+                404, "NoSuchTableException", f"table {'.'.join([*levels, name])} has no commit to show yet"
+            )
+        body = (
+            f'{{"metadata-location": {json.dumps(result.metadata_location)}, '
+            f'"metadata": {result.metadata.model_dump_json()}, "config": {{}}}}'
+        )
+        return Response(body, media_type="application/json")
+
+    async def refuse(self, request: Request) -> Response:
+        if request.method in ("GET", "HEAD"):
+            return await _not_found(request, HTTPException(404))
+        return _error(
+            406, "UnsupportedOperationException", "this catalog is read-only: fed tables are written by fed"
+        )
+
+
+def catalog_app(tables: Sequence[ServedTable], access: Access | None = None) -> ASGIApp:
+    """The ASGI application serving ``tables`` under ``access``."""
+    catalog = _Catalog(tables, access or Access())
+    reads = ["GET", "HEAD"]
+    writes = ["POST", "PUT", "DELETE"]
+    routes = [
+        Route("/v1/config", catalog.config, methods=["GET"]),
+        Route("/v1/oauth/tokens", catalog.token, methods=["POST"]),
+        Route("/v1/namespaces", catalog.list_namespaces, methods=["GET"]),
+        Route("/v1/namespaces", catalog.refuse, methods=writes),
+        Route("/v1/namespaces/{namespace}", catalog.namespace, methods=reads),
+        Route("/v1/namespaces/{namespace}/tables", catalog.list_tables, methods=["GET"]),
+        Route("/v1/namespaces/{namespace}/tables/{table}", catalog.load_table, methods=reads),
+        Route("/v1/{rest:path}", catalog.refuse, methods=[*reads, *writes]),
+    ]
+    handlers = {404: _not_found, 405: _not_allowed, Exception: _failed}
+    return _Guard(Starlette(routes=routes, exception_handlers=handlers), catalog)
+
+
+class _Guard:
+    """Every request but the token exchange is authorized first; a body over the bound is
+    refused before it is read."""
+
+    def __init__(self, app: ASGIApp, catalog: _Catalog) -> None:
+        self.app = app
+        self.catalog = catalog
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            request = Request(scope)
+            length = request.headers.get("content-length", "0")
+            refusal: Response | None = None
+            if not length.isdigit() or int(length) > MAX_BODY_BYTES:
+                refusal = _error(
+                    413, "BadRequestException", f"request bodies are at most {MAX_BODY_BYTES} bytes"
+                )
+            elif scope["path"] != "/v1/oauth/tokens" and not self.catalog.authorized(request):
+                refusal = _error(401, "NotAuthorizedException", "a valid bearer token is required")
+            if refusal is not None:
+                await refusal(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+async def _body(request: Request) -> bytes | None:
+    """The request's body, or None past ``MAX_BODY_BYTES`` (read no further)."""
+    chunks = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _levels(text: str) -> tuple[str, ...]:
+    """Namespace levels from a path or query parameter (decoded already)."""
+    return tuple(text.split(LEVELS)) if text else ()
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    return _error(404, "NotFoundException", f"no such resource: {request.url.path}")
+
+
+async def _failed(request: Request, exc: Exception) -> Response:
+    return _error(500, "ServerErrorException", f"{type(exc).__name__}: {exc}")
+
+
+async def _not_allowed(request: Request, exc: Exception) -> Response:
+    code = exc.status_code if isinstance(exc, HTTPException) else 405
+    return _error(code, "UnsupportedOperationException", f"{request.method} {request.url.path} is not served")
+
+
+def _no_namespace(levels: tuple[str, ...]) -> Response:
+    return _error(404, "NoSuchNamespaceException", f"namespace does not exist: {'.'.join(levels)}")
+
+
+def _error(code: int, kind: str, message: str) -> Response:
+    return JSONResponse({"error": {"message": message, "type": kind, "code": code}}, status_code=code)
+
+
+def _oauth_error(code: int, kind: str, message: str) -> Response:
+    return JSONResponse({"error": kind, "error_description": message}, status_code=code)

@@ -1,0 +1,237 @@
+"""``fed serve``, the Iceberg REST catalog: PyIceberg's ``RestCatalog`` (a real REST client)
+lists and loads the served tables and reads exactly fedcore's rows, a write's rows with no
+sync in between; and the service is safe by default: tokens and client credentials, the
+spec's error model, writes refused, only the given tables, bounded requests."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError, OAuthError, UnauthorizedError
+
+from fed_dev.catalog import ServedCatalog
+from fed_dev.process import free_port, listening
+from fed_dev.servers import SECRET_KEY, LoopbackS3
+from fedcore import properties as P
+from fedcore.cli.main import main
+from fedcore.rest_catalog import MAX_BODY_BYTES, Access, ServedTable
+from fedcore.table import Table, create_table
+
+from .test_writes import trips
+
+TOKEN = "s3cr3t-token"
+
+
+def make(path: Path, name: str = "trips") -> Table:
+    table = create_table(
+        f"file://{path}/tables/{name}",
+        name=name,
+        record_key_fields=["trip_id"],
+        partition_fields=["country"],
+        precombine_field="ts",
+        properties={
+            P.STORAGE_STRATEGY_CLASS: "object_store",
+            P.STORAGE_PATH: f"file://{path}/storage/{name}",
+        },
+    )
+    table.upsert(trips(range(20), ["us", "de"] * 10))
+    return table
+
+
+class Served(ServedCatalog):
+    """The catalog on loopback, and raw HTTP calls to it."""
+
+    def call(
+        self, method: str, path: str, token: str | None = TOKEN, body: bytes | None = None
+    ) -> tuple[int, Any]:
+        request = urllib.request.Request(self.uri + path, data=body, method=method)
+        if token is not None:
+            request.add_header("Authorization", f"Bearer {token}")
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                raw = answer.read()
+                return answer.status, json.loads(raw) if raw else None
+        except urllib.error.HTTPError as error:
+            raw = error.read()
+            return error.code, json.loads(raw) if raw else None
+
+
+@pytest.fixture
+def tables(tmp_path: Path) -> list[Table]:
+    return [make(tmp_path, "trips"), make(tmp_path, "fares")]
+
+
+@pytest.fixture
+def served(tables: list[Table]) -> Iterator[Served]:
+    given = [ServedTable(("lake",), "trips", tables[0]), ServedTable(("lake", "finance"), "fares", tables[1])]
+    with Served(given, Access(token=TOKEN, credentials={"engine": "engine-secret"})) as server:
+        yield server
+
+
+def ordered(data: pa.Table) -> pa.Table:
+    names = sorted(data.column_names)
+    return data.select(names).sort_by([("trip_id", "ascending"), ("_hoodie_commit_time", "ascending")])
+
+
+def test_pyiceberg_reads_exactly_fedcores_rows_and_a_write_with_no_sync(
+    served: Served, tables: list[Table]
+) -> None:
+    catalog = RestCatalog("fed", uri=served.uri, token=TOKEN)
+    assert catalog.list_namespaces() == [("lake",)]
+    assert catalog.list_namespaces(("lake",)) == [("lake", "finance")]
+    assert catalog.list_tables("lake") == [("lake", "trips")]
+    assert catalog.list_tables(("lake", "finance")) == [("lake", "finance", "fares")]
+    trips_table = tables[0]
+    view = catalog.load_table("lake.trips")
+    assert ordered(view.scan().to_arrow()) == ordered(trips_table.read())
+    assert view.scan().to_arrow().num_rows == 20
+    # A write, then a load: the catalog publishes what the table moved on to.
+    written = trips_table.upsert(trips([0, 1, 100], ["us", "de", "fr"], fare=500.0))
+    again = catalog.load_table("lake.trips").scan().to_arrow()
+    assert ordered(again) == ordered(trips_table.read())
+    assert again.num_rows == 21
+    assert set(again.column("_hoodie_commit_time").to_pylist()) >= {written.instant}
+    fares = catalog.load_table(("lake", "finance", "fares")).scan().to_arrow()
+    assert ordered(fares) == ordered(tables[1].read())
+    assert catalog.table_exists("lake.trips")
+    assert not catalog.table_exists("lake.nothing")
+
+
+def test_a_client_credential_is_exchanged_for_a_token(served: Served, tables: list[Table]) -> None:
+    catalog = RestCatalog("fed", uri=served.uri, credential="engine:engine-secret")
+    assert ordered(catalog.load_table("lake.trips").scan().to_arrow()) == ordered(tables[0].read())
+    with pytest.raises(OAuthError, match="invalid_client"):
+        RestCatalog("fed", uri=served.uri, credential="engine:wrong")
+
+
+def test_requests_without_a_valid_token_are_refused(served: Served) -> None:
+    for token in (None, "wrong", ""):
+        status, body = served.call("GET", "/v1/namespaces/lake/tables/trips", token=token)
+        assert status == 401
+        assert body["error"]["type"] == "NotAuthorizedException"
+        assert body["error"]["code"] == 401
+    with pytest.raises(UnauthorizedError):
+        RestCatalog("fed", uri=served.uri, token="wrong").load_table("lake.trips")
+    status, _ = served.call("GET", "/v1/config")
+    assert status == 200
+
+
+def test_errors_follow_the_specs_model(served: Served) -> None:
+    catalog = RestCatalog("fed", uri=served.uri, token=TOKEN)
+    with pytest.raises(NoSuchTableError):
+        catalog.load_table("lake.nothing")
+    with pytest.raises(NoSuchNamespaceError):
+        catalog.list_tables("elsewhere")
+    status, body = served.call("GET", "/v1/namespaces/lake/tables/nothing")
+    assert (status, body["error"]["type"], body["error"]["code"]) == (404, "NoSuchTableException", 404)
+
+
+def test_every_change_is_refused(served: Served, tables: list[Table]) -> None:
+    catalog = RestCatalog("fed", uri=served.uri, token=TOKEN)
+    # The config lists only reads: a client that reads it does not even ask.
+    with pytest.raises(NotImplementedError, match="POST"):
+        catalog.create_namespace("other")
+    with pytest.raises(NotImplementedError, match="DELETE"):
+        catalog.drop_table("lake.trips")
+    # One that asks is refused.
+    for method, path in [
+        ("POST", "/v1/namespaces"),
+        ("DELETE", "/v1/namespaces/lake/tables/trips"),
+        ("POST", "/v1/namespaces/lake/tables/trips"),
+        ("POST", "/v1/tables/rename"),
+    ]:
+        status, body = served.call(method, path, body=b"{}")
+        assert status == 406, (method, path)
+        assert body["error"]["type"] == "UnsupportedOperationException"
+    assert ordered(catalog.load_table("lake.trips").scan().to_arrow()) == ordered(tables[0].read())
+
+
+def test_only_the_given_tables_are_served_and_bodies_are_bounded(served: Served, tmp_path: Path) -> None:
+    make(tmp_path / "other", "secret")  # a table the catalog was not given
+    for path in [
+        "/v1/namespaces/lake/tables/secret",
+        "/v1/namespaces/lake/tables/..%2Fsecret",
+        "/v1/namespaces/..%2F..%2Fother/tables/secret",
+        "/v1/namespaces/lake%1F..%1Fother/tables/secret",
+        f"/v1/namespaces/{tmp_path}/tables/trips",
+    ]:
+        status, body = served.call("GET", path)
+        assert status == 404, path
+        assert "error" in body
+    status, body = served.call("POST", "/v1/oauth/tokens", token=None, body=b"x" * (MAX_BODY_BYTES + 1))
+    assert status == 413
+
+
+def test_the_command_refuses_what_it_cannot_serve_safely(
+    tables: list[Table], capsys: pytest.CaptureFixture[str]
+) -> None:
+    uri = tables[0].path
+    assert main(["serve", "--table", f"lake.trips={uri}", "--host", "0.0.0.0", "--token", ""]) == 2
+    assert "beyond the loopback needs --token or --credential" in capsys.readouterr().err
+    assert main(["serve", "--table", f"trips={uri}"]) == 2
+    assert "expected NAMESPACE.NAME=TABLE_URI" in capsys.readouterr().err
+    assert main(["serve", "--table", f"lake.trips={uri}", "--credential", "no-secret"]) == 2
+    assert "expected CLIENT_ID:SECRET" in capsys.readouterr().err
+
+
+def test_a_load_reads_metadata_never_the_data_storage_and_serves_no_credential(s3_server: LoopbackS3) -> None:
+    tables, storage = s3_server.create_bucket("served"), s3_server.create_bucket("served-data")
+    table = create_table(
+        f"{tables}/trips",
+        name="trips",
+        record_key_fields=["trip_id"],
+        partition_fields=["country"],
+        precombine_field="ts",
+        properties={P.STORAGE_STRATEGY_CLASS: "object_store", P.STORAGE_PATH: storage},
+        storage_options=s3_server.storage_options(),
+    )
+    table.upsert(trips(range(12), ["us", "de", "fr"] * 4))
+    with Served([ServedTable(("lake",), "trips", table)], Access(token=TOKEN)) as server:
+        status, first = server.call("GET", "/v1/namespaces/lake/tables/trips")
+        assert status == 200
+        assert first["config"] == {}
+        assert SECRET_KEY not in json.dumps(first)
+        table.upsert(trips([1, 2], ["de", "fr"], fare=3.0))
+        s3_server.requests.reset()
+        status, second = server.call("GET", "/v1/namespaces/lake/tables/trips")
+        assert status == 200
+        assert second["metadata-location"] != first["metadata-location"]  # published on the load
+        data = storage.removeprefix("s3://")
+        assert not [p for p in s3_server.requests.listed if p.startswith(data)], s3_server.requests.listed
+        assert s3_server.requests.by_method["GET"] + s3_server.requests.by_method["HEAD"] > 0
+        s3_server.requests.reset()
+        status, third = server.call("GET", "/v1/namespaces/lake/tables/trips")
+        assert third["metadata-location"] == second["metadata-location"]
+        assert s3_server.requests.by_method["PUT"] == 0  # nothing new: nothing published
+
+
+def test_the_command_serves_its_tables(tables: list[Table]) -> None:
+    port = free_port()
+    command = [sys.executable, "-m", "fedcore", "serve", "--table", f"lake.trips={tables[0].path}"]
+    server = subprocess.Popen(
+        [*command, "--port", str(port), "--token", TOKEN], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert server.stdout is not None
+        assert f"1 table(s) at http://127.0.0.1:{port}" in server.stdout.readline()
+        deadline = time.monotonic() + 30
+        while not listening(port):
+            assert server.poll() is None, "fed serve exited"
+            assert time.monotonic() < deadline, "fed serve did not listen"
+            time.sleep(0.1)
+        catalog = RestCatalog("fed", uri=f"http://127.0.0.1:{port}", token=TOKEN)
+        assert ordered(catalog.load_table("lake.trips").scan().to_arrow()) == ordered(tables[0].read())
+    finally:
+        server.terminate()
+        server.wait(10)
