@@ -22,6 +22,7 @@ from fedcore.cli.main import _parser
 _SOURCE = Path(P.__file__).parent
 _OPTION_TYPES = {
     P.IntOption: "integer",
+    P.FloatOption: "number",
     P.BoolOption: "boolean",
     P.ChoiceOption: "choice",
     P.ListOption: "list (comma-separated)",
@@ -93,7 +94,7 @@ def configuration() -> str:
         default: Any = getattr(option, "default", None)
         notes, used = about(str(option))
         extra = []
-        if isinstance(option, P.IntOption):
+        if isinstance(option, P.IntOption | P.FloatOption):
             extra.append(f"at least {option.minimum}")
         if isinstance(option, P.ChoiceOption):
             extra.append("one of " + ", ".join(f"`{c}`" for c in sorted(option.choices)))

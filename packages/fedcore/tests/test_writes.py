@@ -344,6 +344,21 @@ def test_a_first_write_sizes_files_by_its_rows(backend: Backend) -> None:
     assert sorted(rows(table)) == list(range(20_000))
 
 
+def test_a_small_commit_teaches_no_record_size(backend: Backend) -> None:
+    """As in Hudi, only a commit past ``hoodie.record.size.estimation.threshold`` times the
+    small file limit teaches the record size: ten rows' bytes per record are mostly footer,
+    and would make the next write's files a few percent of the size set."""
+    table = make_table(backend, **{P.MAX_FILE_SIZE: "100000"})
+    WriteClient(table).bulk_insert(trips(range(10), "us"))
+    # Told to learn from any commit, the ten rows teach their footer-heavy size.
+    taught = WriteClient(table, {P.RECORD_SIZE_ESTIMATION_THRESHOLD: "0"})
+    taught.bulk_insert(trips(range(30_000, 32_000), "fr"))
+    assert len([s for s in table.file_slices() if s.partition_path == "country=fr"]) >= 5  # measured: 1
+    WriteClient(table).bulk_insert(trips(range(100, 20_100), "de"))
+    sizes = sorted(s.size for s in table.file_slices() if s.partition_path == "country=de")
+    assert 2 <= len(sizes) <= 8, sizes
+
+
 def test_a_record_size_estimate_set_sizes_a_first_write(backend: Backend) -> None:
     table = make_table(backend, **{P.MAX_FILE_SIZE: "100000"})
     WriteClient(table, {P.RECORD_SIZE_ESTIMATE: "1000"}).bulk_insert(trips(range(2_000), "us"))

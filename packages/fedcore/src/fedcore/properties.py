@@ -110,6 +110,34 @@ class IntOption(str):
         return value
 
 
+class FloatOption(str):
+    """A Hudi key whose value is a number, with its default and least allowed value."""
+
+    default: float
+    minimum: float
+
+    def __new__(cls, key: str, default: float = 0.0, minimum: float = 0.0) -> FloatOption:
+        option = super().__new__(cls, key)
+        option.default, option.minimum = default, minimum
+        return option
+
+    def __reduce__(self) -> tuple[type[FloatOption], tuple[str, float, float]]:
+        return (type(self), (str(self), self.default, self.minimum))
+
+    def of(self, options: Mapping[str, str]) -> float:
+        """The setting in ``options`` (the default when absent); ``ConfigError`` names the key."""
+        raw = options.get(self)
+        if raw is None:
+            return self.default
+        try:
+            value = float(str(raw).strip())
+        except ValueError:
+            raise ConfigError(self, f"{raw!r} is not a number") from None
+        if not value >= self.minimum:  # (NaN too)
+            raise ConfigError(self, f"{value} is below the least allowed value, {self.minimum}")
+        return value
+
+
 class BoolOption(str):
     """A Hudi key whose value is ``true`` or ``false``, with its default."""
 
@@ -200,6 +228,9 @@ HEARTBEAT_TOLERABLE_MISSES: Final = IntOption("hoodie.client.heartbeat.tolerable
 MAX_FILE_SIZE: Final = IntOption("hoodie.parquet.max.file.size", 120 * 2**20, 1)
 SMALL_FILE_LIMIT: Final = IntOption("hoodie.parquet.small.file.limit", 100 * 2**20, 0)
 RECORD_SIZE_ESTIMATE: Final = IntOption("hoodie.copyonwrite.record.size.estimate", 1024, 1)
+#: A commit teaches the record size only when it wrote more than this times the small file
+#: limit (Hudi's rule: a small commit's bytes per record are mostly footers).
+RECORD_SIZE_ESTIMATION_THRESHOLD: Final = FloatOption("hoodie.record.size.estimation.threshold", 1.0, 0.0)
 #: Base files' codec, as pyarrow names it. fedcore's default is snappy (Spark's and pyarrow's),
 #: not Hudi 0.x's gzip, which writes several times slower; Hudi reads all of these. LZO has
 #: no pyarrow writer; Hudi's lz4 is written as LZ4_RAW, the framing Parquet now specifies.
@@ -307,7 +338,9 @@ STORAGE_STRATEGY_ENTRY_POINT_GROUP: Final = "fedcore.storage_strategies"
 
 #: The settings a caller may give when opening or writing a table (storage keys aside):
 #: anything else would be silently ignored, so it is refused.
-RUNTIME_OPTIONS: Final[tuple[IntOption | BoolOption | ChoiceOption | ListOption | TextOption, ...]] = (
+RUNTIME_OPTIONS: Final[
+    tuple[IntOption | FloatOption | BoolOption | ChoiceOption | ListOption | TextOption, ...]
+] = (
     METADATA_COMPACT_DELTAS,
     COLUMN_STATS_ENABLE,
     COLUMN_STATS_COLUMNS,
@@ -316,6 +349,7 @@ RUNTIME_OPTIONS: Final[tuple[IntOption | BoolOption | ChoiceOption | ListOption 
     MAX_FILE_SIZE,
     SMALL_FILE_LIMIT,
     RECORD_SIZE_ESTIMATE,
+    RECORD_SIZE_ESTIMATION_THRESHOLD,
     PARQUET_COMPRESSION_CODEC,
     PARQUET_BLOCK_SIZE,
     PARQUET_PAGE_SIZE,

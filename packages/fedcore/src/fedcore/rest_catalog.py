@@ -32,6 +32,7 @@ import asyncio
 import hmac
 import json
 import secrets
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -60,6 +61,8 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra onl
 MAX_BODY_BYTES: Final = 16 * 1024
 #: Seconds a load may take (its publish included) before the client is told to retry.
 LOAD_TIMEOUT_S: Final = 120.0
+#: OAuth2's token exchange grant (RFC 8693), with which clients renew a token.
+TOKEN_EXCHANGE: Final = "urn:ietf:params:oauth:grant-type:token-exchange"
 #: Seconds a token issued at the token endpoint is good for; how many may be live at once.
 TOKEN_LIFETIME_S: Final = 3600.0
 MAX_ISSUED_TOKENS: Final = 10_000
@@ -89,10 +92,12 @@ def parse_served(spec: str) -> tuple[tuple[str, ...], str, str]:
     """``NAMESPACE.NAME=TABLE_URI`` (``fed serve --table``): namespace levels, name, URI. The
     namespace may have several levels (``a.b.trips``); the name is the last part."""
     identifier, sep, uri = spec.partition("=")
-    parts = identifier.strip().split(".")
-    if not sep or not uri.strip() or len(parts) < 2 or not all(part.strip() for part in parts):
+    parts = [part.strip() for part in identifier.strip().split(".")]
+    if not sep or not uri.strip() or len(parts) < 2 or not all(parts):
         raise ConfigError("--table", f"{spec!r}: expected NAMESPACE.NAME=TABLE_URI")
-    return tuple(p.strip() for p in parts[:-1]), parts[-1].strip(), uri.strip()
+    if any("/" in part or not part.isprintable() for part in parts):
+        raise ConfigError("--table", f"{identifier.strip()!r}: names hold no '/' and no control characters")
+    return tuple(parts[:-1]), parts[-1], uri.strip()
 
 
 @dataclass(frozen=True)
@@ -117,6 +122,7 @@ class _Catalog:
                 raise ConfigError("--table", f"{'.'.join([*served.namespace, served.name])} is given twice")
             self.tables[key] = served
         self.namespaces = sorted({served.namespace for served in tables})
+        self.locks = {key: threading.Lock() for key in self.tables}
         self.access = access
         #: Tokens this process issued at the token endpoint, and when each expires.
         self.issued: dict[str, float] = {}
@@ -129,9 +135,14 @@ class _Catalog:
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not given:
             return False
-        if self.access.token is not None and hmac.compare_digest(given, self.access.token):
+        return self.valid(given)
+
+    def valid(self, token: str) -> bool:
+        """``token`` is the configured one, or one this process issued that is still live
+        (compared as bytes: a header may carry any byte)."""
+        if self.access.token is not None and hmac.compare_digest(token.encode(), self.access.token.encode()):
             return True
-        return self.issued.get(given, 0.0) > time.monotonic()
+        return self.issued.get(token, 0.0) > time.monotonic()
 
     async def token(self, request: Request) -> Response:
         """The spec's OAuth2 token endpoint: client credentials for a bearer token."""
@@ -139,12 +150,20 @@ class _Catalog:
         if body is None:
             return _error(413, "BadRequestException", f"request bodies are at most {MAX_BODY_BYTES} bytes")
         form = {k: v[-1] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
-        client, secret = form.get("client_id", ""), form.get("client_secret", "")
-        known = (self.access.credentials or {}).get(client)
-        if form.get("grant_type") != "client_credentials":
-            return _oauth_error(400, "unsupported_grant_type", "only client_credentials is supported")
-        if known is None or not hmac.compare_digest(secret, known):
-            return _oauth_error(401, "invalid_client", "unknown client or wrong secret")
+        grant = form.get("grant_type")
+        if grant == "client_credentials":
+            client, secret = form.get("client_id", ""), form.get("client_secret", "")
+            known = (self.access.credentials or {}).get(client)
+            if known is None or not hmac.compare_digest(secret.encode(), known.encode()):
+                return _oauth_error(401, "invalid_client", "unknown client or wrong secret")
+        elif grant == TOKEN_EXCHANGE:
+            # Iceberg's Java client renews its token before it expires by exchanging it.
+            if not self.valid(form.get("subject_token", "")):
+                return _oauth_error(
+                    401, "invalid_grant", "the subject token is not a live token of this catalog"
+                )
+        else:
+            return _oauth_error(400, "unsupported_grant_type", "client_credentials or token exchange only")
         now = time.monotonic()
         for old in [t for t, expiry in self.issued.items() if expiry <= now]:
             del self.issued[old]
@@ -200,20 +219,29 @@ class _Catalog:
         if request.method == "HEAD":
             return Response(status_code=204)
         try:  # publishing reads and writes storage: off the event loop, within a bound
-            result = await asyncio.wait_for(run_in_threadpool(publish, served.table), LOAD_TIMEOUT_S)
-        except TimeoutError:
+            body = await asyncio.wait_for(run_in_threadpool(self._load, served), LOAD_TIMEOUT_S)
+        except asyncio.TimeoutError:  # (not the builtin TimeoutError before Python 3.11)
             return _error(503, "ServiceUnavailableException", f"loading took over {LOAD_TIMEOUT_S:.0f} s")
         except FedError as exc:
             return _error(500, "ServerErrorException", str(exc))
-        if result.metadata is None or result.metadata_location is None:
+        if body is None:
             return _error(
                 404, "NoSuchTableException", f"table {'.'.join([*levels, name])} has no commit to show yet"
             )
-        body = (
+        return Response(body, media_type="application/json")
+
+    def _load(self, served: ServedTable) -> str | None:
+        """The LoadTableResult of ``served``, published first where it moved on; None: it has
+        no commit to show. One load of a table at a time: they share its handle and caches,
+        and a second would find the first's publish done."""
+        with self.locks[(served.namespace, served.name)]:
+            result = publish(served.table)
+        if result.metadata is None or result.metadata_location is None:
+            return None
+        return (
             f'{{"metadata-location": {json.dumps(result.metadata_location)}, '
             f'"metadata": {result.metadata.model_dump_json()}, "config": {{}}}}'
         )
-        return Response(body, media_type="application/json")
 
     async def refuse(self, request: Request) -> Response:
         if request.method in ("GET", "HEAD"):
@@ -255,7 +283,7 @@ class _Guard:
             request = Request(scope)
             length = request.headers.get("content-length", "0")
             refusal: Response | None = None
-            if not length.isdigit() or int(length) > MAX_BODY_BYTES:
+            if not (length.isascii() and length.isdigit()) or int(length) > MAX_BODY_BYTES:
                 refusal = _error(
                     413, "BadRequestException", f"request bodies are at most {MAX_BODY_BYTES} bytes"
                 )

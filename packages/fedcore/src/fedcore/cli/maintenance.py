@@ -249,7 +249,7 @@ def _serve(args: argparse.Namespace) -> int:
     for given in args.credential:
         client, sep, secret = given.partition(":")
         if not sep or not client or not secret:
-            raise FedError(f"--credential {given.split(':')[0]!r}...: expected CLIENT_ID:SECRET")
+            raise FedError("--credential: expected CLIENT_ID:SECRET (the value given is not repeated here)")
         credentials[client] = secret
     access = Access(token=args.token or None, credentials=credentials or None)
     if not access.required and not _loopback(args.host):

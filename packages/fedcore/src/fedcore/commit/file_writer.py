@@ -473,12 +473,17 @@ def record_size(table: TableHandle, timeline: Timeline) -> int:
 
 
 def written_record_size(table: TableHandle, timeline: Timeline) -> int | None:
-    """Bytes per record of the latest commit that wrote any; None: no commit has."""
+    """Bytes per record of the latest of the last five commits that wrote more than
+    ``hoodie.record.size.estimation.threshold`` times the small file limit (Hudi's rule: a
+    small commit's bytes per record are mostly its files' footers); None: none did."""
+    options = table.options
+    least = P.RECORD_SIZE_ESTIMATION_THRESHOLD.of(options) * P.SMALL_FILE_LIMIT.of(options)
     for instant in reversed(timeline.completed(table.write_actions)[-5:]):
         stats = table.commit_metadata(instant).stats
         written = sum(s.num_writes for s in stats)
-        if written > 0:
-            return max(1, sum(s.total_write_bytes for s in stats) // written)
+        size = sum(s.total_write_bytes for s in stats)
+        if written > 0 and size > least:
+            return max(1, size // written)
     return None
 
 
