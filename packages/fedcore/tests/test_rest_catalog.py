@@ -25,6 +25,7 @@ from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError, OAuthEr
 from fed_dev.catalog import ServedCatalog
 from fed_dev.process import free_port, listening
 from fed_dev.servers import SECRET_KEY, LoopbackS3
+from fed_dev.testing import trips_table
 from fedcore import properties as P
 from fedcore.cli.main import main
 from fedcore.rest_catalog import MAX_BODY_BYTES, Access, ServedTable
@@ -236,16 +237,7 @@ def test_the_command_refuses_what_it_cannot_serve_safely(
 
 
 def test_a_load_reads_metadata_never_the_data_storage_and_serves_no_credential(s3_server: LoopbackS3) -> None:
-    tables, storage = s3_server.create_bucket("served"), s3_server.create_bucket("served-data")
-    table = create_table(
-        f"{tables}/trips",
-        name="trips",
-        record_key_fields=["trip_id"],
-        partition_fields=["country"],
-        precombine_field="ts",
-        properties={P.STORAGE_STRATEGY_CLASS: "object_store", P.STORAGE_PATH: storage},
-        storage_options=s3_server.storage_options(),
-    )
+    table, storage = trips_table(s3_server, "object_store", "served")
     table.upsert(trips(range(12), ["us", "de", "fr"] * 4))
     with Served([ServedTable(("lake",), "trips", table)], Access(token=TOKEN)) as server:
         status, first = server.call("GET", "/v1/namespaces/lake/tables/trips")

@@ -182,6 +182,10 @@ class _Catalog:
 
     # --- reads -------------------------------------------------------------------------------
 
+    def known(self, levels: tuple[str, ...]) -> bool:
+        """A namespace is served when a served table's namespace is it or within it."""
+        return any(ns[: len(levels)] == levels for ns in self.namespaces)
+
     async def config(self, request: Request) -> Response:
         return JSONResponse({"defaults": {}, "overrides": {}, "endpoints": list(ENDPOINTS)})
 
@@ -191,13 +195,13 @@ class _Catalog:
         children = sorted(
             {ns[: depth + 1] for ns in self.namespaces if len(ns) > depth and ns[:depth] == parent}
         )
-        if parent and not any(ns[:depth] == parent for ns in self.namespaces):
+        if parent and not self.known(parent):
             return _no_namespace(parent)
         return JSONResponse({"namespaces": [list(ns) for ns in children]})
 
     async def namespace(self, request: Request) -> Response:
         levels = _levels(request.path_params["namespace"])
-        if not any(ns[: len(levels)] == levels for ns in self.namespaces):
+        if not self.known(levels):
             return _no_namespace(levels)
         if request.method == "HEAD":
             return Response(status_code=204)
@@ -205,7 +209,7 @@ class _Catalog:
 
     async def list_tables(self, request: Request) -> Response:
         levels = _levels(request.path_params["namespace"])
-        if not any(ns[: len(levels)] == levels for ns in self.namespaces):
+        if not self.known(levels):
             return _no_namespace(levels)
         names = sorted(name for ns, name in self.tables if ns == levels)
         return JSONResponse({"identifiers": [{"namespace": list(levels), "name": n} for n in names]})
