@@ -6,6 +6,7 @@ spec's error model, writes refused, only the given tables, bounded requests."""
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import subprocess
 import sys
@@ -24,11 +25,11 @@ from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError, OAuthEr
 
 from fed_dev.catalog import ServedCatalog
 from fed_dev.process import free_port, listening
-from fed_dev.servers import SECRET_KEY, LoopbackS3
+from fed_dev.servers import ACCESS_KEY, REGION, SECRET_KEY, LoopbackS3
 from fed_dev.testing import trips_table
 from fedcore import properties as P
 from fedcore.cli.main import main
-from fedcore.rest_catalog import MAX_BODY_BYTES, Access, ServedTable
+from fedcore.rest_catalog import MAX_BODY_BYTES, Access, ServedTable, Warehouse
 from fedcore.table import Table, create_table
 
 from .test_writes import trips
@@ -36,9 +37,9 @@ from .test_writes import trips
 TOKEN = "s3cr3t-token"
 
 
-def make(path: Path, name: str = "trips") -> Table:
+def make(path: Path, name: str = "trips", folder: str = "tables") -> Table:
     table = create_table(
-        f"file://{path}/tables/{name}",
+        f"file://{path}/{folder}/{name}",
         name=name,
         record_key_fields=["trip_id"],
         partition_fields=["country"],
@@ -274,6 +275,89 @@ def test_the_command_serves_its_tables(tables: list[Table]) -> None:
             time.sleep(0.1)
         catalog = RestCatalog("fed", uri=f"http://127.0.0.1:{port}", token=TOKEN)
         assert ordered(catalog.load_table("lake.trips").scan().to_arrow()) == ordered(tables[0].read())
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def test_a_warehouse_serves_the_tables_in_it_and_those_made_later(tmp_path: Path) -> None:
+    warehouse = tmp_path / "warehouse"
+    trips_table = make(tmp_path, "trips", "warehouse/lake")
+    fares_table = make(tmp_path, "fares", "warehouse/finance.db")  # Hive's and Spark's naming
+    (warehouse / "lake" / "notes").mkdir()  # a folder that is no table
+    (warehouse / "lake" / "notes" / "readme.txt").write_text("not a table")
+    (warehouse / ".trash" / "old").mkdir(parents=True)
+    with Served(warehouse=Warehouse(f"file://{warehouse}", rescan_s=0.0)) as server:
+        catalog = RestCatalog("fed", uri=server.uri)
+        assert catalog.list_namespaces() == [("finance",), ("lake",)]
+        assert catalog.list_tables("lake") == [("lake", "trips")]
+        assert ordered(catalog.load_table("lake.trips").scan().to_arrow()) == ordered(trips_table.read())
+        assert ordered(catalog.load_table("finance.fares").scan().to_arrow()) == ordered(fares_table.read())
+        with pytest.raises(NoSuchTableError):
+            catalog.load_table("lake.notes")
+        # A table made after the catalog started, and a write to one it serves: no restart, no sync.
+        later = make(tmp_path, "later", "warehouse/lake")
+        trips_table.upsert(trips([0, 100], ["us", "fr"], fare=7.0))
+        assert catalog.list_tables("lake") == [("lake", "later"), ("lake", "trips")]
+        assert ordered(catalog.load_table("lake.later").scan().to_arrow()) == ordered(later.read())
+        assert ordered(catalog.load_table("lake.trips").scan().to_arrow()) == ordered(trips_table.read())
+        # A table removed from the warehouse is no longer served.
+        shutil.rmtree(warehouse / "finance.db" / "fares")
+        with pytest.raises(NoSuchTableError):
+            catalog.load_table("finance.fares")
+        assert catalog.list_namespaces() == [("lake",)]
+
+
+def test_a_warehouse_on_s3_is_looked_into_by_folder_never_by_table_files(s3_server: LoopbackS3) -> None:
+    root = s3_server.create_bucket("warehouse")
+    table = create_table(  # the Hive layout: data files under the table's own folder
+        f"{root}/lake/trips",
+        name="trips",
+        record_key_fields=["trip_id"],
+        partition_fields=["country"],
+        precombine_field="ts",
+        storage_options=s3_server.storage_options(),
+    )
+    table.upsert(trips(range(12), ["us", "de", "fr"] * 4))
+    warehouse = Warehouse(root, s3_server.storage_options(), rescan_s=0.0)
+    with Served(warehouse=warehouse) as server:
+        s3_server.requests.reset()
+        reader = {  # a reader brings its own storage credentials: the catalog serves none
+            "s3.endpoint": s3_server.endpoint_url,
+            "s3.access-key-id": ACCESS_KEY,
+            "s3.secret-access-key": SECRET_KEY,
+            "s3.region": REGION,
+        }
+        catalog = RestCatalog("fed", uri=server.uri, **reader)
+        assert catalog.list_tables("lake") == [("lake", "trips")]
+        listed = s3_server.requests.listed
+        assert listed, "the warehouse was listed"
+        assert not [p for p in listed if "trips/" in p], listed
+        assert ordered(catalog.load_table("lake.trips").scan().to_arrow()) == ordered(table.read())
+
+
+def test_the_command_serves_a_warehouse_and_needs_something_to_serve(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["serve"]) == 2
+    assert "--warehouse" in capsys.readouterr().err
+    given = make(tmp_path, "trips", "warehouse/lake")
+    clash = ["serve", "--warehouse", str(tmp_path / "warehouse"), "--table", f"lake.trips={given.path}"]
+    assert main(clash) == 2
+    assert "also found in the warehouse" in capsys.readouterr().err
+    port = free_port()
+    command = [sys.executable, "-m", "fedcore", "serve", "--warehouse", str(tmp_path / "warehouse")]
+    server = subprocess.Popen([*command, "--port", str(port)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        assert "the warehouse" in server.stdout.readline()
+        deadline = time.monotonic() + 30
+        while not listening(port):
+            assert server.poll() is None, "fed serve exited"
+            assert time.monotonic() < deadline, "fed serve did not listen"
+            time.sleep(0.1)
+        catalog = RestCatalog("fed", uri=f"http://127.0.0.1:{port}")
+        assert ordered(catalog.load_table("lake.trips").scan().to_arrow()) == ordered(given.read())
     finally:
         server.terminate()
         server.wait(10)

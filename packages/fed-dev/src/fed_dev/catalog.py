@@ -9,20 +9,27 @@ from collections.abc import Sequence
 from types import TracebackType
 
 from fed_dev.process import free_port
-from fedcore.rest_catalog import Access, ServedTable, catalog_app
+from fedcore.rest_catalog import Access, ServedTable, Warehouse, catalog_app
 
 
 class ServedCatalog:
-    """``start()`` (or a with-block) serves ``tables`` on 127.0.0.1 at ``port`` (a free one
-    unless given: an engine configured before the catalog starts knows where it will be)."""
+    """``start()`` (or a with-block) serves ``tables`` and those in ``warehouse`` on 127.0.0.1
+    at ``port`` (a free one unless given: an engine configured before the catalog starts
+    knows where it will be)."""
 
-    def __init__(self, tables: Sequence[ServedTable], access: Access, port: int | None = None) -> None:
+    def __init__(
+        self,
+        tables: Sequence[ServedTable] = (),
+        access: Access | None = None,
+        port: int | None = None,
+        warehouse: Warehouse | None = None,
+    ) -> None:
         import uvicorn  # fedcore[serve]: needed only here
 
         self.port = port or free_port()
         self.uri = f"http://127.0.0.1:{self.port}"
         config = uvicorn.Config(
-            catalog_app(tables, access), host="127.0.0.1", port=self.port, log_level="error"
+            catalog_app(tables, access, warehouse), host="127.0.0.1", port=self.port, log_level="error"
         )
         self._server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None

@@ -2,7 +2,8 @@
 
 Engines that speak the Iceberg REST catalog protocol (Trino's ``iceberg.catalog.type=rest``,
 Spark's ``SparkCatalog`` with ``type=rest``, PyIceberg's ``RestCatalog``) list and load the
-tables it was given. A load publishes the view first when the table has moved on since its
+tables it was given by name, and those it finds in a warehouse folder
+(``WAREHOUSE/NAMESPACE/NAME``). A load publishes the view first when the table has moved on since its
 last publish (``fedcore.iceberg.publish``, which returns at once when it has not), so an
 engine reads the table's latest commit with no sync step between a write and a read.
 
@@ -13,8 +14,8 @@ written by fed. Errors follow the spec's error model (``{"error": {"message", "t
 
 It is a network service, so it is safe by default:
 
-- it serves only the tables it was given, looked up by name: no part of a request ever
-  becomes a path;
+- it serves only the tables it was given or found in its warehouse, looked up by name: no
+  part of a request ever becomes a path;
 - with a token (``token``) or a client credential (``credentials``, exchanged at the spec's
   OAuth2 token endpoint for a token of this process, good for ``TOKEN_LIFETIME_S``) every
   request but the token exchange needs ``Authorization: Bearer``, else 401;
@@ -39,8 +40,12 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import parse_qs
 
+from fedcore import properties as P
 from fedcore.exceptions import ConfigError, FedError, MissingDependencyError
-from fedcore.table import Table
+from fedcore.io.errors import storage_errors
+from fedcore.io.filesystems import StorageOptions, filesystem_for
+from fedcore.io.uris import normalize_uri
+from fedcore.table import Table, load_table
 
 try:  # the server stack and PyIceberg are extras: fedcore[serve]
     from starlette.applications import Starlette
@@ -79,6 +84,11 @@ ENDPOINTS: Final = (
 )
 
 
+#: Seconds between two looks into a warehouse folder: listing or loading a name not seen yet
+#: looks again, at most this often.
+RESCAN_S: Final = 2.0
+
+
 @dataclass(frozen=True)
 class ServedTable:
     """A table the catalog serves: its namespace (levels) and name, and the table itself."""
@@ -101,6 +111,44 @@ def parse_served(spec: str) -> tuple[tuple[str, ...], str, str]:
 
 
 @dataclass(frozen=True)
+class Warehouse:
+    """A folder of fed tables, served by where they lie: the table at ``URI/NAMESPACE/NAME``
+    (a folder holding ``.hoodie/hoodie.properties``) is ``NAMESPACE.NAME``. A namespace
+    folder named ``x.db`` is served as ``x``, as Hive's and Spark's warehouses name them.
+    Folders starting with ``.`` or ``_`` are not looked into."""
+
+    uri: str
+    storage_options: StorageOptions | None = None
+    rescan_s: float = RESCAN_S
+
+    def find(self) -> dict[tuple[tuple[str, ...], str], str]:
+        """The tables in the folder now: (namespace, name) -> table URI. One listing of the
+        folder and one per namespace folder, then one look per candidate; never a listing
+        of a table's own files."""
+        root = normalize_uri(self.uri)
+        fs = filesystem_for(root, self.storage_options)
+        fs.invalidate_cache()  # a listing cached by s3fs would hide new tables
+        found: dict[tuple[tuple[str, ...], str], str] = {}
+        with storage_errors(root):
+            for folder in _folders(fs, root):
+                namespace = folder.removesuffix(".db") or folder
+                for name in _folders(fs, f"{root}/{folder}"):
+                    uri = f"{root}/{folder}/{name}"
+                    if fs.exists(f"{uri}/{P.HOODIE_FOLDER}/{P.PROPERTIES_FILE}"):
+                        found[((namespace,), name)] = uri
+        return found
+
+
+def _folders(fs: object, uri: str) -> list[str]:
+    """The names of the folders right under ``uri`` that may hold tables."""
+    entries = fs.ls(uri, detail=True)  # type: ignore[attr-defined]  # fsspec ships no types
+    names = (
+        entry["name"].rstrip("/").rsplit("/", 1)[-1] for entry in entries if entry["type"] == "directory"
+    )
+    return sorted(n for n in names if n and n[0] not in "._" and n.isprintable())
+
+
+@dataclass(frozen=True)
 class Access:
     """Who may call: a static bearer token, client credentials (id -> secret) exchanged at the
     token endpoint, or neither (anyone who reaches the socket)."""
@@ -114,18 +162,76 @@ class Access:
 
 
 class _Catalog:
-    def __init__(self, tables: Sequence[ServedTable], access: Access) -> None:
-        self.tables: dict[tuple[tuple[str, ...], str], ServedTable] = {}
+    def __init__(self, tables: Sequence[ServedTable], access: Access, warehouse: Warehouse | None) -> None:
+        #: The tables given by name; those found in the warehouse (their URIs), and opened.
+        self.given: dict[tuple[tuple[str, ...], str], ServedTable] = {}
         for served in tables:
             key = (served.namespace, served.name)
-            if key in self.tables:
+            if key in self.given:
                 raise ConfigError("--table", f"{'.'.join([*served.namespace, served.name])} is given twice")
-            self.tables[key] = served
-        self.namespaces = sorted({served.namespace for served in tables})
-        self.locks = {key: threading.Lock() for key in self.tables}
+            self.given[key] = served
+        self.warehouse = warehouse
+        self.found: dict[tuple[tuple[str, ...], str], str] = {}
+        self.opened: dict[tuple[tuple[str, ...], str], ServedTable] = {}
+        self.scanned_at = -float("inf")
+        self.state = threading.Lock()  # guards found, opened, scanned_at and locks
+        self.locks: dict[tuple[tuple[str, ...], str], threading.Lock] = {}
         self.access = access
         #: Tokens this process issued at the token endpoint, and when each expires.
         self.issued: dict[str, float] = {}
+        if warehouse is not None:
+            self.rescan(force=True)
+            for key, uri in self.found.items():
+                if key in self.given:
+                    raise ConfigError(
+                        "--table",
+                        f"{'.'.join([*key[0], key[1]])} is given and also found in the warehouse at {uri}",
+                    )
+
+    # --- what is served ---------------------------------------------------------------------
+
+    def rescan(self, force: bool = False) -> None:
+        """Look into the warehouse again, unless it was looked into less than its
+        ``rescan_s`` ago. Tables found gone are no longer served."""
+        if self.warehouse is None:
+            return
+        with self.state:
+            if not force and time.monotonic() - self.scanned_at < self.warehouse.rescan_s:
+                return
+            self.scanned_at = time.monotonic()
+        found = self.warehouse.find()
+        with self.state:
+            self.found = found
+            self.opened = {key: t for key, t in self.opened.items() if found.get(key) == t.table.path}
+
+    def keys(self) -> set[tuple[tuple[str, ...], str]]:
+        return {*self.given, *self.found}
+
+    def namespaces(self) -> list[tuple[str, ...]]:
+        return sorted({namespace for namespace, _ in self.keys()})
+
+    def served(self, key: tuple[tuple[str, ...], str]) -> ServedTable | None:
+        """The table served as ``key``, opened on its first load (a warehouse's)."""
+        if key in self.given:
+            return self.given[key]
+        with self.state:
+            uri = self.found.get(key)
+            opened = self.opened.get(key)
+        if uri is None:
+            return None
+        if opened is None:
+            opened = ServedTable(key[0], key[1], load_table(uri, storage_options=self.warehouse_options))
+            with self.state:
+                opened = self.opened.setdefault(key, opened)
+        return opened
+
+    @property
+    def warehouse_options(self) -> StorageOptions | None:
+        return None if self.warehouse is None else self.warehouse.storage_options
+
+    def lock(self, key: tuple[tuple[str, ...], str]) -> threading.Lock:
+        with self.state:
+            return self.locks.setdefault(key, threading.Lock())
 
     # --- access ------------------------------------------------------------------------------
 
@@ -184,16 +290,37 @@ class _Catalog:
 
     def known(self, levels: tuple[str, ...]) -> bool:
         """A namespace is served when a served table's namespace is it or within it."""
-        return any(ns[: len(levels)] == levels for ns in self.namespaces)
+        return any(ns[: len(levels)] == levels for ns in self.namespaces())
+
+    async def look(self) -> Response | None:
+        """Look into the warehouse again if it is due (off the event loop); an error response
+        when storage failed."""
+        if self.warehouse is None:
+            return None
+        try:
+            await run_in_threadpool(self.rescan)
+        except FedError as exc:
+            return _error(503, "ServiceUnavailableException", f"cannot look into the warehouse: {exc}")
+        return None
+
+    async def still_there(self, key: tuple[tuple[str, ...], str]) -> bool:
+        """Whether the warehouse still holds ``key`` (looked into now: a load of it failed)."""
+        try:
+            await run_in_threadpool(self.rescan, True)
+        except FedError:
+            return True  # storage failing: the load's own error says more
+        return key in self.keys()
 
     async def config(self, request: Request) -> Response:
         return JSONResponse({"defaults": {}, "overrides": {}, "endpoints": list(ENDPOINTS)})
 
     async def list_namespaces(self, request: Request) -> Response:
         parent = _levels(request.query_params.get("parent", ""))
+        if failed := await self.look():
+            return failed
         depth = len(parent)
         children = sorted(
-            {ns[: depth + 1] for ns in self.namespaces if len(ns) > depth and ns[:depth] == parent}
+            {ns[: depth + 1] for ns in self.namespaces() if len(ns) > depth and ns[:depth] == parent}
         )
         if parent and not self.known(parent):
             return _no_namespace(parent)
@@ -201,6 +328,8 @@ class _Catalog:
 
     async def namespace(self, request: Request) -> Response:
         levels = _levels(request.path_params["namespace"])
+        if not self.known(levels) and (failed := await self.look()):
+            return failed
         if not self.known(levels):
             return _no_namespace(levels)
         if request.method == "HEAD":
@@ -209,24 +338,30 @@ class _Catalog:
 
     async def list_tables(self, request: Request) -> Response:
         levels = _levels(request.path_params["namespace"])
+        if failed := await self.look():
+            return failed
         if not self.known(levels):
             return _no_namespace(levels)
-        names = sorted(name for ns, name in self.tables if ns == levels)
+        names = sorted(name for ns, name in self.keys() if ns == levels)
         return JSONResponse({"identifiers": [{"namespace": list(levels), "name": n} for n in names]})
 
     async def load_table(self, request: Request) -> Response:
         levels = _levels(request.path_params["namespace"])
         name = request.path_params["table"]
-        served = self.tables.get((levels, name))
-        if served is None:
+        key = (levels, name)
+        if key not in self.keys() and (failed := await self.look()):
+            return failed
+        if key not in self.keys():
             return _error(404, "NoSuchTableException", f"table does not exist: {'.'.join([*levels, name])}")
         if request.method == "HEAD":
             return Response(status_code=204)
-        try:  # publishing reads and writes storage: off the event loop, within a bound
-            body = await asyncio.wait_for(run_in_threadpool(self._load, served), LOAD_TIMEOUT_S)
+        try:  # opening and publishing read and write storage: off the event loop, within a bound
+            body = await asyncio.wait_for(run_in_threadpool(self._load, key), LOAD_TIMEOUT_S)
         except asyncio.TimeoutError:  # (not the builtin TimeoutError before Python 3.11)
             return _error(503, "ServiceUnavailableException", f"loading took over {LOAD_TIMEOUT_S:.0f} s")
         except FedError as exc:
+            if key not in self.given and not await self.still_there(key):
+                return _error(404, "NoSuchTableException", f"table {'.'.join([*levels, name])} is gone")
             return _error(500, "ServerErrorException", str(exc))
         if body is None:
             return _error(
@@ -234,11 +369,15 @@ class _Catalog:
             )
         return Response(body, media_type="application/json")
 
-    def _load(self, served: ServedTable) -> str | None:
-        """The LoadTableResult of ``served``, published first where it moved on; None: it has
-        no commit to show. One load of a table at a time: they share its handle and caches,
-        and a second would find the first's publish done."""
-        with self.locks[(served.namespace, served.name)]:
+    def _load(self, key: tuple[tuple[str, ...], str]) -> str | None:
+        """The LoadTableResult of the table served as ``key``, published first where it moved
+        on; None: it has no commit to show (or is gone from the warehouse). One load of a
+        table at a time: they share its handle and caches, and a second would find the
+        first's publish done."""
+        with self.lock(key):
+            served = self.served(key)
+            if served is None:
+                return None
             result = publish(served.table)
         if result.metadata is None or result.metadata_location is None:
             return None
@@ -255,9 +394,12 @@ class _Catalog:
         )
 
 
-def catalog_app(tables: Sequence[ServedTable], access: Access | None = None) -> ASGIApp:
-    """The ASGI application serving ``tables`` under ``access``."""
-    catalog = _Catalog(tables, access or Access())
+def catalog_app(
+    tables: Sequence[ServedTable] = (), access: Access | None = None, warehouse: Warehouse | None = None
+) -> ASGIApp:
+    """The ASGI application serving ``tables`` and those in ``warehouse`` under ``access``
+    (the warehouse is looked into here first: a storage error is raised here)."""
+    catalog = _Catalog(tables, access or Access(), warehouse)
     reads = ["GET", "HEAD"]
     writes = ["POST", "PUT", "DELETE"]
     routes = [

@@ -110,8 +110,9 @@ def maintenance_commands(commands: Any) -> None:
     serve = commands.add_parser(
         "serve",
         help="serve tables' Iceberg views as a read-only Iceberg REST catalog",
-        description="Serve the given tables to engines that speak the Iceberg REST catalog "
-        "protocol (Trino, Spark, PyIceberg): each load shows the table's latest commit, "
+        description="Serve the given tables, and those in a warehouse folder, to engines that "
+        "speak the Iceberg REST catalog protocol (Trino, Spark, PyIceberg): each load shows the "
+        "table's latest commit, "
         "published first when the table has moved on. Listens on 127.0.0.1 unless --host says "
         "otherwise, and beyond the loopback only with a token or a credential.",
     )
@@ -119,9 +120,15 @@ def maintenance_commands(commands: Any) -> None:
         "--table",
         dest="tables",
         action="append",
-        required=True,
+        default=[],
         metavar="NAMESPACE.NAME=TABLE_URI",
         help="a table to serve (repeatable)",
+    )
+    serve.add_argument(
+        "--warehouse",
+        metavar="URI",
+        help="serve every table at URI/NAMESPACE/NAME (a namespace folder x.db is served as x); "
+        "tables made there later are found when an engine lists or loads them",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     serve.add_argument("--port", type=positive_int, default=8181, help="default: %(default)s")
@@ -240,7 +247,7 @@ def _serve(args: argparse.Namespace) -> int:
     try:  # the server stack is an extra
         import uvicorn
 
-        from fedcore.rest_catalog import Access, ServedTable, catalog_app, parse_served
+        from fedcore.rest_catalog import Access, ServedTable, Warehouse, catalog_app, parse_served
     except ImportError as exc:
         raise MissingDependencyError(
             f"fed serve needs fedcore[serve]: pip install 'fedcore[serve]' ({exc})"
@@ -254,13 +261,22 @@ def _serve(args: argparse.Namespace) -> int:
     access = Access(token=args.token or None, credentials=credentials or None)
     if not access.required and not _loopback(args.host):
         raise FedError(f"--host {args.host}: listening beyond the loopback needs --token or --credential")
+    if not args.tables and not args.warehouse:
+        raise FedError(
+            "fed serve: give --table NAMESPACE.NAME=TABLE_URI (repeatable), --warehouse URI, or both"
+        )
     options = storage_options(args)
     served = []
     for spec in args.tables:
         namespace, name, uri = parse_served(spec)
         served.append(ServedTable(namespace, name, load_table(uri, storage_options=options)))
-    app = catalog_app(served, access)
-    print(f"fed serve: {len(served)} table(s) at http://{args.host}:{args.port} (Ctrl-C stops)", flush=True)
+    warehouse = None if args.warehouse is None else Warehouse(args.warehouse, options)
+    app = catalog_app(served, access, warehouse)
+    where = "" if warehouse is None else f" and the warehouse {args.warehouse}"
+    print(
+        f"fed serve: {len(served)} table(s){where} at http://{args.host}:{args.port} (Ctrl-C stops)",
+        flush=True,
+    )
     uvicorn.run(
         app, host=args.host, port=args.port, log_level="warning", timeout_keep_alive=5, limit_concurrency=64
     )
