@@ -83,12 +83,24 @@ def served_table(s3_server: LoopbackS3) -> Table:
 
 
 @pytest.fixture(scope="session")
-def rest_catalog(served_table: Table) -> Iterator[Any]:
-    """fed's Iceberg REST catalog (``fed serve``) on loopback, serving ``served_table``."""
-    from fed_dev.catalog import ServedCatalog  # fedcore[serve]: the engine suites only
-    from fedcore.rest_catalog import Access, ServedTable
+def rest_warehouse(s3_server: LoopbackS3) -> str:
+    """A bucket ``rest_catalog`` serves as a warehouse: a table at ``NAMESPACE/NAME`` in it is
+    ``NAMESPACE.NAME`` there (the docker stack's catalog serves its table bucket so)."""
+    return s3_server.create_bucket("rest-warehouse")
 
-    with ServedCatalog([ServedTable(("lake",), "trips", served_table)], Access(token=REST_TOKEN)) as served:
+
+@pytest.fixture(scope="session")
+def rest_catalog(served_table: Table, rest_warehouse: str, s3_server: LoopbackS3) -> Iterator[Any]:
+    """fed's Iceberg REST catalog (``fed serve``) on loopback, serving ``served_table`` as
+    ``lake.trips`` and the tables of ``rest_warehouse``."""
+    from fed_dev.catalog import ServedCatalog  # fedcore[serve]: the engine suites only
+    from fedcore.rest_catalog import Access, ServedTable, Warehouse
+
+    with ServedCatalog(
+        [ServedTable(("lake",), "trips", served_table)],
+        Access(token=REST_TOKEN),
+        warehouse=Warehouse(rest_warehouse, s3_server.storage_options()),
+    ) as served:
         yield served
 
 

@@ -44,7 +44,7 @@ def test_the_stack_differs_from_the_tested_hiveserver2_only_by_the_stand_in_cata
 
 def test_every_image_is_pinned_and_every_awaited_service_is_checked(compose: dict[str, Any]) -> None:
     services = compose["services"]
-    assert set(services) == {"s3", "buckets", "metastore", "hiveserver2", "trino", "job"}
+    assert set(services) == {"s3", "buckets", "metastore", "catalog", "hiveserver2", "trino", "job"}
     for name, service in services.items():
         image = service["image"]
         tag = image.rpartition(":")[2]
@@ -94,7 +94,7 @@ def test_the_services_share_one_address_book_and_one_set_of_credentials(compose:
     assert job["environment"]["AWS_ACCESS_KEY_ID"] == docker.S3.access_key
     assert job["environment"]["AWS_SECRET_ACCESS_KEY"] == docker.S3.secret_key
     assert job["command"] == [
-        f"--table=s3://{docker.TABLE_BUCKET}/{pipeline.TABLE}",
+        f"--table=s3://{docker.TABLE_BUCKET}/{pipeline.DATABASE}/{pipeline.TABLE}",
         f"--storage=s3://{docker.STORAGE_BUCKET}",
         f"--metastore={docker.METASTORE_URI}",
         f"--s3-endpoint={docker.S3.endpoint_url}",
@@ -107,6 +107,32 @@ def test_the_services_share_one_address_book_and_one_set_of_credentials(compose:
 def test_the_pipeline_command_parses_the_jobs_arguments(compose: dict[str, Any]) -> None:
     args = parser().parse_args(["pipeline", *compose["services"]["job"]["command"]])
     assert (args.table, args.metastore) == (
-        f"s3://{docker.TABLE_BUCKET}/{pipeline.TABLE}",
+        f"s3://{docker.TABLE_BUCKET}/{pipeline.DATABASE}/{pipeline.TABLE}",
         docker.METASTORE_URI,
     )
+
+
+def test_the_catalog_serves_the_jobs_table_to_trino_with_the_stacks_token(compose: dict[str, Any]) -> None:
+    """fed serve's warehouse is the table bucket, where the job's table lies as
+    NAMESPACE/NAME; Trino's ``fed`` catalog (generated) points at it with its token."""
+    services = compose["services"]
+    catalog, job = services["catalog"], services["job"]
+    assert catalog["image"] == job["image"]
+    assert catalog["build"] == job["build"]
+    assert catalog["entrypoint"] == ["fed", "serve"]
+    port = docker.CATALOG_URI.rpartition(":")[2]
+    assert catalog["command"] == [
+        f"--warehouse=s3://{docker.TABLE_BUCKET}",
+        "--host=0.0.0.0",
+        f"--port={port}",
+        f"--storage-option=endpoint_url={docker.S3.endpoint_url}",
+    ]
+    assert catalog["ports"] == [f"{port}:{port}"]
+    assert catalog["environment"] == {**job["environment"], "FED_SERVE_TOKEN": docker.CATALOG_TOKEN}
+    assert docker.CATALOG_URI.split("//")[1].split(":")[0] == "catalog"
+    trino = (DOCKER / "conf/trino/catalog/fed.properties").read_text()
+    assert f"iceberg.rest-catalog.uri={docker.CATALOG_URI}\n" in trino
+    assert f"iceberg.rest-catalog.oauth2.token={docker.CATALOG_TOKEN}\n" in trino
+    assert services["trino"]["depends_on"]["catalog"] == {"condition": "service_healthy"}
+    dockerfile = (DOCKER / "job" / "Dockerfile").read_text()
+    assert "fedcore[iceberg,serve]" in dockerfile

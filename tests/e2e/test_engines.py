@@ -1,9 +1,10 @@
 """End to end: the pipeline's PySpark job (``fed_dev.pipeline``) writes one object-store
 table through fed-spark (bulk insert, upsert, delete), each commit publishing itself to the
 metastore (Hudi's hive_sync keys); after each write the same three queries (a pruned
-aggregate, a point lookup on a data column, a full count) run through Trino, Hive and Spark.
-All three give fedcore's rows, the next query after a write sees it, and no engine lists the
-storage bucket (requests counted at the S3 server)."""
+aggregate, a point lookup on a data column, a full count) run through Trino (on the metastore,
+and on fed's REST catalog serving the table from its warehouse, as the docker stack does), Hive
+and Spark. Each gives fedcore's rows, the next query after a write sees it, and no engine lists
+the storage bucket (requests counted at the S3 server)."""
 
 from __future__ import annotations
 
@@ -48,18 +49,35 @@ def engines(
         hive.execute(sql)
         return pipeline.normal(hive.fetchall())
 
-    return {"trino": on_trino, "hive": on_hive, "spark": lambda sql: pipeline.on_spark(spark, path, sql)}
+    # Trino's catalog on fed's REST catalog, which serves the table from its warehouse: each
+    # load publishes what the table moved on to, so the client needs no sync of its own.
+    rest = fed_trino.connect(
+        port=trino_server.port, catalog="fed", schema=pipeline.DATABASE, read_your_writes=False
+    ).cursor()
+
+    def on_trino_rest(sql: str) -> list[tuple[Any, ...]]:
+        rest.execute(sql)
+        return pipeline.normal(rest.fetchall())
+
+    return {
+        "trino": on_trino,
+        "trino through fed serve": on_trino_rest,
+        "hive": on_hive,
+        "spark": lambda sql: pipeline.on_spark(spark, path, sql),
+    }
 
 
-def test_three_engines_answer_the_same_queries_after_each_spark_write_without_listing(
+def test_every_engine_answers_the_same_queries_after_each_spark_write_without_listing(
     spark: SparkSession,
     trino_server: TrinoServer,
     hiveserver2: HiveServer2,
     metastore: HiveMetastore,
     s3_server: LoopbackS3,
+    rest_warehouse: str,
 ) -> None:
-    tables, storage = s3_server.create_bucket("e2e-tables"), s3_server.create_bucket("e2e-storage")
-    path = f"{tables}/{pipeline.TABLE}"
+    # The table lies in the REST catalog's warehouse, as the docker stack's does.
+    storage = s3_server.create_bucket("e2e-storage")
+    path = f"{rest_warehouse}/{pipeline.DATABASE}/{pipeline.TABLE}"
     bucket = storage.removeprefix("s3://")
     asked: list[str] = []
 
@@ -82,7 +100,7 @@ def test_three_engines_answer_the_same_queries_after_each_spark_write_without_li
         after_write=ask_every_engine,
     )
     assert warnings == []  # every commit published itself
-    assert len(asked) == 3 * 3 * 3
+    assert len(asked) == 3 * 4 * 3
     final = pipeline.expected(table)
     assert final["point lookup"] == []  # ride 7 was deleted
     upserted = [1000.0 + i for i in range(0, 60, 3) if i != 9]  # ride 9 deleted

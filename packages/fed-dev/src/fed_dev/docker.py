@@ -17,9 +17,14 @@ from fed_dev import stack
 #: Credentials of the stack's S3 server (MinIO; a local stack, not a secret).
 S3 = stack.S3Settings("http://s3:9000", "fed", "fed-secret-key", "us-east-1")
 METASTORE_URI = "thrift://metastore:9083"
-#: Where fed's tables live in the stack: table paths and the storage path, two buckets.
+#: Where fed's tables live in the stack: table paths and the storage path, two buckets. The
+#: table bucket is a warehouse (``NAMESPACE/NAME``), which fed's REST catalog serves.
 TABLE_BUCKET = "lake-tables"
 STORAGE_BUCKET = "lake-storage"
+#: fed's Iceberg REST catalog in the stack (``fed serve``), and the token Trino sends it (a
+#: local stack, not a secret).
+CATALOG_URI = "http://catalog:8181"
+CATALOG_TOKEN = "fed-catalog-token"
 
 
 def files() -> dict[str, str]:
@@ -41,6 +46,8 @@ def files() -> dict[str, str]:
         "conf/hiveserver2/hive-site.xml": f"<!-- {header} -->\n{stack.hadoop_xml(hiveserver2)}",
         "conf/trino/catalog/iceberg.properties": f"# {header}\n"
         + stack.properties(stack.trino_iceberg_catalog(metastore_uri=METASTORE_URI, s3=S3)),
+        "conf/trino/catalog/fed.properties": f"# {header}\n"
+        + stack.properties(stack.trino_rest_catalog(uri=CATALOG_URI, token=CATALOG_TOKEN, s3=S3)),
     }
 
 
