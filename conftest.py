@@ -106,10 +106,14 @@ def rest_catalog(served_table: Table, rest_warehouse: str, s3_server: LoopbackS3
 
 @pytest.fixture(scope="session")
 def trino_server(metastore: HiveMetastore, s3_server: LoopbackS3, rest_catalog: Any) -> Iterator[TrinoServer]:
-    """A real Trino 476: its Iceberg catalog on ``metastore``, and catalog ``fed`` on fed's
-    REST catalog (``rest_catalog``)."""
+    """A real Trino 476: its Iceberg catalog on ``metastore``, catalog ``fed`` on fed's REST
+    catalog (``rest_catalog``), and catalog ``glue`` on the loopback server's AWS Glue."""
+    from fed_dev.glue import check_table_versions
+
+    check_table_versions()  # the loopback server's Glue, as Glue checks updates
     rest = stack.trino_rest_catalog(uri=rest_catalog.uri, token=REST_TOKEN, s3=s3_settings(s3_server))
-    with TrinoServer(metastore.uri, s3_server, catalogs={"fed": rest}) as server:
+    glue = stack.trino_glue_catalog(endpoint_url=s3_server.endpoint_url, s3=s3_settings(s3_server))
+    with TrinoServer(metastore.uri, s3_server, catalogs={"fed": rest, "glue": glue}) as server:
         yield server
 
 

@@ -14,11 +14,12 @@ import trino
 
 import fed_trino
 from fed_dev.metastore import HiveMetastore
-from fed_dev.servers import LoopbackS3
+from fed_dev.servers import ACCESS_KEY, REGION, SECRET_KEY, LoopbackS3
 from fed_dev.testing import ENGINE_LAYOUTS, query, trips, trips_rows, trips_table
 from fed_dev.trino import TrinoServer
 from fedcore import Table
 from fedcore import properties as P
+from fedcore.iceberg import GlueTarget, sync
 from fedcore.services.archival import archive
 from fedcore.services.cleaning import clean
 from fedcore.services.rollback import rollback
@@ -187,3 +188,34 @@ def test_trino_reads_through_feds_rest_catalog_with_no_sync(
         served_table, filters=[("country", "=", "fr")]
     )
     assert len(trips_rows(served_table)) == 11
+
+
+def test_trino_reads_a_view_fed_registered_in_aws_glue(
+    trino_server: TrinoServer, s3_server: LoopbackS3
+) -> None:
+    """``fed sync --glue``'s registration, read by Trino's Glue catalog (catalog ``glue``, on
+    the loopback server's Glue): exactly fedcore's rows, a partition filter, and the next
+    sync's rows."""
+    table, _, _ = make(s3_server, "object_store")
+    table.write(trips(range(12), ["us", "de", "fr"] * 4), "bulk_insert")
+    target = GlueTarget(
+        "glue_lake",
+        "trips",
+        region=REGION,
+        endpoint_url=s3_server.endpoint_url,
+        access_key=ACCESS_KEY,
+        secret_key=SECRET_KEY,
+    )
+    sync(table, target)
+    connection = trino.dbapi.connect(
+        host="127.0.0.1", port=trino_server.port, user="fed", catalog="glue", schema="glue_lake"
+    )
+    columns = "trip_id, country, ts, fare"
+    assert query(connection, f"SELECT {columns} FROM trips") == trips_rows(table)
+    table.write(trips([1, 2, 40], ["de", "fr", "us"], ts=2, fare=77.0), "upsert")
+    sync(table, target)
+    assert query(connection, f"SELECT {columns} FROM trips") == trips_rows(table)
+    assert query(connection, f"SELECT {columns} FROM trips WHERE country = 'us'") == trips_rows(
+        table, filters=[("country", "=", "us")]
+    )
+    assert len(trips_rows(table)) == 13

@@ -165,6 +165,23 @@ def trino_rest_catalog(*, uri: str, token: str, s3: S3Settings) -> dict[str, str
     }
 
 
+def trino_glue_catalog(*, endpoint_url: str | None, s3: S3Settings) -> dict[str, str]:
+    """A Trino catalog on AWS Glue (where ``fed sync --glue`` registers views), read-only;
+    ``endpoint_url``: Glue's endpoint when not the region's (a loopback server's)."""
+    settings = {
+        "connector.name": "iceberg",
+        "iceberg.catalog.type": "glue",
+        "hive.metastore.glue.region": s3.region,
+        "hive.metastore.glue.aws-access-key": s3.access_key,
+        "hive.metastore.glue.aws-secret-key": s3.secret_key,
+        "iceberg.security": "read_only",
+        **trino_native_s3(s3),
+    }
+    if endpoint_url is not None:
+        settings["hive.metastore.glue.endpoint-url"] = endpoint_url
+    return settings
+
+
 def hadoop_xml(settings: Mapping[str, str]) -> str:
     """Settings as a Hadoop configuration file (``*-site.xml``)."""
     body = "".join(

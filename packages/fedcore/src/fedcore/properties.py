@@ -268,7 +268,7 @@ LOG_DATA_BLOCK_FORMAT: Final = ChoiceOption(
     "hoodie.logfile.data.block.format", "parquet", {"parquet": "parquet", "avro": "avro"}
 )
 #: Hudi's Hive sync, done fed's way: after each commit, the Iceberg view is published and
-#: registered in a Hive metastore (``fedcore.iceberg.hive_sync``). Only the metastore mode exists;
+#: registered in a Hive metastore (``fedcore.iceberg.sync``). Only the metastore mode exists;
 #: the URIs are tried in order; the table name defaults to the fed table's.
 HIVE_SYNC_ENABLE: Final = BoolOption("hoodie.datasource.hive_sync.enable", False)
 HIVE_SYNC_MODE: Final = ChoiceOption("hoodie.datasource.hive_sync.mode", "hms", {"hms": "hms"})
@@ -276,6 +276,22 @@ HIVE_SYNC_METASTORE_URIS: Final = ListOption("hoodie.datasource.hive_sync.metast
 HIVE_SYNC_DATABASE: Final = TextOption("hoodie.datasource.hive_sync.database")
 HIVE_SYNC_TABLE: Final = TextOption("hoodie.datasource.hive_sync.table")
 DEFAULT_HIVE_SYNC_DATABASE: Final = "default"
+#: Hudi's meta sync: after each commit, sync with each tool named (Hudi's class names: its
+#: Hive sync, a Hive metastore, and its Glue sync, AWS Glue); the database and table names are
+#: the Hive sync's keys, as Hudi's Glue sync reads them.
+META_SYNC_ENABLE: Final = BoolOption("hoodie.datasource.meta.sync.enable", False)
+META_SYNC_TOOLS: Final = ListOption("hoodie.meta.sync.client.tool.class")
+HIVE_SYNC_TOOL: Final = "org.apache.hudi.hive.HiveSyncTool"
+GLUE_SYNC_TOOL: Final = "org.apache.hudi.aws.sync.AwsGlueCatalogSyncTool"
+SYNC_TOOLS: Final = (HIVE_SYNC_TOOL, GLUE_SYNC_TOOL)
+#: Where AWS Glue is, and the credentials to reach it (default: boto3's chain: environment,
+#: profile, instance role). The credentials are a write's options only, never a table's config.
+AWS_GLUE_ENDPOINT: Final = TextOption("hoodie.aws.glue.endpoint")
+AWS_GLUE_REGION: Final = TextOption("hoodie.aws.glue.region")
+AWS_ACCESS_KEY: Final = TextOption("hoodie.aws.access.key")
+AWS_SECRET_KEY: Final = TextOption("hoodie.aws.secret.key")
+AWS_SESSION_TOKEN: Final = TextOption("hoodie.aws.session.token")
+CREDENTIAL_KEYS: Final = frozenset({str(AWS_ACCESS_KEY), str(AWS_SECRET_KEY), str(AWS_SESSION_TOKEN)})
 
 # --- Storage strategy (fedcore / RFC-60) ------------------------------------------
 STORAGE_STRATEGY_CLASS: Final = "hoodie.storage.strategy.class"
@@ -368,6 +384,13 @@ RUNTIME_OPTIONS: Final[
     HIVE_SYNC_METASTORE_URIS,
     HIVE_SYNC_DATABASE,
     HIVE_SYNC_TABLE,
+    META_SYNC_ENABLE,
+    META_SYNC_TOOLS,
+    AWS_GLUE_ENDPOINT,
+    AWS_GLUE_REGION,
+    AWS_ACCESS_KEY,
+    AWS_SECRET_KEY,
+    AWS_SESSION_TOKEN,
 )
 RUNTIME_KEYS: Final = frozenset(str(option) for option in RUNTIME_OPTIONS)
 
@@ -378,13 +401,33 @@ def key_generator(config: Mapping[str, str]) -> str:
     return config.get(KEY_GENERATOR_CLASS, "").strip()
 
 
+def sync_tools(options: Mapping[str, str]) -> tuple[str, ...]:
+    """The catalogs a commit syncs with (``SYNC_TOOLS``' names), as Hudi picks them: its Hive
+    sync when ``HIVE_SYNC_ENABLE``; with ``META_SYNC_ENABLE``, each of ``META_SYNC_TOOLS``
+    (default: the Hive sync). A tool fed does not have is refused, never skipped."""
+    tools: list[str] = []
+    if META_SYNC_ENABLE.of(options):
+        for tool in META_SYNC_TOOLS.of(options) or (HIVE_SYNC_TOOL,):
+            if tool not in SYNC_TOOLS:
+                raise ConfigError(
+                    META_SYNC_TOOLS, f"{tool!r}: fed syncs with {' and '.join(SYNC_TOOLS)} only"
+                )
+            tools.append(tool)
+    elif META_SYNC_TOOLS.of(options) is not None:
+        raise ConfigError(META_SYNC_TOOLS, f"names sync tools, but {META_SYNC_ENABLE} is not true")
+    if HIVE_SYNC_ENABLE.of(options) and HIVE_SYNC_TOOL not in tools:
+        tools.insert(0, HIVE_SYNC_TOOL)
+    return tuple(tools)
+
+
 def check_options(options: Mapping[str, str]) -> None:
     """Parse every runtime setting present, so a bad value fails before a write begins,
     never in a table service after its commit."""
     for option in RUNTIME_OPTIONS:
         option.of(options)
-    if HIVE_SYNC_ENABLE.of(options) and not HIVE_SYNC_METASTORE_URIS.of(options):
-        raise ConfigError(HIVE_SYNC_METASTORE_URIS, f"is required when {HIVE_SYNC_ENABLE}=true")
+    if HIVE_SYNC_TOOL in sync_tools(options) and not HIVE_SYNC_METASTORE_URIS.of(options):
+        enabled = HIVE_SYNC_ENABLE if HIVE_SYNC_ENABLE.of(options) else META_SYNC_TOOLS
+        raise ConfigError(HIVE_SYNC_METASTORE_URIS, f"is required to sync to a Hive metastore ({enabled})")
     keep_min, keep_max = ARCHIVE_MIN_INSTANTS.of(options), ARCHIVE_MAX_INSTANTS.of(options)
     if keep_min >= keep_max:
         raise ConfigError(
@@ -436,6 +479,11 @@ def check_table_keys(properties: Iterable[str], strategy_keys: Iterable[str] = (
     for key in sorted(properties):
         if key in COMPUTED_KEYS:
             raise ConfigError(key, "is computed by fed, never given")
+        if key in CREDENTIAL_KEYS:
+            raise ConfigError(
+                key,
+                "is a credential: a table's config is stored in the clear, so give it to a write's options",
+            )
         if key not in known and not key.startswith(KEY_GENERATOR_PREFIXES):
             raise unknown_key(key, known, "is not a table property fed reads or records")
 

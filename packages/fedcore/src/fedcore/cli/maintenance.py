@@ -89,12 +89,19 @@ def maintenance_commands(commands: Any) -> None:
 
     hive_sync = add(
         "sync",
-        "publish the table's Iceberg view and register it in a Hive metastore (Trino, Hive and "
-        "Spark's Iceberg catalogs read it from there)",
+        "publish the table's Iceberg view and register it in a Hive metastore or AWS Glue (Trino, "
+        "Hive, Spark, Athena and PyIceberg's catalogs read it from there)",
     )
-    hive_sync.add_argument(
-        "--metastore", required=True, metavar="thrift://HOST:PORT", help="the Hive metastore"
+    catalog = hive_sync.add_mutually_exclusive_group(required=True)
+    catalog.add_argument("--metastore", metavar="thrift://HOST:PORT", help="the Hive metastore")
+    catalog.add_argument(
+        "--glue",
+        action="store_true",
+        help="AWS Glue (credentials from the environment, as boto3 finds them: AWS_ACCESS_KEY_ID, "
+        "a profile, an instance role)",
     )
+    hive_sync.add_argument("--glue-region", help="Glue's region (default: boto3's, AWS_REGION)")
+    hive_sync.add_argument("--glue-endpoint", metavar="URL", help="Glue's endpoint (default: the region's)")
     hive_sync.add_argument("--database", default=P.DEFAULT_HIVE_SYNC_DATABASE, help="default: %(default)s")
     hive_sync.add_argument(
         "--table", dest="table_name", help="the metastore's table name (default: the table's)"
@@ -103,7 +110,7 @@ def maintenance_commands(commands: Any) -> None:
         "--hive",
         action="store_true",
         help="register in Iceberg's Hive-engine form (storage handler, SerDe), so Hive reads it too; "
-        "later syncs keep that form",
+        "later syncs keep that form (a Hive metastore only)",
     )
     hive_sync.set_defaults(run=_sync)
 
@@ -227,13 +234,23 @@ def _upgrade(args: argparse.Namespace) -> int:
 
 def _sync(args: argparse.Namespace) -> int:
     try:  # PyIceberg is an extra
-        from fedcore.iceberg.hive_sync import SyncTarget, sync
+        from fedcore.iceberg.glue import GlueTarget
+        from fedcore.iceberg.sync import SyncTarget, sync
     except ImportError as exc:
         raise MissingDependencyError(
             f"fed sync needs fedcore[iceberg]: pip install 'fedcore[iceberg]' ({exc})"
         ) from exc
+    if not args.glue and (args.glue_region or args.glue_endpoint):
+        raise FedError("--glue-region and --glue-endpoint go with --glue")
+    if args.glue and args.hive:
+        raise FedError("--hive is Iceberg's Hive-engine form in a Hive metastore: it goes with --metastore")
     table = open_table(args)
-    target = SyncTarget((args.metastore,), args.database, args.table_name or table.name, hive=args.hive)
+    name = args.table_name or table.name
+    target: SyncTarget | GlueTarget
+    if args.glue:
+        target = GlueTarget(args.database, name, region=args.glue_region, endpoint_url=args.glue_endpoint)
+    else:
+        target = SyncTarget((args.metastore,), args.database, name, hive=args.hive)
     result = sync(table, target)
     state = "registered" if result.registered else "already registered"
     print(

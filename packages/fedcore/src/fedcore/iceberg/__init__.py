@@ -4,18 +4,28 @@ snapshot per fed instant, so Iceberg engines (Trino, Hive, Spark, PyIceberg) rea
 through its metadata, never by listing the storage path.
 
 ``publish`` brings the view up to the table's latest completed instant; ``sync`` publishes
-and registers it in a Hive metastore. This package is the view's public API: engine adapters
-(fed-trino-client, fed-hive-client) import it beside ``fedcore.engine``. Needs ``fedcore[iceberg]`` (PyIceberg
-writes the Avro manifests and the table metadata)."""
+and registers it in a catalog (a Hive metastore, AWS Glue). This package is the view's public
+API: engine adapters (fed-trino-client, fed-hive-client) import it beside ``fedcore.engine``.
+Needs ``fedcore[iceberg]`` (PyIceberg writes the Avro manifests and the table metadata);
+syncing to AWS Glue, ``fedcore[glue]`` (boto3)."""
 
 from __future__ import annotations
 
 from fedcore.iceberg.freshness import FreshCursor, ReadYourWrites
-from fedcore.iceberg.hive_sync import SyncResult, SyncTarget, registered_instant, registered_tables, sync
+from fedcore.iceberg.glue import GlueTarget
+from fedcore.iceberg.sync import (
+    SyncResult,
+    SyncTarget,
+    registered_instant,
+    registered_tables,
+    sync,
+    sync_targets,
+)
 from fedcore.iceberg.view import PublishResult, ViewState, current_view, latest_instant, publish
 
 __all__ = [
     "FreshCursor",
+    "GlueTarget",
     "PublishResult",
     "ReadYourWrites",
     "SyncResult",
@@ -27,4 +37,5 @@ __all__ = [
     "registered_instant",
     "registered_tables",
     "sync",
+    "sync_targets",
 ]

@@ -14,7 +14,6 @@ Hive needs to read it and the other engines ignore. Later updates keep that form
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
@@ -37,34 +36,37 @@ from thrift.Thrift import TException
 from thrift.transport import TSocket, TTransport
 
 from fedcore.exceptions import MetastoreError
+from fedcore.iceberg.entry import (
+    ATTEMPTS,
+    INSTANT_PARAMETER,
+    METADATA_LOCATION,
+    PREVIOUS_METADATA_LOCATION,
+    TABLE_PATH_PARAMETER,
+    Registration,
+    check_view,
+)
 
-METADATA_LOCATION = "metadata_location"
-PREVIOUS_METADATA_LOCATION = "previous_metadata_location"
-#: The fed instant the registered version shows, and the fed table it is a view of.
-INSTANT_PARAMETER = "fed.instant"
-TABLE_PATH_PARAMETER = "fed.table.path"
+__all__ = [
+    "HIVE_STORAGE_HANDLER",
+    "INSTANT_PARAMETER",
+    "METADATA_LOCATION",
+    "STORAGE_HANDLER_PARAMETER",
+    "TABLE_PATH_PARAMETER",
+    "Metastore",
+    "Registration",
+]
+
 #: Iceberg's Hive-engine form: the handler Hive opens the table with, and what it names.
 STORAGE_HANDLER_PARAMETER = "storage_handler"
 HIVE_STORAGE_HANDLER = "org.apache.iceberg.mr.hive.HiveIcebergStorageHandler"
 _HIVE_SERDE = "org.apache.iceberg.mr.hive.HiveIcebergSerDe"
 _HIVE_INPUT_FORMAT = "org.apache.iceberg.mr.hive.HiveIcebergInputFormat"
 _HIVE_OUTPUT_FORMAT = "org.apache.iceberg.mr.hive.HiveIcebergOutputFormat"
-_ATTEMPTS = 5
 #: The metastore must not compute statistics by listing the table's location (its whole
 #: ``.hoodie/`` tree: dozens of LISTs per update): the view's files are not under it anyway.
 _NO_STATS = {"DO_NOT_UPDATE_STATS": "true"}
 #: Metastores whose version was found good, by URI (asked once per process).
 _CHECKED: set[str] = set()
-
-
-@dataclass(frozen=True)
-class Registration:
-    """What the metastore holds for a table after ``register``."""
-
-    database: str
-    table: str
-    metadata_location: str
-    changed: bool  # False: it already held this location (in this form)
 
 
 class Metastore:
@@ -146,7 +148,7 @@ class Metastore:
         """Make ``database.table`` point at ``metadata_location``, replacing whatever location it
         held, unless that one is newer (``is_newer(held)``: another publisher got further).
         ``hive``: in Iceberg's Hive-engine form (kept once there, whatever later callers say)."""
-        for _ in range(_ATTEMPTS):
+        for _ in range(ATTEMPTS):
             found = self._table(database, table)
             if found is None:
                 self._ensure_database(database)
@@ -154,14 +156,7 @@ class Metastore:
                     return Registration(database, table, metadata_location, True)
                 continue  # created by another publisher meanwhile: update theirs
             params = dict(found.parameters or {})
-            if (
-                params.get("table_type", "").upper() != "ICEBERG"
-                or params.get(TABLE_PATH_PARAMETER) != table_path
-            ):
-                raise MetastoreError(
-                    f"{database}.{table} in the metastore at {self.uri} is not the Iceberg view of "
-                    f"{table_path}; name another table (hoodie.datasource.hive_sync.table, --table)"
-                )
+            check_view(params, table_path, f"{database}.{table}", f"the metastore at {self.uri}")
             held = params.get(METADATA_LOCATION)
             was_hive = params.get(STORAGE_HANDLER_PARAMETER) == HIVE_STORAGE_HANDLER
             if held == metadata_location or (held is not None and is_newer(held)):
@@ -201,7 +196,7 @@ class Metastore:
                     f"the metastore at {self.uri} failed on {database}.{table}: {exc}"
                 ) from exc
         raise MetastoreError(
-            f"{database}.{table} in the metastore at {self.uri} kept moving under {_ATTEMPTS} attempts "
+            f"{database}.{table} in the metastore at {self.uri} kept moving under {ATTEMPTS} attempts "
             "to update it"
         )
 

@@ -16,6 +16,7 @@ it would retry an insert and duplicate its rows.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -86,18 +87,21 @@ def run_table_services(table: TableHandle) -> list[str]:
     service("metadata-table compaction", run_metadata_compaction)
     if P.ARCHIVE_AUTOMATIC.of(options):
         service("archival", lambda: archive(table, options, timeline=state["timeline"]))
-    if P.HIVE_SYNC_ENABLE.of(options):
-        service("publishing to the Hive metastore", lambda: _hive_sync(table))
+    for tool in P.sync_tools(options):
+        catalog = "the Hive metastore" if tool == P.HIVE_SYNC_TOOL else "AWS Glue"
+        service(f"publishing to {catalog}", functools.partial(_meta_sync, table, tool))
     return warnings
 
 
-def _hive_sync(table: TableHandle) -> None:
-    try:  # PyIceberg is an extra: a table without hive sync needs none of it
-        from fedcore.iceberg.hive_sync import SyncTarget, sync
+def _meta_sync(table: TableHandle, tool: str) -> None:
+    """Hudi's meta sync with ``tool``, fed's way (``fedcore.iceberg.sync``)."""
+    try:  # PyIceberg is an extra: a table that syncs nowhere needs none of it
+        from fedcore.iceberg.glue import GlueTarget
+        from fedcore.iceberg.sync import SyncTarget, sync
     except ImportError as exc:
         raise MissingDependencyError(
-            f"{P.HIVE_SYNC_ENABLE} needs fedcore[iceberg]: pip install 'fedcore[iceberg]' ({exc})"
+            f"syncing a table's Iceberg view needs fedcore[iceberg]: pip install 'fedcore[iceberg]' ({exc})"
         ) from exc
-    target = SyncTarget.of(table, table.options)
+    target = (SyncTarget if tool == P.HIVE_SYNC_TOOL else GlueTarget).of(table, table.options)
     if target is not None:
         sync(table, target)
