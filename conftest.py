@@ -71,6 +71,13 @@ def metastore(s3_server: LoopbackS3) -> Iterator[HiveMetastore]:
         yield server
 
 
+@pytest.fixture(scope="session")
+def metastore3(s3_server: LoopbackS3) -> Iterator[HiveMetastore]:
+    """A real Hive 3.1.3 metastore on loopback: before 4.0, fed publishes there under locks."""
+    with HiveMetastore(s3_server, version="3.1.3") as server:
+        yield server
+
+
 #: The bearer token of the REST catalog the engine suites serve.
 REST_TOKEN = "fed-rest-token"
 
@@ -105,15 +112,20 @@ def rest_catalog(served_table: Table, rest_warehouse: str, s3_server: LoopbackS3
 
 
 @pytest.fixture(scope="session")
-def trino_server(metastore: HiveMetastore, s3_server: LoopbackS3, rest_catalog: Any) -> Iterator[TrinoServer]:
-    """A real Trino 476: its Iceberg catalog on ``metastore``, catalog ``fed`` on fed's REST
-    catalog (``rest_catalog``), and catalog ``glue`` on the loopback server's AWS Glue."""
+def trino_server(
+    metastore: HiveMetastore, metastore3: HiveMetastore, s3_server: LoopbackS3, rest_catalog: Any
+) -> Iterator[TrinoServer]:
+    """A real Trino 476: its Iceberg catalog on ``metastore``, catalog ``hive3`` on the Hive 3.1.3
+    ``metastore3``, ``fed`` on fed's REST catalog (``rest_catalog``), and ``glue`` on the
+    loopback server's AWS Glue."""
     from fed_dev.glue import check_table_versions
 
     check_table_versions()  # the loopback server's Glue, as Glue checks updates
     rest = stack.trino_rest_catalog(uri=rest_catalog.uri, token=REST_TOKEN, s3=s3_settings(s3_server))
     glue = stack.trino_glue_catalog(endpoint_url=s3_server.endpoint_url, s3=s3_settings(s3_server))
-    with TrinoServer(metastore.uri, s3_server, catalogs={"fed": rest, "glue": glue}) as server:
+    hive3 = stack.trino_iceberg_catalog(metastore_uri=metastore3.uri, s3=s3_settings(s3_server))
+    catalogs = {"fed": rest, "glue": glue, "hive3": hive3}
+    with TrinoServer(metastore.uri, s3_server, catalogs=catalogs) as server:
         yield server
 
 

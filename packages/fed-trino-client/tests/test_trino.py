@@ -19,7 +19,7 @@ from fed_dev.testing import ENGINE_LAYOUTS, query, trips, trips_rows, trips_tabl
 from fed_dev.trino import TrinoServer
 from fedcore import Table
 from fedcore import properties as P
-from fedcore.iceberg import GlueTarget, sync
+from fedcore.iceberg import GlueTarget, SyncTarget, sync
 from fedcore.services.archival import archive
 from fedcore.services.cleaning import clean
 from fedcore.services.rollback import rollback
@@ -219,3 +219,25 @@ def test_trino_reads_a_view_fed_registered_in_aws_glue(
         table, filters=[("country", "=", "us")]
     )
     assert len(trips_rows(table)) == 13
+
+
+def test_trino_reads_a_view_published_to_a_hive_3_metastore(
+    trino_server: TrinoServer, metastore3: HiveMetastore, s3_server: LoopbackS3
+) -> None:
+    """A Hive 3.1.3 metastore (catalog ``hive3``), where fed publishes under the table's lock:
+    Trino reads exactly fedcore's rows, and the next sync's."""
+    table, _, _ = make(s3_server, "object_store")
+    table.write(trips(range(12), ["us", "de", "fr"] * 4), "bulk_insert")
+    target = SyncTarget((metastore3.uri,), "lake3", "trips")
+    sync(table, target)
+    connection = trino.dbapi.connect(
+        host="127.0.0.1", port=trino_server.port, user="fed", catalog="hive3", schema="lake3"
+    )
+    columns = "trip_id, country, ts, fare"
+    assert query(connection, f"SELECT {columns} FROM trips") == trips_rows(table)
+    table.write(trips([3, 4, 60], ["de", "fr", "us"], ts=2, fare=66.0), "upsert")
+    sync(table, target)
+    assert query(connection, f"SELECT {columns} FROM trips") == trips_rows(table)
+    assert query(connection, f"SELECT {columns} FROM trips WHERE country = 'fr'") == trips_rows(
+        table, filters=[("country", "=", "fr")]
+    )

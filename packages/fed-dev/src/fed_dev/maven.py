@@ -51,8 +51,9 @@ def classpath(pom: Traversable, what: str) -> str:
 
 
 def artifact(coordinates: str, what: str) -> Path:
-    """The file of one Maven artifact (``group:artifact:version:type``) in ~/.m2."""
-    group, name, version, kind = coordinates.split(":")
+    """The file of one Maven artifact (``group:artifact:version:type[:classifier]``) in ~/.m2."""
+    group, name, version, kind, *classifier = coordinates.split(":")
+    suffix = "".join(f"-{c}" for c in classifier)
     path = (
         Path.home()
         / ".m2"
@@ -60,7 +61,7 @@ def artifact(coordinates: str, what: str) -> Path:
         / group.replace(".", "/")
         / name
         / version
-        / f"{name}-{version}.{kind}"
+        / f"{name}-{version}{suffix}.{kind}"
     )
     if not path.exists():
         _mvn("dependency:get", f"-Dartifact={coordinates}", "-Dtransitive=false", what=what)

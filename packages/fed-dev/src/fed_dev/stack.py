@@ -57,6 +57,34 @@ def metastore_site(
     return settings | (hadoop_s3(s3) if s3 is not None else {})
 
 
+def metastore3_site(
+    *, database: str, warehouse: str, port: int, s3: S3Settings | None, txn_timeout_s: int
+) -> dict[str, str]:
+    """A Hive 3.1 standalone metastore's ``metastore-site.xml``: its schema made by Hive's schema
+    tool (the lock tables are not DataNucleus's), and stale locks expired: a lock nobody has
+    heartbeated for ``txn_timeout_s`` goes (Hive 3.1 runs the housekeeper that expires them
+    only beside a compactor, which needs hive-exec, unless it is named an always-on task)."""
+    settings = {
+        "javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={database};create=true",
+        "javax.jdo.option.ConnectionDriverName": "org.apache.derby.jdbc.EmbeddedDriver",
+        "javax.jdo.option.ConnectionUserName": "APP",
+        "javax.jdo.option.ConnectionPassword": "derby",
+        "metastore.schema.verification": "true",
+        "metastore.warehouse.dir": warehouse,
+        "metastore.thrift.port": str(port),
+        "metastore.event.db.notification.api.auth": "false",
+        # The default proxy is hive-exec's, which a standalone metastore does not have.
+        "metastore.expression.proxy": "org.apache.hadoop.hive.metastore.DefaultPartitionExpressionProxy",
+        "metastore.task.threads.always": "org.apache.hadoop.hive.metastore.events.EventCleanerTask,"
+        "org.apache.hadoop.hive.metastore.txn.AcidHouseKeeperService",
+        "metastore.compactor.initiator.on": "false",
+        "metastore.txn.timeout": f"{txn_timeout_s}s",
+        "metastore.timedout.txn.reaper.start": "1s",
+        "metastore.timedout.txn.reaper.interval": "2s",
+    }
+    return settings | (hadoop_s3(s3) if s3 is not None else {})
+
+
 def hiveserver2_site(
     *, metastore_uri: str, host: str, port: int, scratch: str, s3: S3Settings | None
 ) -> dict[str, str]:

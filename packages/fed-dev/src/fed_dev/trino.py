@@ -145,12 +145,15 @@ class TrinoServer(ProcessServer):
 
     def _ready(self) -> bool:
         """Started, and answering queries: a node that says it is no longer starting may not
-        have announced itself yet ("No nodes available to run query"), so a query must run."""
+        have announced itself, or a catalog, yet ("No nodes available to run query"), so a
+        query must run, and one that scans each catalog (its information schema)."""
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/v1/info", timeout=2) as response:
                 if json.load(response).get("starting") is not False:
                     return False
-            return self._answers("SELECT 1")
+            names = ["iceberg", *(["hive"] if self.hive else []), *self.catalogs]
+            queries = ["SELECT 1", *(f"SELECT count(*) FROM {n}.information_schema.schemata" for n in names)]
+            return all(self._answers(sql) for sql in queries)
         except (OSError, ValueError):
             return False
 
