@@ -235,6 +235,12 @@ def test_the_command_refuses_what_it_cannot_serve_safely(
     assert "no-secret" not in error  # a malformed credential may be a bare secret
     assert main(["serve", "--table", f"lake.a/b={uri}"]) == 2
     assert "no '/'" in capsys.readouterr().err
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", "--table", f"lake.trips={uri}", "--port", str(port)]) == 2
+        assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
 
 
 def test_a_load_reads_metadata_never_the_data_storage_and_serves_no_credential(s3_server: LoopbackS3) -> None:

@@ -15,6 +15,7 @@ import ipaddress
 import json
 import os
 import re
+import socket
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -289,6 +290,7 @@ def _serve(args: argparse.Namespace) -> int:
         served.append(ServedTable(namespace, name, load_table(uri, storage_options=options)))
     warehouse = None if args.warehouse is None else Warehouse(args.warehouse, options)
     app = catalog_app(served, access, warehouse)
+    _check_bindable(args.host, args.port)
     where = "" if warehouse is None else f" and the warehouse {args.warehouse}"
     print(
         f"fed serve: {len(served)} table(s){where} at http://{args.host}:{args.port} (Ctrl-C stops)",
@@ -298,6 +300,18 @@ def _serve(args: argparse.Namespace) -> int:
         app, host=args.host, port=args.port, log_level="warning", timeout_keep_alive=5, limit_concurrency=64
     )
     return 0
+
+
+def _check_bindable(host: str, port: int) -> None:
+    """Refuse an address this process cannot listen on (taken, or not this machine's) in one
+    line, before the server starts."""
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as exc:
+        raise FedError(f"fed serve: cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
 
 
 def _loopback(host: str) -> bool:
