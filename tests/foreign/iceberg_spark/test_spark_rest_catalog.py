@@ -2,7 +2,7 @@
 tables through ``fed serve``, the Iceberg REST catalog, exactly as fedcore reads them: every
 layout, a merge-on-read table (its read-optimized view), a partition filter, and a write
 seen on the next query with no sync step between. Writes through the catalog are refused.
-Runs in ``tox -e iceberg``: the runtime jar is fetched once with mvn into ``~/.m2``."""
+Runs in ``tox -e iceberg`` (the session: ``conftest.py``)."""
 
 from __future__ import annotations
 
@@ -15,12 +15,10 @@ import pytest
 from foreign.layouts import COUNTRY, LAYOUTS, Written, fedcore_reads, write_sample
 from pyspark.sql import SparkSession
 
-from fed_dev import maven
 from fed_dev.catalog import ServedCatalog
 from fedcore.rest_catalog import Access, ServedTable
 from fedcore.table import load_table
 
-RUNTIME = "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.0:jar"
 TOKEN = "spark-reads-fed"
 #: Served tables by name: every layout's, and the merge-on-read ones'.
 SERVED = [*LAYOUTS, "hive_mor", "hive_mor_avro"]
@@ -34,25 +32,19 @@ def catalog(layout_tables: dict[str, Written]) -> Iterator[ServedCatalog]:
 
 
 @pytest.fixture(scope="module")
-def spark(catalog: ServedCatalog) -> Iterator[SparkSession]:
-    jar = maven.artifact(RUNTIME, "Apache Iceberg's Spark runtime")
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("iceberg-reads-fed")
-        .config("spark.jars", str(jar))
-        .config("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
-        .config("spark.sql.catalog.fed", "org.apache.iceberg.spark.SparkCatalog")
-        .config("spark.sql.catalog.fed.type", "rest")
-        .config("spark.sql.catalog.fed.uri", catalog.uri)
-        .config("spark.sql.catalog.fed.token", TOKEN)
+def fed_catalog(spark: SparkSession, catalog: ServedCatalog) -> str:
+    """Spark's catalog ``fed`` on the served catalog (catalogs are made on first use, so it
+    is configured here, on the running session)."""
+    for key, value in {
+        "": "org.apache.iceberg.spark.SparkCatalog",
+        ".type": "rest",
+        ".uri": catalog.uri,
+        ".token": TOKEN,
         # Each query loads the table from the catalog: a write must show on the next query.
-        .config("spark.sql.catalog.fed.cache-enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.ui.enabled", "false")
-        .getOrCreate()
-    )
-    yield session
-    session.stop()
+        ".cache-enabled": "false",
+    }.items():
+        spark.conf.set(f"spark.sql.catalog.fed{key}", value)
+    return "fed"
 
 
 def rows(spark: SparkSession, sql: str) -> list[tuple[Any, ...]]:
@@ -61,7 +53,7 @@ def rows(spark: SparkSession, sql: str) -> list[tuple[Any, ...]]:
 
 @pytest.mark.parametrize("name", SERVED)
 def test_spark_reads_every_served_table_exactly(
-    spark: SparkSession, layout_tables: dict[str, Written], name: str
+    spark: SparkSession, fed_catalog: str, layout_tables: dict[str, Written], name: str
 ) -> None:
     written = layout_tables[name]
     expected = written.read_optimized if written.read_optimized is not None else written.rows
@@ -72,7 +64,7 @@ def test_spark_reads_every_served_table_exactly(
         assert len(pruned) == written.pruned > 0
 
 
-def test_spark_lists_the_served_tables(spark: SparkSession) -> None:
+def test_spark_lists_the_served_tables(spark: SparkSession, fed_catalog: str) -> None:
     assert rows(spark, "SHOW NAMESPACES IN fed") == [("lake",)]
     listed = rows(spark, "SHOW TABLES IN fed.lake")
     assert sorted(name for _, name, _ in listed) == sorted(SERVED)
