@@ -154,11 +154,15 @@ def test_hive_and_glue_sync_together_and_unknown_tools_are_refused(s3_backend: B
     assert P.sync_tools(both) == (P.HIVE_SYNC_TOOL, P.GLUE_SYNC_TOOL)
     assert P.sync_tools({P.HIVE_SYNC_ENABLE: "true"}) == (P.HIVE_SYNC_TOOL,)
     assert P.sync_tools({P.META_SYNC_ENABLE: "true"}) == (P.HIVE_SYNC_TOOL,)  # Hudi's default tool
+    # Hudi: the Hive sync's switch turns meta sync on too, and adds its tool to those named.
+    hive_and_glue = {P.HIVE_SYNC_ENABLE: "true", P.META_SYNC_TOOLS: f"{P.GLUE_SYNC_TOOL},{P.GLUE_SYNC_TOOL}"}
+    assert P.sync_tools(hive_and_glue) == (P.HIVE_SYNC_TOOL, P.GLUE_SYNC_TOOL)
+    assert P.sync_tools({}) == ()
     table = make(s3_backend)
     datahub = {P.META_SYNC_ENABLE: "true", P.META_SYNC_TOOLS: "org.apache.hudi.sync.datahub.DataHubSyncTool"}
     with pytest.raises(ConfigError, match="fed syncs with"):
         table.with_options(datahub).upsert(trips(range(2)))
-    with pytest.raises(ConfigError, match="is not true"):
+    with pytest.raises(ConfigError, match="is true"):
         table.with_options({P.META_SYNC_TOOLS: P.GLUE_SYNC_TOOL}).upsert(trips(range(2)))
     with pytest.raises(ConfigError, match=str(P.HIVE_SYNC_METASTORE_URIS)):
         table.with_options({P.META_SYNC_ENABLE: "true"}).upsert(trips(range(2)))

@@ -31,7 +31,7 @@ from thrift.transport import TSocket, TTransport
 from fed_dev.metastore import HiveMetastore
 from fed_dev.testing import Backend
 from fedcore.cli.main import main
-from fedcore.exceptions import MetastoreError
+from fedcore.exceptions import MetastoreBusyError
 from fedcore.iceberg import current_view, publish
 from fedcore.iceberg.locations import version_of
 from fedcore.iceberg.metastore import INSTANT_PARAMETER, METADATA_LOCATION, Metastore
@@ -204,7 +204,7 @@ def test_a_lock_held_past_the_timeout_is_a_typed_error_and_the_wait_is_released(
     holder = RawClient(hive3.uri)
     lock = holder.lock("lake", "busy")
     try:
-        with pytest.raises(MetastoreError, match="stayed locked for 3 s"):
+        with pytest.raises(MetastoreBusyError, match="stayed locked for 3 s"):
             register(hive3, table, moved, "busy", lock_timeout_s=3.0)
         assert [entry.lockid for entry in holder.locks("busy")] == [lock]  # its waiting lock is gone
         holder.client.heartbeat(HeartbeatRequest(lockid=lock))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tarfile
 import time
 from pathlib import Path
@@ -105,8 +106,12 @@ class HiveMetastore(ProcessServer):
     def _make_schema(self, java_command: list[str], env: dict[str, str] | None) -> None:
         tool = "org.apache.hadoop.hive.metastore.tools.MetastoreSchemaTool"
         done = self.spawn([*java_command, tool, "-initSchema", "-dbType", "derby"], env=env)
-        if done.wait(300) != 0:
-            raise self.failed("Hive 3.1.3's schema tool")
+        try:
+            code: int | None = done.wait(300)
+        except subprocess.TimeoutExpired:
+            code = None
+        if code != 0:
+            raise self.failed("Hive 3.1.3's schema tool")  # (stops it)
 
 
 def _hive3_scripts() -> Path:
@@ -121,9 +126,12 @@ def _hive3_scripts() -> Path:
     with tarfile.open(release) as archive:
         for member in archive.getmembers():
             relative = member.name.split("/", 1)[-1]
-            if member.isfile() and relative.startswith(_HIVE3_SCRIPTS + "/"):
-                member.name = relative
-                archive.extract(member, staging, filter="data")
+            if member.isfile() and relative.startswith(_HIVE3_SCRIPTS + "/") and ".." not in relative:
+                source = archive.extractfile(member)
+                assert source is not None  # a regular file
+                target = staging / relative
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(source.read())
     shutil.rmtree(home, ignore_errors=True)
     staging.rename(home)
     return home

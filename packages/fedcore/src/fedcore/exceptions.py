@@ -194,6 +194,11 @@ class MetastoreError(FedError):
     """A Hive metastore could not be reached, or refused to register a table's Iceberg view."""
 
 
+class MetastoreBusyError(MetastoreError):
+    """Another publisher held the table's metastore lock past the wait (another URI of the
+    same metastore would wait on the same lock, so none is tried)."""
+
+
 # --- metadata table ----------------------------------------------------------------------
 
 

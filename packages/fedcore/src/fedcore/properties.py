@@ -402,19 +402,22 @@ def key_generator(config: Mapping[str, str]) -> str:
 
 
 def sync_tools(options: Mapping[str, str]) -> tuple[str, ...]:
-    """The catalogs a commit syncs with (``SYNC_TOOLS``' names), as Hudi picks them: its Hive
-    sync when ``HIVE_SYNC_ENABLE``; with ``META_SYNC_ENABLE``, each of ``META_SYNC_TOOLS``
-    (default: the Hive sync). A tool fed does not have is refused, never skipped."""
-    tools: list[str] = []
-    if META_SYNC_ENABLE.of(options):
-        for tool in META_SYNC_TOOLS.of(options) or (HIVE_SYNC_TOOL,):
-            if tool not in SYNC_TOOLS:
-                raise ConfigError(
-                    META_SYNC_TOOLS, f"{tool!r}: fed syncs with {' and '.join(SYNC_TOOLS)} only"
-                )
-            tools.append(tool)
-    elif META_SYNC_TOOLS.of(options) is not None:
-        raise ConfigError(META_SYNC_TOOLS, f"names sync tools, but {META_SYNC_ENABLE} is not true")
+    """The catalogs a commit syncs with (``SYNC_TOOLS``' names), as Hudi picks them: sync is on
+    with ``META_SYNC_ENABLE`` or ``HIVE_SYNC_ENABLE``; the tools are ``META_SYNC_TOOLS`` (default:
+    the Hive sync), and the Hive sync too when ``HIVE_SYNC_ENABLE``. Each tool once; a tool fed
+    does not have is refused, never skipped, and so are tools named with sync off."""
+    named = META_SYNC_TOOLS.of(options)
+    if not META_SYNC_ENABLE.of(options) and not HIVE_SYNC_ENABLE.of(options):
+        if named is not None:
+            raise ConfigError(
+                META_SYNC_TOOLS,
+                f"names sync tools, but neither {META_SYNC_ENABLE} nor {HIVE_SYNC_ENABLE} is true",
+            )
+        return ()
+    tools = list(dict.fromkeys(named or (HIVE_SYNC_TOOL,)))
+    for tool in tools:
+        if tool not in SYNC_TOOLS:
+            raise ConfigError(META_SYNC_TOOLS, f"{tool!r}: fed syncs with {' and '.join(SYNC_TOOLS)} only")
     if HIVE_SYNC_ENABLE.of(options) and HIVE_SYNC_TOOL not in tools:
         tools.insert(0, HIVE_SYNC_TOOL)
     return tuple(tools)

@@ -36,7 +36,7 @@ import secrets
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 from urllib.parse import parse_qs
 
@@ -113,12 +113,12 @@ def parse_served(spec: str) -> tuple[tuple[str, ...], str, str]:
 @dataclass(frozen=True)
 class Warehouse:
     """A folder of fed tables, served by where they lie: the table at ``URI/NAMESPACE/NAME``
-    (a folder holding ``.hoodie/hoodie.properties``) is ``NAMESPACE.NAME``. A namespace
-    folder named ``x.db`` is served as ``x``, as Hive's and Spark's warehouses name them.
-    Folders starting with ``.`` or ``_`` are not looked into."""
+    (a folder holding ``.hoodie/hoodie.properties``, or its backup while a writer replaces it)
+    is ``NAMESPACE.NAME``. A namespace folder named ``x.db`` is served as ``x``, as Hive's and
+    Spark's warehouses name them. Folders starting with ``.`` or ``_`` are not looked into."""
 
     uri: str
-    storage_options: StorageOptions | None = None
+    storage_options: StorageOptions | None = field(default=None, repr=False)  # may hold secrets
     rescan_s: float = RESCAN_S
 
     def find(self) -> dict[tuple[tuple[str, ...], str], str]:
@@ -134,9 +134,22 @@ class Warehouse:
                 namespace = folder.removesuffix(".db") or folder
                 for name in _folders(fs, f"{root}/{folder}"):
                     uri = f"{root}/{folder}/{name}"
-                    if fs.exists(f"{uri}/{P.HOODIE_FOLDER}/{P.PROPERTIES_FILE}"):
-                        found[((namespace,), name)] = uri
+                    if _holds_table(fs, uri):
+                        found.setdefault(((namespace,), name), uri)  # x before x.db: sorted
         return found
+
+    def holds(self, uri: str) -> bool:
+        """Whether the table folder ``uri`` (one this warehouse found) still holds a table."""
+        fs = filesystem_for(uri, self.storage_options)
+        fs.invalidate_cache()
+        with storage_errors(uri):
+            return _holds_table(fs, uri)
+
+
+def _holds_table(fs: object, uri: str) -> bool:
+    """A table's config, or its backup (Hudi replaces the config by way of a backup)."""
+    config = f"{uri}/{P.HOODIE_FOLDER}/{P.PROPERTIES_FILE}"
+    return any(fs.exists(path) for path in (config, f"{config}.backup"))  # type: ignore[attr-defined]
 
 
 def _folders(fs: object, uri: str) -> list[str]:
@@ -153,8 +166,8 @@ class Access:
     """Who may call: a static bearer token, client credentials (id -> secret) exchanged at the
     token endpoint, or neither (anyone who reaches the socket)."""
 
-    token: str | None = None
-    credentials: Mapping[str, str] | None = None
+    token: str | None = field(default=None, repr=False)
+    credentials: Mapping[str, str] | None = field(default=None, repr=False)
 
     @property
     def required(self) -> bool:
@@ -175,6 +188,7 @@ class _Catalog:
         self.opened: dict[tuple[tuple[str, ...], str], ServedTable] = {}
         self.scanned_at = -float("inf")
         self.state = threading.Lock()  # guards found, opened, scanned_at and locks
+        self.scanning = threading.Lock()  # one look into the warehouse at a time
         self.locks: dict[tuple[tuple[str, ...], str], threading.Lock] = {}
         self.access = access
         #: Tokens this process issued at the token endpoint, and when each expires.
@@ -195,14 +209,29 @@ class _Catalog:
         ``rescan_s`` ago. Tables found gone are no longer served."""
         if self.warehouse is None:
             return
-        with self.state:
+        with self.scanning:  # a caller that waited for a look uses it
             if not force and time.monotonic() - self.scanned_at < self.warehouse.rescan_s:
                 return
-            self.scanned_at = time.monotonic()
-        found = self.warehouse.find()
+            found = self.warehouse.find()
+            with self.state:
+                self.found = found
+                self.scanned_at = time.monotonic()
+                self.opened = {key: t for key, t in self.opened.items() if found.get(key) == t.table.path}
+
+    def forget_if_gone(self, key: tuple[tuple[str, ...], str]) -> bool:
+        """Whether the warehouse table ``key`` is gone (its folder asked alone: a load of it
+        failed); a gone table is no longer served."""
         with self.state:
-            self.found = found
-            self.opened = {key: t for key, t in self.opened.items() if found.get(key) == t.table.path}
+            uri = self.found.get(key)
+        if uri is None or self.warehouse is None:
+            return True
+        if self.warehouse.holds(uri):
+            return False
+        with self.state:
+            if self.found.get(key) == uri:
+                self.found = {k: v for k, v in self.found.items() if k != key}
+                self.opened.pop(key, None)
+        return True
 
     def keys(self) -> set[tuple[tuple[str, ...], str]]:
         return {*self.given, *self.found}
@@ -293,31 +322,35 @@ class _Catalog:
         return any(ns[: len(levels)] == levels for ns in self.namespaces())
 
     async def look(self) -> Response | None:
-        """Look into the warehouse again if it is due (off the event loop); an error response
-        when storage failed."""
+        """Look into the warehouse again if it is due (off the event loop, within a bound); an
+        error response when storage failed or took too long. Listings answer from the last
+        look then (they never depend on the warehouse more than that look did); a name not
+        known yet gets the error."""
         if self.warehouse is None:
             return None
         try:
-            await run_in_threadpool(self.rescan)
+            await asyncio.wait_for(run_in_threadpool(self.rescan), LOAD_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            return _error(
+                503, "ServiceUnavailableException", f"the warehouse took over {LOAD_TIMEOUT_S:.0f} s"
+            )
         except FedError as exc:
             return _error(503, "ServiceUnavailableException", f"cannot look into the warehouse: {exc}")
         return None
 
     async def still_there(self, key: tuple[tuple[str, ...], str]) -> bool:
-        """Whether the warehouse still holds ``key`` (looked into now: a load of it failed)."""
+        """Whether the warehouse still holds ``key`` (a load of it failed)."""
         try:
-            await run_in_threadpool(self.rescan, True)
+            return not await run_in_threadpool(self.forget_if_gone, key)
         except FedError:
             return True  # storage failing: the load's own error says more
-        return key in self.keys()
 
     async def config(self, request: Request) -> Response:
         return JSONResponse({"defaults": {}, "overrides": {}, "endpoints": list(ENDPOINTS)})
 
     async def list_namespaces(self, request: Request) -> Response:
         parent = _levels(request.query_params.get("parent", ""))
-        if failed := await self.look():
-            return failed
+        await self.look()  # on failure: the last look's namespaces
         depth = len(parent)
         children = sorted(
             {ns[: depth + 1] for ns in self.namespaces() if len(ns) > depth and ns[:depth] == parent}
@@ -338,10 +371,9 @@ class _Catalog:
 
     async def list_tables(self, request: Request) -> Response:
         levels = _levels(request.path_params["namespace"])
-        if failed := await self.look():
-            return failed
+        failed = await self.look()  # on failure: the last look's tables
         if not self.known(levels):
-            return _no_namespace(levels)
+            return failed or _no_namespace(levels)
         names = sorted(name for ns, name in self.keys() if ns == levels)
         return JSONResponse({"identifiers": [{"namespace": list(levels), "name": n} for n in names]})
 

@@ -173,7 +173,7 @@ class Glue:
                 "update_table",
                 DatabaseName=database,
                 TableInput=entry,
-                VersionId=found["VersionId"],
+                **({"VersionId": found["VersionId"]} if "VersionId" in found else {}),
                 SkipArchive=True,
             ):
                 return Registration(database, table, metadata_location, True)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import getpass
 import socket as sockets
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, Final
@@ -41,6 +42,7 @@ from hive_metastore.ttypes import (
     MetaException,
     NoSuchObjectException,
     SerDeInfo,
+    ShowLocksRequest,
     StorageDescriptor,
     Table,
     UnlockRequest,
@@ -51,7 +53,7 @@ from thrift.protocol import TBinaryProtocol
 from thrift.Thrift import TException
 from thrift.transport import TSocket, TTransport
 
-from fedcore.exceptions import MetastoreError
+from fedcore.exceptions import MetastoreBusyError, MetastoreError
 from fedcore.iceberg.entry import (
     ATTEMPTS,
     INSTANT_PARAMETER,
@@ -110,7 +112,11 @@ class Metastore:
             self._transport.open()
         except TException as exc:
             raise MetastoreError(f"cannot reach the metastore at {self.uri}: {exc}") from exc
-        self._check_version()
+        try:
+            self._check_version()
+        except BaseException:
+            self._transport.close()
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -125,8 +131,9 @@ class Metastore:
         except TException as exc:
             raise MetastoreError(f"the metastore at {self.uri} does not say its version ({exc})") from exc
         major = version.split(".", 1)[0]
-        # Hive 2.3 and 3.x both answer "3.0"; 4.0 on answer their own version.
-        self._needs_locks = not major.isdigit() or int(major) < 4
+        # Hive 2.3 and 3.x both answer "3.0"; 4.0 on answer their own version. The 4.0.0 alphas
+        # came before the expected-location check (HIVE-26882).
+        self._needs_locks = not major.isdigit() or int(major) < 4 or "alpha" in version
         _NEEDS_LOCKS[self.uri] = self._needs_locks
 
     def parameters(self, database: str, table: str) -> dict[str, str] | None:
@@ -247,17 +254,21 @@ class Metastore:
         component = LockComponent(
             type=LockType.EXCLUSIVE, level=LockLevel.TABLE, dbname=database, tablename=table
         )
-        request = LockRequest(component=[component], user=_user(), hostname=sockets.gethostname())
+        agent = f"fed-{uuid.uuid4()}"  # finds this lock again if the answer to taking it is lost
+        request = LockRequest(
+            component=[component], user=_user(), hostname=sockets.gethostname(), agentInfo=agent
+        )
         try:
             response = self._client.lock(request)
         except TException as exc:
+            self._release_lost(database, table, agent)
             raise MetastoreError(f"the metastore at {self.uri} refused to lock {name}: {exc}") from exc
         try:
             state, wait = response.state, _LOCK_CHECKS_S[0]
             deadline = time.monotonic() + self.lock_timeout_s
             while state == LockState.WAITING:  # each check also keeps the waiting lock alive
                 if time.monotonic() > deadline:
-                    raise MetastoreError(
+                    raise MetastoreBusyError(
                         f"{name} in the metastore at {self.uri} stayed locked for "
                         f"{self.lock_timeout_s:.0f} s: another publisher holds its lock (one that "
                         "died holds it until the metastore expires it, after hive.txn.timeout: "
@@ -275,6 +286,15 @@ class Metastore:
         finally:
             with suppress(TException):  # the metastore expires a lock nobody heartbeats
                 self._client.unlock(UnlockRequest(lockid=response.lockid))
+
+    def _release_lost(self, database: str, table: str, agent: str) -> None:
+        """Release the lock ``agent`` may hold though the answer to taking it was lost (else it
+        would block every publisher until the metastore expires it)."""
+        with suppress(TException):
+            found = self._client.show_locks(ShowLocksRequest(dbname=database, tablename=table)).locks or []
+            for lock in found:
+                if lock.agentInfo == agent:
+                    self._client.unlock(UnlockRequest(lockid=lock.lockid))
 
     def _table(self, database: str, table: str) -> Table | None:
         try:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pyiceberg.table.metadata import TableMetadata
 
 from fedcore import properties as P
-from fedcore.exceptions import MetastoreError
+from fedcore.exceptions import MetastoreBusyError, MetastoreError
 from fedcore.handle import HasHandle, TableHandle, handle_of
 from fedcore.iceberg.entry import INSTANT_PARAMETER, Registration, sync_names
 from fedcore.iceberg.glue import Glue, GlueTarget
@@ -91,6 +91,8 @@ def sync(table: HasHandle, target: SyncTarget | GlueTarget) -> SyncResult:
                     is_newer=lambda held: version_of(held) > ours,
                     hive=target.hive,
                 )
+        except MetastoreBusyError:
+            raise  # the same metastore behind another URI holds the same lock
         except MetastoreError as exc:
             errors.append(str(exc))
             continue
