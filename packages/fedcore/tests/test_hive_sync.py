@@ -142,7 +142,7 @@ def test_racing_syncs_leave_the_newest_version_registered(backend: Backend, meta
         try:
             handle = load_table(backend.table_path, storage_options=backend.storage_options)
             args_table = handle.with_options(sync_options(metastore, name))
-            from fedcore.iceberg.sync import SyncTarget, sync
+            from fedcore.iceberg.meta_sync import SyncTarget, sync
 
             target = SyncTarget.of(args_table, args_table.options)
             assert target is not None

@@ -236,7 +236,7 @@ def _upgrade(args: argparse.Namespace) -> int:
 def _sync(args: argparse.Namespace) -> int:
     try:  # PyIceberg is an extra
         from fedcore.iceberg.glue import GlueTarget
-        from fedcore.iceberg.sync import SyncTarget, sync
+        from fedcore.iceberg.meta_sync import SyncTarget, sync
     except ImportError as exc:
         raise MissingDependencyError(
             f"fed sync needs fedcore[iceberg]: pip install 'fedcore[iceberg]' ({exc})"

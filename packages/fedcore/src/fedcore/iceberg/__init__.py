@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from fedcore.iceberg.freshness import FreshCursor, ReadYourWrites
 from fedcore.iceberg.glue import GlueTarget
-from fedcore.iceberg.sync import (
+from fedcore.iceberg.meta_sync import (
     SyncResult,
     SyncTarget,
     registered_instant,

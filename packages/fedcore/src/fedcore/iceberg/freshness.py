@@ -11,13 +11,13 @@ from typing import Any
 
 from fedcore.exceptions import FedError, MetastoreError
 from fedcore.handle import TableHandle
+from fedcore.iceberg.meta_sync import SyncTarget, registered_tables, sync
 from fedcore.iceberg.metastore import (
     HIVE_STORAGE_HANDLER,
     INSTANT_PARAMETER,
     STORAGE_HANDLER_PARAMETER,
     Metastore,
 )
-from fedcore.iceberg.sync import SyncTarget, registered_tables, sync
 from fedcore.iceberg.view import latest_instant
 from fedcore.io.filesystems import StorageOptions
 

@@ -94,10 +94,10 @@ def run_table_services(table: TableHandle) -> list[str]:
 
 
 def _meta_sync(table: TableHandle, tool: str) -> None:
-    """Hudi's meta sync with ``tool``, fed's way (``fedcore.iceberg.sync``)."""
+    """Hudi's meta sync with ``tool``, fed's way (``fedcore.iceberg.meta_sync``)."""
     try:  # PyIceberg is an extra: a table that syncs nowhere needs none of it
         from fedcore.iceberg.glue import GlueTarget
-        from fedcore.iceberg.sync import SyncTarget, sync
+        from fedcore.iceberg.meta_sync import SyncTarget, sync
     except ImportError as exc:
         raise MissingDependencyError(
             f"syncing a table's Iceberg view needs fedcore[iceberg]: pip install 'fedcore[iceberg]' ({exc})"
