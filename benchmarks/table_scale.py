@@ -348,12 +348,13 @@ class Bench:
         """Entries in the long-lived handle's caches, and their size in MiB (objects reached)."""
         handle = self.table.handle
         cache = handle.index_cache
+        rows = {(m, p): ops for m, partitions in cache.base.items() for p, ops in partitions.items()}
         held: dict[str, Any] = {
             "commit metadata": handle.__dict__.get("_commits", {}),
             "manifests": cache.manifests,
             "footers": cache.footers,
             "deltas": cache.deltas,
-            "partition rows": cache.base,
+            "partition rows": rows,
             "partition lists": cache.partition_lists,
         }
         return {name: len(value) for name, value in held.items()}, deep_size(list(held.values())) / 2**20

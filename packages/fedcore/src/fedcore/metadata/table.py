@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -82,8 +83,10 @@ class IndexCache:
     deltas: dict[str, list[Op]] = field(default_factory=dict)
     #: instant -> the Avro schema its delta records (writes only).
     delta_schemas: dict[str, str] = field(default_factory=dict)
-    #: (manifest instant, partition) -> the partition's ops in that manifest's shards.
-    base: dict[tuple[str, str], list[Op]] = field(default_factory=dict)
+    #: manifest instant -> partition -> the partition's ops in that manifest's shards: the
+    #: newest ``_CACHED_MANIFESTS`` manifests read, at most ``_MAX_CACHED_PARTITIONS``
+    #: partitions each (a superseded manifest's rows are dropped, not kept until a cap).
+    base: dict[str, dict[str, list[Op]]] = field(default_factory=dict)
     #: manifest instant -> its partition list.
     partition_lists: dict[str, list[str]] = field(default_factory=dict)
     #: Apache Hudi's archived timeline (``archived_timeline``): its completed instants, the
@@ -106,8 +109,13 @@ class IndexCache:
 
 #: Deltas a cached manifest may need before the next lookup lists manifests/ again.
 _MAX_CACHED_DELTAS: Final = 32
-#: Partitions whose shard rows a cache keeps (a bound on its memory).
+#: Partitions whose shard rows a cache keeps per manifest, and manifests it keeps rows of (a
+#: bound on its memory: a long-lived handle moves on to each new manifest).
 _MAX_CACHED_PARTITIONS: Final = 100_000
+_CACHED_MANIFESTS: Final = 2
+#: Held while the cached rows are looked up or changed (a handle's lookups share them across
+#: the threads of its operations).
+_BASE_ROWS: Final = threading.Lock()
 
 
 class _StaleView(Exception):
@@ -488,10 +496,15 @@ class MetadataTable(FileIndex):
                 if entry is not None:
                     ops.extend(self.read_shard(entry, None))
             return ops
-        cached = self.cache.base
+        with _BASE_ROWS:
+            cached = self.cache.base.get(manifest.instant)
+            if cached is None:
+                while len(self.cache.base) >= _CACHED_MANIFESTS:  # the oldest read goes first
+                    del self.cache.base[next(iter(self.cache.base))]
+                cached = self.cache.base[manifest.instant] = {}
         shards: dict[int, set[str]] = {}
         for partition in sorted(wanted):
-            known = cached.get((manifest.instant, partition))
+            known = cached.get(partition)
             if known is not None:
                 ops.extend(known)
             else:
@@ -500,12 +513,14 @@ class MetadataTable(FileIndex):
             entry = manifest.shards[shard]
             found = self.read_shard(entry, partitions, manifest.footer(shard)) if entry is not None else []
             ops.extend(found)
-            if len(cached) < _MAX_CACHED_PARTITIONS:
-                by_partition: dict[str, list[Op]] = {partition: [] for partition in partitions}
-                for op in found:
-                    by_partition[op.partition].append(op)
+            by_partition: dict[str, list[Op]] = {partition: [] for partition in partitions}
+            for op in found:
+                by_partition[op.partition].append(op)
+            with _BASE_ROWS:
                 for partition, partition_ops in by_partition.items():
-                    cached[(manifest.instant, partition)] = partition_ops
+                    if len(cached) >= _MAX_CACHED_PARTITIONS:  # the first cached goes first
+                        del cached[next(iter(cached))]
+                    cached[partition] = partition_ops
         return ops
 
     def read_shard(
