@@ -13,13 +13,14 @@ import pytest
 import trino
 
 import fed_trino
+from fed_dev.glue import loopback_target
 from fed_dev.metastore import HiveMetastore
-from fed_dev.servers import ACCESS_KEY, REGION, SECRET_KEY, LoopbackS3
+from fed_dev.servers import LoopbackS3
 from fed_dev.testing import ENGINE_LAYOUTS, query, trips, trips_rows, trips_table
 from fed_dev.trino import TrinoServer
 from fedcore import Table
 from fedcore import properties as P
-from fedcore.iceberg import GlueTarget, SyncTarget, sync
+from fedcore.iceberg import SyncTarget, sync
 from fedcore.services.archival import archive
 from fedcore.services.cleaning import clean
 from fedcore.services.rollback import rollback
@@ -198,14 +199,7 @@ def test_trino_reads_a_view_fed_registered_in_aws_glue(
     sync's rows."""
     table, _, _ = make(s3_server, "object_store")
     table.write(trips(range(12), ["us", "de", "fr"] * 4), "bulk_insert")
-    target = GlueTarget(
-        "glue_lake",
-        "trips",
-        region=REGION,
-        endpoint_url=s3_server.endpoint_url,
-        access_key=ACCESS_KEY,
-        secret_key=SECRET_KEY,
-    )
+    target = loopback_target(s3_server, "glue_lake", "trips")
     sync(table, target)
     connection = trino.dbapi.connect(
         host="127.0.0.1", port=trino_server.port, user="fed", catalog="glue", schema="glue_lake"

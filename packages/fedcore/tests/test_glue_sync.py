@@ -15,7 +15,7 @@ import boto3
 import pytest
 from pyiceberg.catalog.glue import GlueCatalog
 
-from fed_dev.glue import check_table_versions
+from fed_dev.glue import check_table_versions, loopback_target
 from fed_dev.servers import ACCESS_KEY, REGION, SECRET_KEY, LoopbackS3
 from fed_dev.testing import Backend
 from fedcore import properties as P
@@ -51,14 +51,7 @@ def s3_backend(s3_server: LoopbackS3) -> Backend:
 
 
 def target(s3_server: LoopbackS3, table: str = "trips") -> GlueTarget:
-    return GlueTarget(
-        "lake",
-        table,
-        region=REGION,
-        endpoint_url=s3_server.endpoint_url,
-        access_key=ACCESS_KEY,
-        secret_key=SECRET_KEY,
-    )
+    return loopback_target(s3_server, "lake", table)
 
 
 def catalog(s3_server: LoopbackS3) -> GlueCatalog:

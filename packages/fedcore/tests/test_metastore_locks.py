@@ -94,6 +94,16 @@ def register(hive3: HiveMetastore, table: Any, result: Any, name: str, **kwargs:
         )
 
 
+def registered_then_moved(hive3: HiveMetastore, local: Backend, name: str) -> tuple[Any, Any, Any]:
+    """A table registered as ``lake.name``, and a newer view of it (published, not registered)."""
+    table = make(local)
+    table.write(trips(range(4)), "bulk_insert")
+    result = publish(table)
+    register(hive3, table, result, name)
+    table.upsert(trips([5], ["de"], ts=2))
+    return table, result, publish(table)
+
+
 def held(hive3: HiveMetastore, name: str) -> str:
     with Metastore(hive3.uri) as metastore:
         return (metastore.parameters("lake", name) or {})[METADATA_LOCATION]
@@ -176,12 +186,7 @@ def test_racing_publishers_never_lose_an_update(hive3: HiveMetastore, local: Bac
 
 
 def test_a_lock_a_dead_publisher_left_is_waited_out(hive3: HiveMetastore, local: Backend) -> None:
-    table = make(local)
-    table.write(trips(range(4)), "bulk_insert")
-    result = publish(table)
-    register(hive3, table, result, "stale")
-    table.upsert(trips([5], ["de"], ts=2))
-    moved = publish(table)
+    table, _, moved = registered_then_moved(hive3, local, "stale")
     dead = RawClient(hive3.uri)
     dead.lock("lake", "stale")
     dead.close()  # died holding it: a closed connection does not release a lock
@@ -195,12 +200,7 @@ def test_a_lock_a_dead_publisher_left_is_waited_out(hive3: HiveMetastore, local:
 def test_a_lock_held_past_the_timeout_is_a_typed_error_and_the_wait_is_released(
     hive3: HiveMetastore, local: Backend
 ) -> None:
-    table = make(local)
-    table.write(trips(range(4)), "bulk_insert")
-    result = publish(table)
-    register(hive3, table, result, "busy")
-    table.upsert(trips([5], ["de"], ts=2))
-    moved = publish(table)
+    table, result, moved = registered_then_moved(hive3, local, "busy")
     holder = RawClient(hive3.uri)
     lock = holder.lock("lake", "busy")
     try:

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from fed_dev.glue import check_table_versions
+from fed_dev.glue import check_table_versions, loopback_target
 from fed_dev.servers import ACCESS_KEY, REGION, SECRET_KEY, LoopbackS3
 from fed_dev.testing import trips, trips_rows, trips_table
-from fedcore.iceberg import GlueTarget, sync
+from fedcore.iceberg import sync
 
 
 @pytest.fixture(scope="module")
@@ -44,14 +44,7 @@ def test_spark_reads_a_view_fed_registered_in_glue(
 ) -> None:
     table, _ = trips_table(s3_server, "object_store", "spark-glue")
     table.write(trips(range(12), ["us", "de", "fr"] * 4), "bulk_insert")
-    target = GlueTarget(
-        "spark_lake",
-        "trips",
-        region=REGION,
-        endpoint_url=s3_server.endpoint_url,
-        access_key=ACCESS_KEY,
-        secret_key=SECRET_KEY,
-    )
+    target = loopback_target(s3_server, "spark_lake", "trips")
     sync(table, target)
     query = "SELECT trip_id, country, ts, fare FROM glue.spark_lake.trips"
     assert rows(spark, query) == trips_rows(table)

@@ -13,6 +13,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from fed_dev.servers import ACCESS_KEY, REGION, SECRET_KEY, S3Endpoint
+from fedcore.iceberg.glue import GlueTarget
+
 _installed = False
 _install = threading.Lock()
 _updates = threading.Lock()
@@ -52,3 +55,16 @@ def check_table_versions() -> None:
 
         responses.GlueResponse.update_table = update_table
         _installed = True
+
+
+def loopback_target(server: S3Endpoint, database: str, table: str) -> GlueTarget:
+    """Where ``fed sync`` registers ``database.table`` in the loopback server's Glue, with the
+    server's credentials."""
+    return GlueTarget(
+        database,
+        table,
+        region=REGION,
+        endpoint_url=server.endpoint_url,
+        access_key=ACCESS_KEY,
+        secret_key=SECRET_KEY,
+    )

@@ -28,7 +28,6 @@ from fedcore.handle import TableHandle
 from fedcore.iceberg.entry import (
     ATTEMPTS,
     METADATA_LOCATION,
-    TABLE_PATH_PARAMETER,
     Registration,
     check_view,
     sync_names,
@@ -50,6 +49,11 @@ _TABLE_INPUT_KEYS = frozenset(
         "Parameters",
     }
 )
+#: Glue's error codes that are answers, not failures: no such entity; it exists already; a
+#: registration lost its race (created, or moved on, by another publisher first).
+_MISSING = frozenset({"EntityNotFoundException"})
+_EXISTS = frozenset({"AlreadyExistsException"})
+_LOST = frozenset({"AlreadyExistsException", "ConcurrentModificationException"})
 
 
 @dataclass(frozen=True)
@@ -117,28 +121,6 @@ class Glue:
         except botocore.exceptions.BotoCoreError as exc:  # no region anywhere, say
             raise MetastoreError(f"cannot make a client for {target.where}: {exc}") from exc
 
-    def parameters(self, database: str, table: str) -> dict[str, str] | None:
-        """The parameters of ``database.table`` (None: no such table)."""
-        found = self._table(database, table)
-        return None if found is None else dict(found.get("Parameters") or {})
-
-    def fed_tables(self, database: str) -> dict[str, str]:
-        """The fed views registered in ``database``: Glue table name -> fed table path."""
-        out = {}
-        try:
-            for page in self._client.get_paginator("get_tables").paginate(DatabaseName=database):
-                for found in page["TableList"]:
-                    path = (found.get("Parameters") or {}).get(TABLE_PATH_PARAMETER)
-                    if path:
-                        out[found["Name"]] = path
-        except botocore.exceptions.ClientError as exc:
-            if _code(exc) == "EntityNotFoundException":
-                return {}
-            raise self._failed(f"list database {database}", exc) from exc
-        except botocore.exceptions.BotoCoreError as exc:
-            raise self._failed(f"list database {database}", exc) from exc
-        return out
-
     def register(
         self,
         database: str,
@@ -158,7 +140,10 @@ class Glue:
             if found is None:
                 self._ensure_database(database)
                 entry = self._entry(table, table_path, metadata, metadata_location, None, instant, {})
-                if self._call("register", name, "create_table", DatabaseName=database, TableInput=entry):
+                created = self._call(
+                    f"register {name}", "create_table", _LOST, DatabaseName=database, TableInput=entry
+                )
+                if created is not None:
                     return Registration(database, table, metadata_location, True)
                 continue  # created by another publisher meanwhile: update theirs
             params = dict(found.get("Parameters") or {})
@@ -167,15 +152,16 @@ class Glue:
             if held == metadata_location or (held is not None and is_newer(held)):
                 return Registration(database, table, held or metadata_location, False)
             entry = self._entry(table, table_path, metadata, metadata_location, held, instant, found)
-            if self._call(
-                "update",
-                name,
+            updated = self._call(
+                f"update {name}",
                 "update_table",
+                _LOST,
                 DatabaseName=database,
                 TableInput=entry,
                 **({"VersionId": found["VersionId"]} if "VersionId" in found else {}),
                 SkipArchive=True,
-            ):
+            )
+            if updated is not None:
                 return Registration(database, table, metadata_location, True)
             # another publisher moved it first: look again
         raise MetastoreError(
@@ -213,40 +199,32 @@ class Glue:
         )
         return entry
 
-    def _call(self, what: str, name: str, operation: str, **kwargs: Any) -> bool:
-        """Run ``operation``; False when it lost a race (the table was created, or moved on,
-        by another publisher first)."""
+    def _call(self, what: str, operation: str, tolerated: frozenset[str], **kwargs: Any) -> Any:
+        """Glue's answer to ``operation``, or None when Glue refused it with one of the
+        ``tolerated`` error codes; any other failure is a ``MetastoreError`` about ``what``."""
         try:
-            getattr(self._client, operation)(**kwargs)
-            return True
+            return getattr(self._client, operation)(**kwargs)
         except botocore.exceptions.ClientError as exc:
-            if _code(exc) in ("AlreadyExistsException", "ConcurrentModificationException"):
-                return False
-            raise self._failed(f"{what} {name}", exc) from exc
+            if _code(exc) in tolerated:
+                return None
+            raise self._failed(what, exc) from exc
         except botocore.exceptions.BotoCoreError as exc:
-            raise self._failed(f"{what} {name}", exc) from exc
+            raise self._failed(what, exc) from exc
 
     def _table(self, database: str, table: str) -> dict[str, Any] | None:
-        try:
-            found: dict[str, Any] = self._client.get_table(DatabaseName=database, Name=table)["Table"]
-            return found
-        except botocore.exceptions.ClientError as exc:
-            if _code(exc) == "EntityNotFoundException":
-                return None  # no such table, or no such database
-            raise self._failed(f"look up {database}.{table}", exc) from exc
-        except botocore.exceptions.BotoCoreError as exc:
-            raise self._failed(f"look up {database}.{table}", exc) from exc
+        """``database.table`` as Glue holds it (None: no such table, or no such database)."""
+        answer = self._call(
+            f"look up {database}.{table}", "get_table", _MISSING, DatabaseName=database, Name=table
+        )
+        return None if answer is None else dict(answer["Table"])
 
     def _ensure_database(self, database: str) -> None:
-        try:
-            self._client.create_database(
-                DatabaseInput={"Name": database, "Description": "fed tables' Iceberg views"}
-            )
-        except botocore.exceptions.ClientError as exc:
-            if _code(exc) != "AlreadyExistsException":
-                raise self._failed(f"create database {database}", exc) from exc
-        except botocore.exceptions.BotoCoreError as exc:
-            raise self._failed(f"create database {database}", exc) from exc
+        self._call(
+            f"create database {database}",
+            "create_database",
+            _EXISTS,
+            DatabaseInput={"Name": database, "Description": "fed tables' Iceberg views"},
+        )
 
     def _failed(self, what: str, exc: Exception) -> MetastoreError:
         return MetastoreError(f"{self.target.where} failed to {what}: {exc}")
