@@ -136,6 +136,13 @@ def hiveserver2(metastore: HiveMetastore, s3_server: LoopbackS3) -> Iterator[Hiv
         yield server
 
 
+@pytest.fixture(scope="session")
+def hiveserver2_3(metastore3: HiveMetastore, s3_server: LoopbackS3) -> Iterator[HiveServer2]:
+    """A real HiveServer2 3.1.3 on ``metastore3``."""
+    with HiveServer2(metastore3.uri, s3_server, version="3.1.3") as server:
+        yield server
+
+
 @pytest.fixture(params=["local", "s3"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     if request.param == "local":

@@ -1,17 +1,18 @@
-"""HiveServer2 reads exactly fedcore's rows through the Iceberg view, after every kind of
-write and a clean, on every layout; a one-partition query opens only that partition's files
-and never lists the storage bucket; a query right after a write sees it; the Hive form of
-the metastore entry survives publishes that do not ask for it."""
+"""HiveServer2 (Hive 4.0.1 on a 4.0.1 metastore, and Hive 3.1.3 on a 3.1.3 metastore, where fed
+publishes under the metastore's locks) reads exactly fedcore's rows through the Iceberg view,
+after every kind of write and a clean, on every layout; a one-partition query opens only that
+partition's files and never lists the storage bucket; a query right after a write sees it; the
+Hive form of the metastore entry survives publishes that do not ask for it."""
 
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
 import fed_hive
-from fed_dev.hive import HiveServer2
+from fed_dev.hive import VERSIONS, HiveServer2
 from fed_dev.metastore import HiveMetastore
 from fed_dev.servers import LoopbackS3
 from fed_dev.testing import ENGINE_LAYOUTS, query, trips, trips_rows, trips_table
@@ -19,10 +20,23 @@ from fedcore import Table
 from fedcore import properties as P
 from fedcore.iceberg import SyncTarget, sync
 from fedcore.iceberg.metastore import HIVE_STORAGE_HANDLER, Metastore
-from fedcore.services.cleaning import clean
 
 COLUMNS = "trip_id, country, ts, fare"
 _names = itertools.count()
+
+
+class Hive(NamedTuple):
+    server: HiveServer2
+    metastore: HiveMetastore
+
+
+@pytest.fixture(params=VERSIONS)
+def hive(request: pytest.FixtureRequest) -> Hive:
+    """Each HiveServer2 version with the metastore of its version."""
+    server, metastore = (
+        ("hiveserver2", "metastore") if request.param == "4.0.1" else ("hiveserver2_3", "metastore3")
+    )
+    return Hive(request.getfixturevalue(server), request.getfixturevalue(metastore))
 
 
 def make(s3: LoopbackS3, layout: str) -> tuple[Table, str, str]:
@@ -61,8 +75,9 @@ def assert_same(connection: Any, name: str, table: Table) -> None:
 
 @pytest.mark.parametrize("layout", sorted(ENGINE_LAYOUTS))
 def test_hive_reads_fedcores_rows_after_every_write_and_clean(
-    hiveserver2: HiveServer2, metastore: HiveMetastore, s3_server: LoopbackS3, layout: str
+    hive: Hive, s3_server: LoopbackS3, layout: str
 ) -> None:
+    hiveserver2, metastore = hive
     table, name, _ = make(s3_server, layout)
     table.write(trips(range(8), ["us", "de"] * 4), "bulk_insert")
     fed_hive.register(table, metastore=metastore.uri, database="lake", name=name)
@@ -75,13 +90,14 @@ def test_hive_reads_fedcores_rows_after_every_write_and_clean(
     table.write(trips(range(50, 53), "fr"), "insert_overwrite")
     assert_same(connection, name, table)
     table.write(trips(range(60, 64), "us"), "insert")
-    clean(table, retained=1)
+    table.clean(retained=1)
     assert_same(connection, name, table)
 
 
 def test_a_one_partition_query_opens_only_its_files_and_lists_nothing(
-    hiveserver2: HiveServer2, metastore: HiveMetastore, s3_server: LoopbackS3
+    hive: Hive, s3_server: LoopbackS3
 ) -> None:
+    hiveserver2, metastore = hive
     table, name, storage = make(s3_server, "object_store")
     table.write(trips(range(40), ["us", "de", "fr", "br"] * 10), "bulk_insert")
     table.write(trips(range(40, 60), ["us", "de"] * 10), "insert")
@@ -107,9 +123,8 @@ def test_a_one_partition_query_opens_only_its_files_and_lists_nothing(
     assert got == [(len(expected), pytest.approx(sum(r[3] for r in expected)))]
 
 
-def test_a_query_right_after_a_write_sees_it(
-    hiveserver2: HiveServer2, metastore: HiveMetastore, s3_server: LoopbackS3
-) -> None:
+def test_a_query_right_after_a_write_sees_it(hive: Hive, s3_server: LoopbackS3) -> None:
+    hiveserver2, metastore = hive
     table, name, _ = make(s3_server, "object_store")
     table.write(trips(range(3), "us"), "bulk_insert")
     fresh = connect(hiveserver2, metastore, s3_server, **{name: table.path})
@@ -127,9 +142,8 @@ def test_a_query_right_after_a_write_sees_it(
     assert every.fed_tables[name] == table.path
 
 
-def test_the_hive_form_survives_publishes_that_do_not_ask_for_it(
-    hiveserver2: HiveServer2, metastore: HiveMetastore, s3_server: LoopbackS3
-) -> None:
+def test_the_hive_form_survives_publishes_that_do_not_ask_for_it(hive: Hive, s3_server: LoopbackS3) -> None:
+    hiveserver2, metastore = hive
     table, name, _ = make(s3_server, "object_store")
     table.write(trips(range(3), "us"), "bulk_insert")
     plain = SyncTarget((metastore.uri,), "lake", name)
