@@ -6,7 +6,9 @@ Hive form of the metastore entry survives publishes that do not ask for it."""
 
 from __future__ import annotations
 
+import ipaddress
 import itertools
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
@@ -160,3 +162,19 @@ def test_the_hive_form_survives_publishes_that_do_not_ask_for_it(hive: Hive, s3_
     assert params["table_type"] == "ICEBERG"
     stale = fed_hive.connect(port=hiveserver2.port, database="lake", read_your_writes=False)
     assert query(stale, f"SELECT count(*) FROM {name}") == [(6,)]
+
+
+def _listening_addresses(port: int) -> set[str]:
+    """The local addresses with a TCP socket listening on ``port`` (IPv4, from /proc)."""
+    found = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        address, hex_port = local.split(":")
+        if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+            found.add(str(ipaddress.IPv4Address(bytes(reversed(bytes.fromhex(address))))))
+    return found
+
+
+def test_hiveserver2_listens_on_loopback_only(hive: Hive) -> None:
+    """Hive 3.1.3's binary transport ignores its bind address unless patched (fed_dev.hive)."""
+    assert _listening_addresses(hive.server.port) == {"127.0.0.1"}
