@@ -8,12 +8,13 @@ import pytest
 
 from fed_dev.testing import Backend
 from fedcore import properties as P
-from fedcore.exceptions import InstantNotRetainedError
+from fedcore.exceptions import InstantNotRetainedError, StorageFileNotFoundError
 from fedcore.metadata.compaction import compact_metadata
 from fedcore.services.archival import archive, read_archive
 from fedcore.services.verify import verify_table
 from fedcore.steps import observe_steps
 from fedcore.table import Table, load_table
+from fedcore.timeline import COMPLETED, Instant
 from fedcore.write.client import WriteClient
 
 from .test_writes import make_table, rows, trips
@@ -183,3 +184,24 @@ def test_a_savepoint_keeps_its_files_from_the_cleaner_and_its_instants_from_arch
         for name in names:
             assert table.fs.exists(f"{partition}/{name}"), f"{partition}/{name} was cleaned"
     assert verify_table(load_table(backend.table_path, storage_options=backend.storage_options)).ok
+
+
+def test_an_instant_archived_after_the_listing_is_read_from_the_archive(backend: Backend) -> None:
+    """A writer lists the timeline once and reads on; another process's archival may move a
+    listed instant out in between. Its metadata is read from the archive, not lost."""
+    table = make_table(backend, **KEEP)
+    model: dict[int, tuple[str, float]] = {}
+    write_rounds(table, 3, model)
+    stale = load_table(backend.table_path, storage_options=backend.storage_options)
+    listed = stale.timeline()  # listed now; no instant's metadata read by this handle yet
+    oldest = listed.completed()[0]
+    before = table.handle.commit_metadata(oldest)  # the other handle's read, while active
+    other = load_table(backend.table_path, storage_options=backend.storage_options)
+    write_rounds(other, 12, model)  # its archivals move the oldest instants out
+    assert oldest.time not in {i.time for i in other.timeline()}, "archived"
+    after = stale.handle.commit_metadata(oldest)
+    assert after.to_bytes() == before.to_bytes()
+    # A completed file that no archive holds is lost, and says so.
+    ghost = Instant("20000101000000000", "commit", COMPLETED)
+    with pytest.raises(StorageFileNotFoundError, match=r"20000101000000000\.commit"):
+        stale.handle.commit_metadata(ghost)

@@ -23,6 +23,7 @@ import os
 import subprocess
 import sys
 import time
+import traceback
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ import pyarrow as pa
 
 from fedcore import properties as P
 from fedcore.commit.transaction import roll_back_failed_writes
-from fedcore.exceptions import FedError
+from fedcore.exceptions import CommitConflictError, FedError
 from fedcore.io.filesystems import StorageOptions, filesystem_for
 from fedcore.table import Table, create_table, load_table
 from fedcore.write.client import WriteClient
@@ -310,7 +311,10 @@ def _worker(job: dict[str, Any]) -> int:
         time.sleep(max(0.0, job["start_at"] - time.time()))
         result = WriteClient(table).write(records, job["operation"])
     except FedError as exc:
-        print(json.dumps({"error": type(exc).__name__, "message": str(exc)}), flush=True)
+        message = str(exc)
+        if not isinstance(exc, CommitConflictError):  # a violation: where it came from, too
+            message += "\n" + "".join(traceback.format_exc(limit=-12))
+        print(json.dumps({"error": type(exc).__name__, "message": message}), flush=True)
         return 2
     print(json.dumps({"instant": result.instant, "warnings": list(result.warnings)}), flush=True)
     return 0

@@ -61,6 +61,7 @@ from fedcore.timeline import (
     instant_path,
 )
 from fedcore.timeline.commit_metadata import CommitMetadata
+from fedcore.timeline.retention import archived_file
 
 #: Completed instants' metadata a handle keeps (oldest read dropped first).
 _MAX_CACHED_COMMITS = 256
@@ -241,7 +242,16 @@ class TableHandle:
         cached = self._commits.get(path) if instant.is_completed else None
         if cached is not None:
             return cached
-        metadata = CommitMetadata.from_bytes(read_object(self.fs.table_fs, path), path)
+        try:
+            data = read_object(self.fs.table_fs, path)
+        except FileNotFoundError:
+            # Listed completed, gone now: another process's archival moved it out since the
+            # listing (a write lists once and reads on), and it kept the same bytes; or lost.
+            found = archived_file(self.fs.table_fs, self.path, instant) if instant.is_completed else None
+            if found is None:
+                raise
+            data = found
+        metadata = CommitMetadata.from_bytes(data, path)
         if instant.is_completed:
             if len(self._commits) >= _MAX_CACHED_COMMITS:
                 self._commits.pop(next(iter(self._commits)))

@@ -16,8 +16,9 @@ from fsspec import AbstractFileSystem
 from fedcore.exceptions import InstantNotRetainedError
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import read_object
+from fedcore.io.parquet import read_parquet
 from fedcore.timeline import CLEAN, Instant, Timeline, instant_path
-from fedcore.timeline.archived import archive_folder
+from fedcore.timeline.archived import archive_folder, hudi_archive_files, read_hudi_archive
 from fedcore.timeline.commit_metadata import earliest_retained
 
 #: Archive files are ``fed-archive-<boundary instant>-<newest archived instant>.parquet``
@@ -39,6 +40,36 @@ def archived_through(fs: AbstractFileSystem, table_path: str) -> str | None:
         if name.startswith(ARCHIVE_PREFIX)
     ]
     return max(times, default=None)
+
+
+def archived_file(fs: AbstractFileSystem, table_path: str, instant: Instant) -> bytes | None:
+    """A completed instant's timeline file as archival kept it: fed's archive, else Apache
+    Hudi's archived timeline; None when neither holds it.
+
+    For a caller whose listing showed the instant active and whose read then found it gone:
+    another process's archival moved it out in between, and the file's content never
+    changes. Reads only archive files that can hold the instant (named after a newer one)."""
+    folder = archive_folder(table_path)
+    try:
+        with storage_errors(folder):
+            names = sorted(n.rsplit("/", 1)[-1] for n in fs.ls(folder, detail=False, refresh=True))
+    except FileNotFoundError:
+        return None
+    wanted = instant.file_name()
+    for name in names:
+        # fed-archive-<boundary>[-<newest>].parquet: every instant in it is at most the last.
+        if not name.startswith(ARCHIVE_PREFIX) or name.removesuffix(".parquet")[-17:] < instant.time:
+            continue
+        archived = read_parquet(read_object(fs, f"{folder}/{name}"))
+        files = archived.column("file").to_pylist()
+        if wanted in files:
+            content: bytes = archived.column("content")[files.index(wanted)].as_py()
+            return content
+    hudi = hudi_archive_files(fs, table_path)
+    for entry in read_hudi_archive(fs, sorted(hudi)) if hudi else ():
+        if entry.time == instant.time and entry.action == instant.action:
+            return entry.body
+    return None
 
 
 def check_not_archived(fs: AbstractFileSystem, table_path: str, as_of: str) -> None:
