@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import tempfile
@@ -14,10 +15,20 @@ _Server = TypeVar("_Server", bound="ProcessServer")
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 nothing listens on now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` different TCP ports on 127.0.0.1 nothing listens on now: each probe is held
+    until all are bound (one released at once may be handed out again, as it was to
+    SeaweedFS's master and its S3 server)."""
+    with contextlib.ExitStack() as stack:
+        ports = []
+        for _ in range(count):
+            probe = stack.enter_context(socket.socket())
+            probe.bind(("127.0.0.1", 0))
+            ports.append(int(probe.getsockname()[1]))
+        return ports
 
 
 def listening(port: int) -> bool:

