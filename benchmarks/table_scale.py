@@ -18,13 +18,14 @@ server in this process, reached over HTTP through s3fs, as a cloud bucket is):
 Also reported, each with its goal met or not (they do not set the exit status) for a table of
 up to 1,000,000 files in 10,000 partitions: a one-partition commit at most 1.5x its cost at
 the smallest size (time and requests); a fresh handle's one-partition plan (``load_table``
-then ``ScanPlanner.open(...).plan``) within 100 ms; the metadata table's bytes per file; the
-requests of a publish of the Iceberg view after a one-partition upsert, the same at 1,000 and
-at the largest size (the view is published from scratch first at each size, timed apart: the
-fill's instants each touch thousands of partitions, which an incremental publish would
-replay); and the process's resident memory and the long-lived handle's caches after each
-size, to show whether they stay bounded (the moto store is in the process too, and grows
-with the objects stored: about 6 KB an object).
+then ``ScanPlanner.open(...).plan``) within 100 ms, with the size of the metadata table's
+manifest it fetches; the metadata table's bytes per file; the requests of a publish of the
+Iceberg view after a one-partition upsert, the same at 1,000 and at the largest size (the
+view is published from scratch first at each size, timed apart: the fill's instants each
+touch thousands of partitions, which an incremental publish would replay); and the
+process's resident memory and the long-lived handle's caches after each size, to show
+whether they stay bounded (the moto store is in the process too, and grows with the objects
+stored: about 6 KB an object).
 
 How the table grows: a real writer upserts into four "live" partitions, with real
 Parquet files; the other files come from fill commits that go through the real
@@ -127,6 +128,7 @@ class Stage:
     fresh_plan_requests: int = 0
     metadata_bytes: int = 0
     metadata_objects: int = 0
+    manifest_bytes: int = 0  # the newest metadata-table manifest (what a fresh plan fetches)
     first_publish_seconds: float = 0.0
     first_publish_requests: int = 0
     publish_seconds: float = 0.0
@@ -135,6 +137,7 @@ class Stage:
     max_rss_mib: float = 0.0
     cache_entries: dict[str, int] = field(default_factory=dict)
     cache_mib: float = 0.0
+    cache_mib_by: dict[str, float] = field(default_factory=dict)  # MiB per cache
     fill_seconds: float = 0.0
     fill_files: int = 0
     fill_parts: dict[str, float] = field(default_factory=dict)
@@ -322,12 +325,15 @@ class Bench:
         physical = {table.fs.to_physical(s.path).split("://", 1)[1] for s in plan.slices}
         return seconds, requests, physical
 
-    def metadata_size(self) -> tuple[int, int]:
-        """Bytes and objects under the metadata table's folder, as the store reports them."""
+    def metadata_size(self) -> tuple[int, int, int]:
+        """Bytes and objects under the metadata table's folder, as the store reports them, and
+        the bytes of its newest manifest."""
         folder = f"{self.table.path}/{self.table.handle.metadata_folder}"
         self.metadata_fs.invalidate_cache()
         sizes = self.metadata_fs.find(folder, detail=True)
-        return sum(int(info["size"]) for info in sizes.values()), len(sizes)
+        manifests = sorted(path for path in sizes if "/manifests/" in path)
+        newest = int(sizes[manifests[-1]]["size"]) if manifests else 0
+        return sum(int(info["size"]) for info in sizes.values()), len(sizes), newest
 
     def publish_from_scratch(self) -> tuple[float, int]:
         """The view published anew (its folder removed first): one full snapshot of the table."""
@@ -344,24 +350,31 @@ class Bench:
             raise SystemExit(f"a publish after one upsert added {result.snapshots} snapshots")
         return seconds, requests
 
-    def caches(self) -> tuple[dict[str, int], float]:
-        """Entries in the long-lived handle's caches, and their size in MiB (objects reached)."""
+    def caches(self) -> tuple[dict[str, int], float, dict[str, float]]:
+        """Entries in the long-lived handle's caches, and their size in MiB (objects reached:
+        all together, and each cache alone)."""
         handle = self.table.handle
         cache = handle.index_cache
-        rows = {(m, p): ops for m, partitions in cache.base.items() for p, ops in partitions.items()}
         held: dict[str, Any] = {
             "commit metadata": handle.__dict__.get("_commits", {}),
             "manifests": cache.manifests,
             "footers": cache.footers,
             "deltas": cache.deltas,
-            "partition rows": rows,
+            "partition rows": cache.partition_rows,
             "partition lists": cache.partition_lists,
         }
-        return {name: len(value) for name, value in held.items()}, deep_size(list(held.values())) / 2**20
+        each = {name: deep_size(value) / 2**20 for name, value in held.items()}
+        return (
+            {name: len(value) for name, value in held.items()},
+            deep_size(list(held.values())) / 2**20,
+            each,
+        )
 
 
 def deep_size(root: object) -> int:
-    """Bytes of the objects reachable from root (classes, modules and functions excluded)."""
+    """Bytes of the objects reachable from root (classes, modules and functions excluded;
+    Arrow's tables and arrays with their buffers, as ``sys.getsizeof`` counts them; a Parquet
+    footer, held by arrow, by its serialized size: a lower bound)."""
     skip = (type, type(sys), type(deep_size))
     seen: set[int] = set()
     stack = [root]
@@ -372,6 +385,10 @@ def deep_size(root: object) -> int:
             continue
         seen.add(id(obj))
         total += sys.getsizeof(obj)
+        if isinstance(obj, pq.FileMetaData):
+            total += obj.serialized_size
+        elif isinstance(obj, (pa.Table, pa.RecordBatch, pa.Array, pa.ChunkedArray)):
+            continue  # (its buffers are in its size)
         stack.extend(gc.get_referents(obj))
     return total
 
@@ -441,17 +458,18 @@ def run(stages: Sequence[int], commits: int, plan_runs: int) -> tuple[list[Stage
                     raise SystemExit(f"metadata plan and listing disagree on p={target}: {planned ^ listed}")
             else:
                 print(f"   listing the storage skipped above {LIST_UP_TO:,} files (moto lists ~1 ms per key)")
-            stage.metadata_bytes, stage.metadata_objects = bench.metadata_size()
+            stage.metadata_bytes, stage.metadata_objects, stage.manifest_bytes = bench.metadata_size()
             stage.first_publish_seconds, stage.first_publish_requests = bench.publish_from_scratch()
             bench.commit(one_partition=True)  # then the publish of that upsert alone
             stage.publish_seconds, stage.publish_requests = bench.publish()
             gc.collect()
             stage.rss_mib, stage.max_rss_mib = memory_mib()
-            stage.cache_entries, stage.cache_mib = bench.caches()
+            stage.cache_entries, stage.cache_mib, stage.cache_mib_by = bench.caches()
             print(
                 f"   fresh plan {stage.fresh_plan_seconds * 1e3:.0f} ms / "
                 f"{stage.fresh_plan_requests} requests; "
-                f"metadata table {stage.metadata_bytes / 2**20:.1f} MiB in {stage.metadata_objects} objects; "
+                f"metadata table {stage.metadata_bytes / 2**20:.1f} MiB in {stage.metadata_objects} objects "
+                f"(manifest {stage.manifest_bytes / 1e3:.1f} KB); "
                 f"publish {stage.first_publish_seconds:.1f} s from scratch, "
                 f"{stage.publish_requests} requests after an upsert; RSS {stage.rss_mib:.0f} MiB, "
                 f"handle caches {stage.cache_mib:.1f} MiB",
@@ -470,7 +488,7 @@ def run(stages: Sequence[int], commits: int, plan_runs: int) -> tuple[list[Stage
 def report(stages: list[Stage], per_partition: dict[int, int]) -> bool:
     print(
         f"\n{'files':>9} {'plan (metadata)':>16} {'list storage':>13} {'speed-up':>9} {'requests':>15} "
-        f"{'fresh handle':>13} {'requests':>9}"
+        f"{'fresh handle':>13} {'requests':>9} {'manifest':>11}"
     )
     for s in stages:
         if s.list_seconds is None:
@@ -481,7 +499,8 @@ def report(stages: list[Stage], per_partition: dict[int, int]) -> bool:
             requests = f"{s.plan_requests:>6} vs {s.list_requests:<6}"
         print(
             f"{s.files:>9,} {s.plan_seconds * 1e3:>13.1f} ms {listing} {speed} {requests} "
-            f"{s.fresh_plan_seconds * 1e3:>10.1f} ms {s.fresh_plan_requests:>9}"
+            f"{s.fresh_plan_seconds * 1e3:>10.1f} ms {s.fresh_plan_requests:>9} "
+            f"{s.manifest_bytes / 1e3:>8.1f} KB"
         )
     if any(s.list_seconds is None for s in stages):
         print(f"(listing the storage skipped above {LIST_UP_TO:,} files: moto lists about 1 ms per key)")
@@ -517,6 +536,13 @@ def report(stages: list[Stage], per_partition: dict[int, int]) -> bool:
             f"{s.max_rss_mib:>5.0f} MiB {s.cache_mib:>10.1f} MiB"
         )
     print("handle cache entries: " + "; ".join(f"{s.files:,}: {s.cache_entries}" for s in stages))
+    print(
+        "handle cache MiB: "
+        + "; ".join(
+            f"{s.files:,}: {{{', '.join(f'{k}: {v:.1f}' for k, v in s.cache_mib_by.items())}}}"
+            for s in stages
+        )
+    )
 
     print(f"\n{'files':>9} {'filled':>10} {'fill time':>10} {'files/s':>8}  where the fill's time went")
     for s in stages:

@@ -1,7 +1,8 @@
 """Trino reads exactly fedcore's rows through the Iceberg view, after every kind of write and
 table service, on every layout; a one-partition query touches only that partition's files
-and never lists the storage bucket; a query right after a write sees it; a publish racing
-queries never shows Trino a mixed state."""
+and never lists the storage bucket; a partition split over several manifests reads the same;
+a query right after a write sees it; a publish racing queries never shows Trino a mixed
+state."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from fed_dev.trino import TrinoServer
 from fedcore import Table
 from fedcore import properties as P
 from fedcore.iceberg import SyncTarget, sync
+from fedcore.iceberg import view as view_module
 from fedcore.services.archival import archive
 from fedcore.services.cleaning import clean
 from fedcore.services.rollback import rollback
@@ -108,6 +110,31 @@ def test_a_one_partition_query_reads_only_its_files_and_lists_nothing(
     read = {key for key in s3_server.requests.gets if key.startswith(bucket)}
     assert read, "the query read the partition's files"
     assert read <= us_files, read - us_files
+
+
+def test_trino_reads_a_partition_split_over_several_manifests(
+    trino_server: TrinoServer,
+    metastore: HiveMetastore,
+    s3_server: LoopbackS3,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With a small manifest target, a partition of 140 one-row files is split over several
+    manifests: Trino reads every row once, the partition alone where a query keeps one, and
+    after an upsert (one of the partition's manifests rewritten, the others carried over)
+    the new rows."""
+    monkeypatch.setattr(view_module, "MANIFEST_TARGET_BYTES", 16_000)  # some 50 entries
+    one_row_files = {P.RECORD_SIZE_ESTIMATE: "64", P.MAX_FILE_SIZE: "64", P.SMALL_FILE_LIMIT: "0"}
+    table, name, _ = make(s3_server, "object_store", **one_row_files)
+    connection = connect(trino_server, metastore, s3_server, **{name: table.path})
+    table.write(trips(range(150), ["us"] * 140 + ["de"] * 10), "bulk_insert")
+    assert_same(connection, name, table)
+    live = query(
+        connection, f'SELECT added_data_files_count + existing_data_files_count FROM "{name}$manifests"'
+    )
+    assert len(live) >= 5, live  # "us" split, "de" one
+    assert sum(n for (n,) in live) == 150
+    table.write(trips([3, 145], ["us", "de"], ts=2, fare=1.0), "upsert")
+    assert_same(connection, name, table)
 
 
 def test_a_query_right_after_a_write_sees_it(

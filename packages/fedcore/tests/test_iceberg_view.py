@@ -1,15 +1,20 @@
 """The Iceberg view: PyIceberg, a real Iceberg reader, reads exactly fedcore's rows through it
 after every kind of write and table service, pruned by partition; a publish costs the same
-requests however big the table; no credential is published; racing publishers both land."""
+requests however big the table, or a partition; a large partition's manifests are split, and a
+publish rewrites only those its instant touched; no credential is published; racing publishers
+both land."""
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+import xxhash
 from pyiceberg.expressions import EqualTo, GreaterThanOrEqual
+from pyiceberg.manifest import ManifestFile
 from pyiceberg.table import StaticTable
 
 from fed_dev.servers import SECRET_KEY, LoopbackS3
@@ -17,9 +22,10 @@ from fed_dev.testing import Backend
 from fedcore import properties as P
 from fedcore.exceptions import UnsupportedTableError
 from fedcore.iceberg import current_view, publish
+from fedcore.iceberg import view as view_module
 from fedcore.iceberg.locations import FOLDER
 from fedcore.iceberg.schema import iceberg_schema
-from fedcore.iceberg.view import INSTANT_KEY
+from fedcore.iceberg.view import INSTANT_KEY, _bucket, _gap
 from fedcore.io.filesystems import filesystem_for
 from fedcore.services.archival import archive
 from fedcore.services.cleaning import clean
@@ -266,3 +272,147 @@ def test_the_view_is_cleaned_with_the_table(backend: Backend) -> None:
     oldest = iceberg(table, fs.unstrip_protocol(retained[0]))
     # Its manifest list and manifests are all there (its data files are the table cleaner's).
     assert len(list(oldest.scan().plan_files())) > 0, "the oldest version kept is whole"
+
+
+#: One row a file (the writer's estimate of a record's size is its file-size limit).
+ONE_ROW_FILES = {P.RECORD_SIZE_ESTIMATE: "64", P.MAX_FILE_SIZE: "64", P.SMALL_FILE_LIMIT: "0"}
+#: A manifest target of some 50 entries (a manifest's header, its schemas, is about 5 KB).
+SMALL_TARGET = 16_000
+_BITS = re.compile(r"-m[0-9a-f]{16}(?:-b([01]+))?\.avro$")
+
+
+def manifests(table: Table) -> dict[str, ManifestFile]:
+    """The current snapshot's manifests by path."""
+    view = iceberg(table)
+    snapshot = view.current_snapshot()
+    assert snapshot is not None
+    return {m.manifest_path: m for m in snapshot.manifests(view.io)}
+
+
+def partition_of(manifest: ManifestFile) -> str:
+    """The one partition value a manifest's summary says it holds."""
+    assert manifest.partitions is not None
+    (summary,) = manifest.partitions
+    assert summary.lower_bound == summary.upper_bound, "a manifest holds one partition's files"
+    assert summary.lower_bound is not None
+    return summary.lower_bound.decode()
+
+
+def bits_of(manifest: ManifestFile) -> str:
+    match = _BITS.search(manifest.manifest_path)
+    assert match is not None, manifest.manifest_path
+    return match[1] or ""
+
+
+def live(manifest: ManifestFile) -> int:
+    return (manifest.added_files_count or 0) + (manifest.existing_files_count or 0)
+
+
+def test_a_large_partitions_manifests_are_split_and_a_publish_rewrites_only_what_it_touched(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A partition whose one manifest would pass the target has several, split by the hash of
+    the file id: each under the target, each of that partition only (its summary, by which
+    readers prune, names it), each holding the file groups whose hash starts with its bits,
+    together every file once. A one-file upsert rewrites the manifest holding its file group
+    and carries every other over; a partition rewritten whole is split afresh, and merged back
+    into one once it is small; a rebuild (a rollback of the instant shown) splits it afresh."""
+    monkeypatch.setattr(view_module, "MANIFEST_TARGET_BYTES", SMALL_TARGET)
+    table = make(backend, **ONE_ROW_FILES)
+    table.write(trips(range(150), ["us"] * 140 + ["de"] * 10), "bulk_insert")
+    assert len(table.read(filters=[("country", "=", "us")]).column("_hoodie_file_name").unique()) == 140
+    publish(table)
+    before = manifests(table)
+    us = [m for m in before.values() if partition_of(m) == "us"]
+    assert len(us) >= 4, [m.manifest_length for m in us]
+    assert [bits_of(m) for m in before.values() if partition_of(m) == "de"] == [""]  # small: one, unsplit
+    assert max(m.manifest_length for m in before.values()) <= SMALL_TARGET
+    bits = [bits_of(m) for m in us]
+    assert all(b and not c.startswith(b) for b in bits for c in bits if c != b), bits  # none holds another's
+    view = iceberg(table)
+    seen = []
+    for manifest in us:
+        for entry in manifest.fetch_manifest_entry(view.io):
+            file_id = entry.data_file.file_path.rpartition("/")[2].split("_")[0]
+            position = format(xxhash.xxh64_intdigest(file_id.encode()), "064b")
+            assert position.startswith(bits_of(manifest))
+            seen.append(file_id)
+    assert len(seen) == len(set(seen)) == 140
+    assert len(list(view.scan(row_filter=EqualTo("country", "us")).plan_files())) == 140
+    assert_same(table)
+
+    upserted = table.write(trips([3], "us", ts=2, fare=1.0), "upsert").instant  # one file group
+    publish(table)
+    after = manifests(table)
+    assert len(set(after) - set(before)) == 1, "one manifest rewritten"
+    assert len(set(before) - set(after)) == 1, "every other carried over"
+    (rewritten,) = (after[p] for p in set(after) - set(before))
+    (replaced,) = (before[p] for p in set(before) - set(after))
+    assert bits_of(rewritten) == bits_of(replaced)
+    assert rewritten.existing_files_count == live(replaced) - 1
+    assert (rewritten.added_files_count, rewritten.deleted_files_count) == (1, 1)
+    assert_same(table)
+
+    rollback(table, upserted)  # the instant the view shows undone: the view is rebuilt, split afresh
+    publish(table)
+    rebuilt = [m for m in manifests(table).values() if partition_of(m) == "us"]
+    assert len(rebuilt) >= 4, [m.manifest_length for m in rebuilt]
+    assert max(m.manifest_length for m in rebuilt) <= SMALL_TARGET
+    assert sum(live(m) for m in rebuilt) == 140
+    assert_same(table)
+
+    table.write(trips(range(500, 503), "us"), "insert_overwrite")  # every "us" file group replaced
+    publish(table)
+    assert sum(live(m) for m in manifests(table).values() if partition_of(m) == "us") == 3
+    assert_same(table)
+    table.write(trips([500], "us", ts=3, fare=2.0), "upsert")
+    publish(table)
+    assert [bits_of(m) for m in manifests(table).values() if partition_of(m) == "us"] == [""], "merged"
+    assert_same(table)
+
+
+def test_a_publish_costs_the_same_requests_however_big_the_partition(
+    s3_server: LoopbackS3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A one-file upsert's publish into a partition of 100 files (a few manifests) and into
+    one of 400 (several times as many): the same reads, one manifest among them, and the same
+    writes: the manifest list, the metadata, the hint, and the manifest that replaces the one
+    read (two halves of it, where the upsert took it past the target)."""
+    monkeypatch.setattr(view_module, "MANIFEST_TARGET_BYTES", SMALL_TARGET)
+    reads, writes, counts = [], [], []
+    for files in (100, 400):
+        tables, storage = s3_server.create_bucket(f"big{files}"), s3_server.create_bucket(f"bigs{files}")
+        backend = Backend("s3", f"{tables}/trips", storage, s3_server.storage_options())
+        table = make(backend, **ONE_ROW_FILES)
+        table.write(trips(range(files + 2), ["us"] * files + ["de"] * 2), "bulk_insert")
+        publish(table)
+        before = manifests(table)
+        counts.append(len(before))
+        table.write(trips([7], "us", ts=2, fare=1.0), "upsert")
+        table = load_table(backend.table_path, storage_options=backend.storage_options)
+        s3_server.requests.reset()
+        publish(table)
+        requests = dict(s3_server.requests.by_method)
+        after = manifests(table)
+        (replaced,) = set(before) - set(after)
+        written = set(after) - set(before)
+        assert all(bits_of(after[p]).startswith(bits_of(before[replaced])) for p in written)
+        assert requests.pop("PUT") == 3 + len(written)
+        reads.append(requests)
+        writes.append(len(written))
+        assert ordered(iceberg(table).scan().to_arrow()) == ordered(table.read())
+    assert 3 <= counts[0] < counts[1], counts
+    assert reads[0] == reads[1], reads
+    assert set(writes) <= {1, 2}, writes
+    assert sum(reads[0].values()) + 3 + max(writes) <= 12
+
+
+def test_a_file_group_finds_its_manifest_or_a_gap_of_its_own() -> None:
+    known = {"00", "011", "1"}  # "010" emptied out: a gap
+    assert _bucket(known, "0001" + "0" * 60) == "00"
+    assert _bucket(known, "1" * 64) == "1"
+    assert _bucket(known, "0111" + "0" * 60) == "011"
+    gap = "0101" + "0" * 60
+    assert _bucket(known, gap) is None
+    assert _gap(known, gap) == "010"  # the shortest prefix no manifest's bits start with
+    assert _gap(set(), gap) == ""

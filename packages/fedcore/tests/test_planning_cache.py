@@ -6,9 +6,12 @@ Requests are counted at the loopback S3 server, so every request any layer sends
 
 from __future__ import annotations
 
+import base64
+import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
+from pathlib import Path
 
 import pytest
 
@@ -16,8 +19,15 @@ from fed_dev.servers import LoopbackS3
 from fed_dev.testing import Backend
 from fedcore import properties as P
 from fedcore import timeline as timeline_module
+from fedcore.commit.transaction import Transaction
+from fedcore.metadata.cache import BoundedCache
+from fedcore.metadata.compaction import compact_metadata
+from fedcore.metadata.format import ADD, REMOVE, Manifest, Op, footer_bytes, unpack_footer
+from fedcore.metadata.table import IndexCache, MetadataTable
 from fedcore.services.rollback import rollback
-from fedcore.table import load_table
+from fedcore.table import Table, create_table, load_table
+from fedcore.timeline import COMMIT, instant_path
+from fedcore.timeline.commit_metadata import CommitMetadata
 from fedcore.write.client import WriteClient
 
 from .test_writes import make_table, trips
@@ -80,9 +90,11 @@ def test_a_long_lived_handle_plans_from_its_cache_and_stays_exact(s3_server: Loo
         _, slices = plan()
         assert slices == truth()
     assert reader.read(US).num_rows == writer.read(US).num_rows
-    # The compactions made a manifest every 2 writes: the rows of superseded ones are dropped.
+    # The compactions made a manifest every 2 writes: the deltas each new one holds are dropped.
     for handle in (reader, writer):
-        assert 1 <= len(handle.index_cache.base) <= 2, sorted(handle.index_cache.base)
+        cache = handle.index_cache
+        assert cache.manifest is not None
+        assert all(cache.manifest.lacks(t) for t in cache.deltas), cache.deltas.keys()
     # A partition the handle never looked up is in the shards of its first manifest, which
     # archival has dropped by now: the handle notices, starts from the newest manifest.
     de = [("country", "=", "de")]
@@ -236,3 +248,186 @@ def test_a_long_lived_reader_sees_every_commit_while_writers_compact_and_archive
     assert starts
     assert min(starts) < oldest, "archival moved out instants after a manifest a scan started from"
     assert sorted(reader.read(US).column("trip_id").to_pylist()) == sorted(committed)
+
+
+def test_a_bounded_cache_drops_the_least_recently_used_and_keeps_nothing_too_heavy() -> None:
+    cache: BoundedCache[str, int] = BoundedCache(max_weight=10, max_entries=3)
+    assert cache.put("a", 1, 4)
+    assert cache.put("b", 2, 4)
+    assert cache.get("a") == 1  # now "b" is the least recently used
+    assert cache.put("c", 3, 4)  # 12 > 10: "b" goes
+    assert cache.keys() == ["a", "c"]
+    assert cache.weight == 8
+    assert not cache.put("heavy", 4, 11)  # over the whole bound: not kept, nothing dropped
+    assert cache.keys() == ["a", "c"]
+    for key in "def":
+        cache.put(key, 0, 0)
+    assert cache.keys() == ["d", "e", "f"]
+    assert cache.weight == 0
+    cache.put("d", 5, 6)  # replacing an entry counts its new weight only
+    assert cache.get("d") == 5
+    assert cache.weight == 6
+    assert cache.drop_where(lambda key: key in "de") == 2
+    assert cache.keys() == ["f"]
+    assert cache.weight == 0
+
+
+def _commit(table: Table, ops: list[Op]) -> str:
+    transaction = Transaction(table, COMMIT)
+    transaction.begin()
+    transaction.commit(b"{}", ops)
+    return transaction.time
+
+
+def test_a_tightly_bounded_index_cache_stays_exact_after_evictions(tmp_path: Path) -> None:
+    """A long-lived lookup whose caches hold a few partitions' rows, deltas and footers: entries go
+    while the table is written, compacted (shards rewritten, shard count doubling) and files
+    are removed, and every answer stays the table's, never a dropped or older state."""
+    table = create_table(f"file://{tmp_path}/t", name="t", record_key_fields=["id"], partition_fields=["p"])
+    bounds = {"partition_rows": 12_000, "deltas": 16_000, "footers": 3_000}
+    cache = IndexCache(
+        manifests=BoundedCache(max_entries=1),
+        footers=BoundedCache(bounds["footers"]),
+        deltas=BoundedCache(bounds["deltas"]),
+        partition_rows=BoundedCache(bounds["partition_rows"]),
+    )
+
+    def lookup(cache: IndexCache | None = None) -> MetadataTable:
+        return MetadataTable(
+            table.fs.table_fs, table.path, table.timeline, shard_rows=30, row_group_rows=8, cache=cache
+        )
+
+    reader, writer = lookup(cache), lookup()  # the writer compacts with a cache of its own
+    partitions = [f"p={i:03d}" for i in range(40)]
+    expected: dict[str, set[str]] = {p: set() for p in partitions}
+    for round_ in range(15):
+        ops = []
+        for k, partition in enumerate(partitions[(round_ * 13) % 40 :][:16]):
+            name = f"{round_:04d}{k:04d}-0000-0000-0000-000000000000-0_0-1-0_2026010100{round_:07d}.parquet"
+            ops.append(Op(partition, name, 1_000 + round_, ADD, f'{{"rows": {round_}}}'))
+            expected[partition].add(name)
+            if len(expected[partition]) > 3:  # a clean: the oldest file goes
+                oldest = min(expected[partition])
+                ops.append(Op(partition, oldest, 0, REMOVE))
+                expected[partition].discard(oldest)
+        _commit(table, ops)
+        if round_ % 3 == 2:
+            assert compact_metadata(writer) is not None
+        for partition in partitions[round_ % 5 :: 5]:  # a few one-partition plans each round
+            found = reader.files([partition]).get(partition)
+            assert set(found.files if found else ()) == expected[partition], (round_, partition)
+            assert all(found.stats[name] for name in expected[partition]) if found else True
+        assert cache.partition_rows.weight <= bounds["partition_rows"]
+        assert cache.deltas.weight <= bounds["deltas"]
+        assert cache.footers.weight <= bounds["footers"]
+    manifest = writer.manifest(writer.manifest_times()[-1])
+    assert manifest.shard_count >= 4, "the shard count doubled as the table grew"
+    for partition in partitions:  # every partition, one at a time: all row groups are read
+        assert set(reader.files([partition])[partition].files) == expected[partition]
+    assert 0 < len(cache.partition_rows) < len(partitions), "partitions' rows were dropped, read again"
+    assert 0 < len(cache.footers) < manifest.shard_count
+    both = reader.files(partitions[:20])
+    assert {p: set(f.files) for p, f in both.items()} == {p: expected[p] for p in partitions[:20]}
+    assert {p: set(f.files) for p, f in reader.files().items()} == expected
+    assert reader.partitions() == partitions
+
+
+def test_a_handles_commit_metadata_is_bounded_by_its_bytes(tmp_path: Path) -> None:
+    backend = Backend("local", f"file://{tmp_path}/tables/trips", f"file://{tmp_path}/storage", None)
+    table = make_table(backend)
+    for start in range(0, 40, 10):  # bodies of different sizes: 1 to 4 partitions
+        countries = ["us", "de", "fr", "es"][: start // 10 + 1]
+        WriteClient(table).upsert(
+            trips(range(start, start + 10), [countries[i % len(countries)] for i in range(10)])
+        )
+    handle = table.handle
+    instants = handle.timeline().completed(handle.write_actions)
+    bodies = {i.time: handle.fs.table_fs.cat_file(instant_path(handle.path, i)) for i in instants}
+    largest = max(map(len, bodies.values()))
+    for bound in (largest, min(map(len, bodies.values())) - 1):  # one at a time; none at all
+        handle.__dict__["_commits"] = commits = BoundedCache(bound, 256)
+        for _ in range(2):
+            for instant in instants:
+                assert handle.commit_metadata(instant) == CommitMetadata.from_bytes(bodies[instant.time], "x")
+                assert commits.weight <= bound
+        assert len(commits) == (1 if bound == largest else 0)
+
+
+def test_a_manifest_packs_its_shards_footers_and_older_ones_are_still_read(s3_server: LoopbackS3) -> None:
+    """The manifest carries each shard's footer packed (deflated, of a shard with statistics of
+    its partition column only), so a new lookup of one partition fetches the manifest and then
+    the partition's row group: two requests. A manifest written before, with every footer
+    whole, is read the same way; one with no footers (older still, or written by a fedcore of
+    before after one of now) has its shards' footers read from the shards. Compaction packs
+    the footers of the shards it keeps, from the manifest or else from the shard."""
+    tables = s3_server.create_bucket("tables")
+    table = create_table(
+        f"{tables}/t",
+        name="t",
+        record_key_fields=["id"],
+        partition_fields=["p"],
+        storage_options=s3_server.storage_options(),
+    )
+
+    def lookup() -> MetadataTable:
+        return MetadataTable(table.fs.table_fs, table.path, table.timeline, shard_rows=150, row_group_rows=16)
+
+    partitions = [f"p={i:03d}" for i in range(60)]
+    expected: dict[str, set[str]] = {p: set() for p in partitions}
+
+    def commit(round_: int, partitions: list[str]) -> None:
+        ops = []
+        for k, partition in enumerate(partitions):
+            name = f"{round_:04d}{k:04d}-0000-0000-0000-000000000000-0_0-1-0_2026010100{round_:07d}.parquet"
+            ops.append(Op(partition, name, 1_000, ADD, f'{{"rows": {round_}}}'))
+            expected[partition].add(name)
+        _commit(table, ops)
+
+    def compacted() -> Manifest:
+        upto = compact_metadata(lookup())
+        assert upto is not None
+        manifest = lookup().manifest(upto)
+        assert not manifest.footers
+        assert len(manifest.packed_footers) == manifest.shard_count >= 2
+        for entry, packed in zip(manifest.shards, manifest.packed_footers, strict=True):
+            assert entry is not None
+            assert packed is not None
+            data = table.fs.table_fs.cat_file(f"{lookup().folder}/base/{entry[0]}")
+            assert unpack_footer(packed) == footer_bytes(data)
+        assert {p: set(f.files) for p, f in lookup().files().items()} == expected
+        return manifest
+
+    def one_partition(partition: str) -> int:
+        fresh = lookup()
+        assert set(fresh.files([partition])[partition].files) == expected[partition]
+        return fresh.stats.requests
+
+    def rewrite(manifest: Manifest, footers: list[str] | None) -> None:
+        """The manifest as a writer of before wrote it: footers whole, or none."""
+        path = lookup().manifest_path(manifest.instant)
+        body = json.loads(table.fs.table_fs.cat_file(path))
+        del body["packed_footers"]
+        body["footers"] = footers or []
+        table.fs.table_fs.pipe_file(path, json.dumps(body).encode())
+
+    for round_ in range(6):
+        commit(round_, partitions)
+    manifest = compacted()
+    whole = [base64.b64encode(unpack_footer(packed or "")).decode() for packed in manifest.packed_footers]
+    assert sum(map(len, manifest.packed_footers or ())) < sum(map(len, whole)) / 3
+    # The manifest (GET), then the partition's row group (one ranged GET).
+    assert {one_partition(p) for p in partitions[::7]} == {2}
+
+    rewrite(manifest, whole)  # every footer whole: read as before
+    assert lookup().manifest(manifest.instant).footers
+    assert {one_partition(p) for p in partitions[::7]} == {2}
+    commit(10, partitions[:1])  # a compaction rewrites one shard, packs the others' footers
+    newer = compacted()
+    assert sum(a != b for a, b in zip(newer.shards, manifest.shards, strict=True)) == 1
+    assert {one_partition(p) for p in partitions[::7]} == {2}
+
+    rewrite(newer, None)  # no footers: each lookup reads its shard's footer from the shard
+    assert all(one_partition(p) >= 3 for p in partitions[::7])
+    commit(11, partitions[:1])
+    compacted()  # the footers of the shards it keeps read from the shards
+    assert {one_partition(p) for p in partitions[::7]} == {2}

@@ -107,6 +107,10 @@ def test_repair_after_losing_the_metadata_table_gives_back_every_file_slice(back
         fresh(backend).read()
 
     report = repair_metadata(fresh(backend))
+    index = MetadataTable(table.fs.table_fs, table.path, table.timeline)
+    rebuilt = index.manifest(index.manifest_times()[-1])
+    assert not rebuilt.footers, "the rebuilt manifest packs its shards' footers"
+    assert [f is None for f in rebuilt.packed_footers] == [s is None for s in rebuilt.shards]
     assert slices(fresh(backend)) == before
     assert rows(fresh(backend)) == rows_before
     assert rows(table) == rows_before  # a handle that cached the old state recovers too

@@ -26,6 +26,11 @@ class FedFileIO(FileIO):
     def new_output(self, location: str) -> OutputFile:
         return _BufferedOutput(location, self._fs)
 
+    def new_held_output(self, location: str) -> HeldOutput:
+        """An output kept in memory when its stream closes, stored by ``upload()`` only: a
+        manifest that turns out too large is split instead of stored."""
+        return HeldOutput(location, self._fs)
+
     def delete(self, location: str | InputFile | OutputFile) -> None:
         path = location if isinstance(location, str) else location.location
         with storage_errors(path):
@@ -82,6 +87,21 @@ class _BufferedOutput(OutputFile):
         with storage_errors(self.location):
             self._fs.pipe_file(self.location, data)
         self._size = len(data)
+
+
+class HeldOutput(_BufferedOutput):
+    """A ``_BufferedOutput`` whose bytes stay in memory until ``upload()``."""
+
+    def __init__(self, location: str, fs: AbstractFileSystem) -> None:
+        super().__init__(location, fs)
+        self._data = b""
+
+    def _upload(self, data: bytes) -> None:
+        self._data, self._size = data, len(data)
+
+    def upload(self) -> None:
+        with storage_errors(self.location):
+            self._fs.pipe_file(self.location, self._data)
 
 
 class _Upload(io.BytesIO):

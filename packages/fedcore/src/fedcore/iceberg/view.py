@@ -7,15 +7,24 @@ Layout, under the table path (metadata only, as everything under ``.hoodie/``)::
     .hoodie/iceberg/metadata/version-hint.text      N (a hint: readers probe past it)
     .hoodie/iceberg/metadata/snap-<id>-<uuid>.avro  a snapshot's manifest list
     .hoodie/iceberg/metadata/<uuid>-m<shard>.avro   the manifest of one fed partition
+    .hoodie/iceberg/metadata/<uuid>-m<shard>-b<bits>.avro  one of a large partition's manifests
 
 The view's commit point is the exclusive create of version N+1's metadata file: two publishers
 racing for the same version never both win, and the loser starts again from the winner's.
 
-Each manifest holds the base files of one fed partition (its shard: a hash of the partition
+Each manifest holds base files of one fed partition (its shard: a hash of the partition
 path), so a snapshot rewrites the manifests of the partitions its instant wrote and carries
 every other manifest over: a publish costs requests in proportion to what the instants
-changed, not to the size of the table, and a reader that prunes to one partition opens one
-manifest. The files an instant added, replaced and retired come from its commit metadata;
+changed, not to the size of the table, and a reader that prunes to one partition opens that
+partition's manifests only. A partition whose manifest would pass ``MANIFEST_TARGET_BYTES``
+(Iceberg's writers' 8 MB target) has several, each holding the file groups whose file-id
+hash starts with its bits (``-b<bits>``; none: all of them): a publish rewrites the ones
+holding the file groups its instants touched and carries the others over, so neither a
+reader's decoding nor a publish's rewrite meets one manifest as large as a partition with
+a hundred thousand files; a manifest that outgrows the target is split as it is rewritten,
+and a partition's manifests are merged again when a publish rewrites all of them or their
+live entries would fill under half the target. The files an instant added, replaced and retired come
+from its commit metadata;
 where that chain is broken (the first publish, or a rollback of an instant the view showed),
 the view is rebuilt from the metadata table's latest file slices, diffed against what it
 showed so that every file keeps its Iceberg history."""
@@ -23,6 +32,7 @@ showed so that every file keeps its Iceberg history."""
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 import time
 import uuid
@@ -75,7 +85,7 @@ from fedcore.exceptions import (
 from fedcore.files.filenames import BASE_FILE_RE
 from fedcore.handle import HasHandle, TableHandle, handle_of
 from fedcore.iceberg.data_files import DataFiles, parse_stats, partition_spec
-from fedcore.iceberg.fileio import FedFileIO
+from fedcore.iceberg.fileio import FedFileIO, HeldOutput
 from fedcore.iceberg.locations import HINT, metadata_file, metadata_folder, version_of
 from fedcore.iceberg.retention import CLEAN_EVERY, clean_view
 from fedcore.iceberg.schema import iceberg_schema, name_mapping_json, same_fields
@@ -95,7 +105,13 @@ QUERY_TYPE_KEY = "fed.query-type"
 #: Table property: a hash of the commit Avro schema the current Iceberg schema was made for, so
 #: that a publish whose commits record the same schema needs no file footer to learn it.
 SCHEMA_HASH_KEY = "fed.avro-schema-hash"
-_SHARD_RE = re.compile(r"-m([0-9a-f]{16})\.avro$")
+_MANIFEST_RE = re.compile(r"-m([0-9a-f]{16})(?:-b([01]{1,64}))?\.avro$")
+#: A manifest's size past which it is split (Iceberg's writers' default target,
+#: ``commit.manifest.target-size-bytes``): one the size of a partition of 100,000 files (22 MB
+#: of 220-byte entries) is decoded by one reader thread, and rewritten whole by each publish.
+MANIFEST_TARGET_BYTES = 8 * 2**20
+#: Entries encoded to estimate the size of a manifest of many more.
+_SAMPLE = 1000
 #: How often a publisher that lost a race for the next version starts again.
 _ATTEMPTS = 5
 
@@ -192,7 +208,16 @@ class _Change:
     """What one snapshot does to one manifest shard: file groups retired, files added."""
 
     removed: set[tuple[str, str]] = field(default_factory=set)  # (partition, file id)
-    added: list[DataFile] = field(default_factory=list)
+    added: list[tuple[str, DataFile]] = field(default_factory=list)  # (file id, its entry)
+
+
+@dataclass(frozen=True)
+class _Item:
+    """One entry of a manifest being written: where its file group hashes to, and how."""
+
+    position: str  # the file id's hash, 64 bits as 0s and 1s
+    status: ManifestEntryStatus
+    entry: ManifestEntry
 
 
 class _Publisher:
@@ -206,6 +231,7 @@ class _Publisher:
         self._types: dict[str, pa.DataType] = {}
         self._schemas: dict[str, pa.Schema] = {}  # a commit's Avro schema -> its files' schema
         self._schema_hash = ""  # of the Avro schema of the instant being published
+        self._headers: dict[tuple[int, int], int] = {}  # (schema id, spec id) -> a manifest's header bytes
         #: The version this publish replaces, logged in the first metadata it makes.
         self._replaces = state.location
 
@@ -268,7 +294,8 @@ class _Publisher:
             change.removed.add((stat.partition_path, stat.file_id))
             uri = self.table.fs.to_physical(stat.path)
             rows, stats = self._stats(stat.path, stat.file_size, stat.column_stats)
-            change.added.append(files.entry(uri, stat.partition_path, stat.file_size, rows, stats))
+            entry = files.entry(uri, stat.partition_path, stat.file_size, rows, stats)
+            change.added.append((stat.file_id, entry))
         for partition, file_ids in commit.replaced.items():
             change = changes.setdefault(_shard(partition), _Change())
             change.removed.update((partition, file_id) for file_id in file_ids)
@@ -283,7 +310,7 @@ class _Publisher:
         changes: dict[str, _Change] = {shard: _Change() for shard in current}
         # Every file group the view shows is retired, then every live one added back: the
         # manifest writer keeps a file both retired and added as it was (see ``_rewrite``).
-        for manifest in current.values():
+        for manifest in (m for buckets in current.values() for m in buckets.values()):
             for entry in manifest.fetch_manifest_entry(self.io, discard_deleted=True):
                 partition, file_id = self._file_group(entry.data_file.file_path)
                 changes[_shard(partition)].removed.add((partition, file_id))
@@ -291,12 +318,12 @@ class _Publisher:
             index = self.table.file_index_at(self.timeline)
             for partition, partition_files in index.files().items():
                 change = changes.setdefault(_shard(partition), _Change())
-                for _file_id, (_base, name) in sorted(partition_files.latest_base_files().items()):
+                for file_id, (_base, name) in sorted(partition_files.latest_base_files().items()):
                     path = f"{partition}/{name}" if partition else name
                     size = partition_files.files[name]
                     rows, stats = self._stats(path, size, partition_files.stats.get(name))
                     uri = self.table.fs.to_physical(path)
-                    change.added.append(files.entry(uri, partition, size, rows, stats))
+                    change.added.append((file_id, files.entry(uri, partition, size, rows, stats)))
         commit = self.table.commit_metadata(instant) if instant is not None else None
         return self._snapshot(metadata, instant, commit, changes, full=True)
 
@@ -315,16 +342,19 @@ class _Publisher:
         current = self._manifests(metadata)
         collector = SnapshotSummaryCollector()
         manifests: list[ManifestFile] = [
-            m for shard, m in current.items() if shard not in changes and _live(m)
+            m
+            for shard, buckets in current.items()
+            if shard not in changes
+            for m in buckets.values()
+            if _live(m)
         ]
         added = deleted = 0
         for shard, change in sorted(changes.items()):
             written, fresh, gone = self._rewrite(
-                current.get(shard), shard, change, snapshot_id, schema, spec, collector
+                current.get(shard, {}), shard, change, snapshot_id, schema, spec, collector
             )
             added, deleted = added + fresh, deleted + gone
-            if written is not None:
-                manifests.append(written)
+            manifests.extend(written)
         operation = (
             Operation.APPEND if not deleted else Operation.DELETE if not added else Operation.OVERWRITE
         )
@@ -380,54 +410,172 @@ class _Publisher:
 
     def _rewrite(
         self,
-        manifest: ManifestFile | None,
+        buckets: Mapping[str, ManifestFile],
         shard: str,
         change: _Change,
         snapshot_id: int,
         schema: Schema,
         spec: PartitionSpec,
         collector: SnapshotSummaryCollector,
-    ) -> tuple[ManifestFile | None, int, int]:
-        """One shard's manifest after ``change``: (the manifest or None when it has no entry
-        left, files added, files deleted). A file both retired and added back is kept as it
-        was (an EXISTING entry with its own history)."""
-        kept: list[ManifestEntry] = []
-        gone: list[ManifestEntry] = []
-        old = manifest.fetch_manifest_entry(self.io, discard_deleted=True) if manifest is not None else []
-        if manifest is not None and manifest.partition_spec_id != spec.spec_id:
-            old = []  # files of another spec: re-added under the new one below
-        new_paths = {df.file_path for df in change.added}
+    ) -> tuple[list[ManifestFile], int, int]:
+        """One shard's manifests after ``change`` (``buckets``: its manifests now, by their
+        bits): (the manifests, files added, files deleted). Only the manifests holding a file
+        group the change touches are rewritten, the others carried over (those left with no
+        live entry dropped); all of them are rewritten together (and split afresh) when the
+        change touches every one, or when their live entries would fill under half the
+        target."""
+        routed: dict[str, _Change] = {}
+        known = set(buckets)
+        for partition, file_id in change.removed:
+            bits = _bucket(known, _position(file_id))
+            if bits is not None:  # (else no manifest holds it: the view does not show it)
+                routed.setdefault(bits, _Change()).removed.add((partition, file_id))
+        for file_id, data_file in change.added:
+            position = _position(file_id)
+            bits = _bucket(known, position)
+            if bits is None:  # a gap a manifest emptied out left
+                bits = _gap(known, position)
+                known.add(bits)
+            routed.setdefault(bits, _Change()).added.append((file_id, data_file))
+        header = self._header(snapshot_id, schema, spec)
+        live = {bits: m for bits, m in buckets.items() if _live(m)}
+        merged = header + sum(_live_bytes(m, header) for m in live.values())  # as one manifest
+        if set(live) <= set(routed) or (len(live) > 1 and merged <= MANIFEST_TARGET_BYTES // 2):
+            units = [("", list(live.values()), change)]
+            manifests: list[ManifestFile] = []
+        else:
+            units = [(bits, [live[bits]] if bits in live else [], c) for bits, c in sorted(routed.items())]
+            manifests = [m for bits, m in live.items() if bits not in routed]
+        added = deleted = 0
+        for bits, old, unit in units:
+            items, fresh, gone = self._items(old, unit, spec)
+            for item in items:
+                if item.status == ManifestEntryStatus.ADDED:
+                    collector.add_file(item.entry.data_file, schema, spec)
+                elif item.status == ManifestEntryStatus.DELETED:
+                    collector.remove_file(item.entry.data_file, schema, spec)
+            added, deleted = added + fresh, deleted + gone
+            entries = sum(_entries(m) for m in old)
+            per_entry = (
+                (sum(m.manifest_length for m in old) - len(old) * header) / entries if entries else None
+            )
+            manifests += self._write(shard, bits, items, per_entry, snapshot_id, schema, spec)
+        return manifests, added, deleted
+
+    def _items(
+        self, old: list[ManifestFile], change: _Change, spec: PartitionSpec
+    ) -> tuple[list[_Item], int, int]:
+        """The entries of the manifests ``old`` after ``change``: (the entries, files added,
+        files deleted). A file both retired and added back is kept as it was (an EXISTING
+        entry with its own history)."""
+        items: list[_Item] = []
+        new_paths = {df.file_path for _, df in change.added}
         old_paths = set()
-        for entry in old:
-            path = entry.data_file.file_path
-            old_paths.add(path)
-            if path in new_paths:
-                kept.append(entry)
-            elif self._file_group(path) in change.removed:
-                gone.append(entry)
-            else:
-                kept.append(entry)
-        fresh = [df for df in change.added if df.file_path not in old_paths]
-        if not kept and not gone and not fresh:
-            return None, 0, 0
-        path = f"{self.folder}/{uuid.uuid4()}-m{shard}.avro"
+        gone = 0
+        for manifest in old:
+            if manifest.partition_spec_id != spec.spec_id:
+                continue  # files of another spec: re-added under the new one below
+            for entry in manifest.fetch_manifest_entry(self.io, discard_deleted=True):
+                path = entry.data_file.file_path
+                old_paths.add(path)
+                group = self._file_group(path)
+                status = ManifestEntryStatus.EXISTING
+                if path not in new_paths and group in change.removed:
+                    status = ManifestEntryStatus.DELETED
+                    gone += 1
+                items.append(_Item(_position(group[1]), status, entry))
+        fresh = 0
+        for file_id, data_file in change.added:
+            if data_file.file_path not in old_paths:
+                entry = ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, data_file=data_file)
+                items.append(_Item(_position(file_id), ManifestEntryStatus.ADDED, entry))
+                fresh += 1
+        return items, fresh, gone
+
+    def _write(
+        self,
+        shard: str,
+        bits: str,
+        items: list[_Item],
+        per_entry: float | None,
+        snapshot_id: int,
+        schema: Schema,
+        spec: PartitionSpec,
+    ) -> list[ManifestFile]:
+        """The manifests of ``items``, whose file ids' hashes all start with ``bits``: one,
+        unless it would pass the target; then split by the next bits of the hashes into as
+        many as its size needs (estimated at ``per_entry`` bytes an entry where the manifests
+        they come from tell, else measured)."""
+        if not items:
+            return []
+        header = self._header(snapshot_id, schema, spec)
+        room = max(MANIFEST_TARGET_BYTES - header, 1)  # for entries, in a manifest of the target
+        depth = len(bits)
+        if per_entry is None and len(items) > 2 * _SAMPLE:
+            # No manifest they came from to tell: a sample's size (each entry is a block of its
+            # own), rather than encoding them all only to find they must be split.
+            sample = items[:: len(items) // _SAMPLE]
+            encoded, _ = self._encode("sample.avro", sample, snapshot_id, schema, spec)
+            per_entry = (len(encoded) - header) / len(sample)
+        splittable = len(items) > 1 and depth < 64
+        more = 0
+        if splittable and per_entry is not None and len(items) * per_entry > room:
+            more = math.ceil(math.log2(len(items) * per_entry / room))
+        if not more:
+            suffix = f"-b{bits}" if bits else ""
+            name = f"{uuid.uuid4()}-m{shard}{suffix}.avro"
+            output, manifest = self._encode(name, items, snapshot_id, schema, spec)
+            if len(output) <= MANIFEST_TARGET_BYTES or not splittable:
+                output.upload()
+                return [manifest]
+            per_entry = (len(output) - header) / len(items)
+            more = math.ceil(math.log2(len(items) * per_entry / room))
+        more = max(1, min(more, 64 - depth))
+        groups: dict[str, list[_Item]] = {}
+        for item in items:
+            groups.setdefault(item.position[: depth + more], []).append(item)
+        out: list[ManifestFile] = []
+        for sub, group in sorted(groups.items()):
+            out += self._write(shard, sub, group, per_entry, snapshot_id, schema, spec)
+        return out
+
+    def _encode(
+        self, name: str, items: list[_Item], snapshot_id: int, schema: Schema, spec: PartitionSpec
+    ) -> tuple[HeldOutput, ManifestFile]:
+        """A manifest of ``items`` in memory, and its entry in the manifest list."""
+        output = self.io.new_held_output(f"{self.folder}/{name}")
         with write_manifest(
             format_version=2,
             spec=spec,
             schema=schema,
-            output_file=self.io.new_output(path),
+            output_file=output,
             snapshot_id=snapshot_id,
             avro_compression="deflate",
         ) as writer:
-            for entry in kept:
-                writer.existing(entry)
-            for entry in gone:
-                writer.delete(entry)
-                collector.remove_file(entry.data_file, schema, spec)
-            for df in fresh:
-                writer.add(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, data_file=df))
-                collector.add_file(df, schema, spec)
-        return writer.to_manifest_file(), len(fresh), len(gone)
+            for item in items:
+                if item.status == ManifestEntryStatus.EXISTING:
+                    writer.existing(item.entry)
+                elif item.status == ManifestEntryStatus.DELETED:
+                    writer.delete(item.entry)
+                else:
+                    writer.add(item.entry)
+        return output, writer.to_manifest_file()
+
+    def _header(self, snapshot_id: int, schema: Schema, spec: PartitionSpec) -> int:
+        """The bytes of a manifest before its first entry (its schemas, mostly: some 5 KB)."""
+        key = (schema.schema_id, spec.spec_id)
+        if key not in self._headers:
+            writer = write_manifest(
+                format_version=2,
+                spec=spec,
+                schema=schema,
+                output_file=self.io.new_held_output(f"{self.folder}/header.avro"),
+                snapshot_id=snapshot_id,
+                avro_compression="deflate",
+            )
+            writer.__enter__()  # writes the header; never stored (an empty manifest is refused)
+            self._headers[key] = writer.tell()
+        return self._headers[key]
 
     def _expired(self, metadata: TableMetadata) -> list[int]:
         """Snapshots of instants archived off the active timeline (the current one stays):
@@ -542,20 +690,21 @@ class _Publisher:
         parsed = parse_stats(text)
         return parsed if parsed is not None else (footer.num_rows, {})
 
-    def _manifests(self, metadata: TableMetadata) -> dict[str, ManifestFile]:
-        """The current snapshot's manifests by shard."""
+    def _manifests(self, metadata: TableMetadata) -> dict[str, dict[str, ManifestFile]]:
+        """The current snapshot's manifests by shard, then by the bits of the file-id hashes
+        each holds ("": all of them)."""
         snapshot = metadata.current_snapshot()
         if snapshot is None:
             return {}
-        out: dict[str, ManifestFile] = {}
+        out: dict[str, dict[str, ManifestFile]] = {}
         for manifest in snapshot.manifests(self.io):
-            match = _SHARD_RE.search(manifest.manifest_path)
+            match = _MANIFEST_RE.search(manifest.manifest_path)
             if match is None:
                 raise UnsupportedTableError(
                     f"table {self.table.name}: manifest {manifest.manifest_path} of the Iceberg view was "
                     "not written by fed"
                 )
-            out[match[1]] = manifest
+            out.setdefault(match[1], {})[match[2] or ""] = manifest
         return out
 
     def _file_group(self, uri: str) -> tuple[str, str]:
@@ -587,8 +736,46 @@ def _shard(partition: str) -> str:
     return str(xxhash.xxh64_hexdigest(partition.encode()))
 
 
-def _live(manifest: ManifestFile) -> bool:
-    return bool((manifest.added_files_count or 0) + (manifest.existing_files_count or 0))
+def _position(file_id: str) -> str:
+    """Where a file group goes among its partition's manifests: its file id's hash, in bits."""
+    return format(xxhash.xxh64_intdigest(file_id.encode()), "064b")
+
+
+def _bucket(known: set[str], position: str) -> str | None:
+    """Which of a partition's manifests (``known``: their bits, none a prefix of another)
+    holds the file group at ``position``: None where none does."""
+    for depth in sorted({len(bits) for bits in known}):
+        if position[:depth] in known:
+            return position[:depth]
+    return None
+
+
+def _gap(known: set[str], position: str) -> str:
+    """The bits of a new manifest for ``position``, which no manifest in ``known`` holds: the
+    shortest prefix of it that no known manifest's bits start with."""
+    for depth in range(65):
+        bits = position[:depth]
+        if not any(k.startswith(bits) for k in known):
+            return bits
+    raise AssertionError(f"{position} is held by one of {sorted(known)}")
+
+
+def _live(manifest: ManifestFile) -> int:
+    """A manifest's live entries (ADDED or EXISTING)."""
+    return (manifest.added_files_count or 0) + (manifest.existing_files_count or 0)
+
+
+def _live_bytes(manifest: ManifestFile, header: int) -> float:
+    """The bytes a manifest's live entries take (its length past the header, in proportion)."""
+    entries = _entries(manifest)
+    return (manifest.manifest_length - header) * _live(manifest) / entries if entries else 0.0
+
+
+def _entries(manifest: ManifestFile) -> int:
+    return sum(
+        n or 0
+        for n in (manifest.added_files_count, manifest.existing_files_count, manifest.deleted_files_count)
+    )
 
 
 def _same_spec(a: PartitionSpec, b: PartitionSpec) -> bool:

@@ -4,7 +4,6 @@ switched to by creating the manifest exclusively (see ``metadata.format``)."""
 
 from __future__ import annotations
 
-import base64
 import uuid
 from collections.abc import Iterable, Mapping
 
@@ -19,6 +18,8 @@ from fedcore.metadata.format import (
     Manifest,
     apply_op,
     footer_bytes,
+    ops_of,
+    pack_footer,
     shard_of,
     state_rows,
 )
@@ -36,11 +37,12 @@ def compact_metadata(index: MetadataTable) -> str | None:
     if not deltas:
         return None
     changes: dict[str, PartitionFiles] = {}
-    delta_ops = [op for ops in index.read_deltas(deltas, None) for op in ops]
-    written = [t for t in deltas if t in index.cache.delta_schemas]
+    found = index.deltas_of(deltas)
+    delta_ops = [op for t in deltas for op in ops_of(found[t].rows, None)]
+    written = [t for t in deltas if found[t].schema is not None]
     schema, schema_instant = (old.schema, old.schema_instant) if old is not None else (None, None)
     if written:
-        schema, schema_instant = index.cache.delta_schemas[written[-1]], written[-1]
+        schema, schema_instant = found[written[-1]].schema, written[-1]
     touched = {op.partition for op in delta_ops}
     old_count = old.shard_count if old else 1
     old_rows = sum(s[2] for s in old.shards if s) if old else 0
@@ -65,8 +67,9 @@ def compact_metadata(index: MetadataTable) -> str | None:
     shards: list[tuple[str, int, int] | None] = (
         list(old.shards) if old is not None and kept else [None] * count
     )
-    footers: list[str | None] = (
-        [old.footers[i] if i < len(old.footers) else None for i in range(count)]
+    # A kept shard keeps its footer (packed now if an older manifest carried it whole).
+    packed: list[str | None] = (
+        [old.packed_footer(i) if i not in rewrite else None for i in range(count)]
         if old is not None and kept
         else [None] * count
     )
@@ -74,7 +77,10 @@ def compact_metadata(index: MetadataTable) -> str | None:
     # own files, and the exclusive manifest picks one; the loser's files are garbage that
     # ``drop_older_than`` removes once archival passes them.
     attempt = uuid.uuid4().hex[:8]
-    write_shards(index, upto, attempt, changes, rewrite, shards, footers)
+    write_shards(index, upto, attempt, changes, rewrite, shards, packed)
+    for shard, entry in enumerate(shards):  # kept, from a manifest without its footer: read it
+        if entry is not None and packed[shard] is None:
+            packed[shard] = pack_footer(index.read_footer(entry))
     partitions = write_partitions(index, upto, attempt, _partition_list(index, old, changes, touched))
     pending = frozenset(i.time for i in timeline.pending() if i.time < upto)
     manifest = Manifest(
@@ -82,11 +88,12 @@ def compact_metadata(index: MetadataTable) -> str | None:
         pending,
         tuple(shards),
         partitions,
-        tuple(footers),
+        (),
         schema,
         schema_instant,
         folded=frozenset(i.time for i in completed) | frozenset(deltas),
         listed_from=timeline.instants[0].time,
+        packed_footers=tuple(packed),
     )
     try:
         create_exclusive(index.fs, index.manifest_path(upto), manifest.to_bytes())
@@ -103,9 +110,11 @@ def write_shards(
     state: Mapping[str, PartitionFiles],
     rewrite: Iterable[int],
     shards: list[tuple[str, int, int] | None],
-    footers: list[str | None],
+    packed: list[str | None],
 ) -> None:
-    """Write the shards ``rewrite`` of ``state``, filling in their entries in place."""
+    """Write the shards ``rewrite`` of ``state``, filling in their entries and packed footers
+    in place. Only the partition column has statistics (lookups pick row groups by it), and
+    no Arrow schema is stored: the footer, which the manifest carries, stays small."""
     count = len(shards)
     for shard in sorted(rewrite):
         rows = [
@@ -114,13 +123,15 @@ def write_shards(
             for row in state_rows(partition, state[partition])
         ]
         if not rows:
-            shards[shard] = footers[shard] = None
+            shards[shard] = packed[shard] = None
             continue
-        data = index.parquet_bytes(pa.Table.from_pylist(rows, schema=SCHEMA))
+        data = index.parquet_bytes(
+            pa.Table.from_pylist(rows, schema=SCHEMA), statistics=["partition"], arrow_schema=False
+        )
         name = f"{upto}-{shard:05d}-{attempt}.parquet"
         create_exclusive(index.fs, f"{index.folder}/base/{name}", data)
         shards[shard] = (name, len(data), len(rows))
-        footers[shard] = base64.b64encode(footer_bytes(data)).decode()
+        packed[shard] = pack_footer(footer_bytes(data))
 
 
 def write_partitions(index: MetadataTable, upto: str, attempt: str, partitions: list[str]) -> tuple[str, int]:

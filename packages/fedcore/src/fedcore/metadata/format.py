@@ -14,7 +14,11 @@ writers delete whole when they drop or rebuild theirs: ``fedcore.commit.upgrade`
   partition and cut into small row groups, so looking up one partition reads a
   footer and the row groups holding it. Compaction rewrites only the shards its
   deltas touched, doubles the shard count when shards outgrow their target, and
-  switches over by creating the manifest exclusively.
+  switches over by creating the manifest exclusively. The manifest carries each shard's
+  footer, so a lookup fetches only the row groups it needs, in one request: deflated, of
+  a shard with statistics of its partition column only (``packed_footers``: 1.8 KB a shard
+  of 31,000 rows, where manifests before carried them whole, 17 KB; they are read as
+  before, and the next compaction packs the footers of the shards it keeps).
 - ``base/<instant>-partitions-<attempt>.parquet``: the partition list, for filters that do
   not pin every partition column.
 
@@ -27,11 +31,14 @@ from __future__ import annotations
 import base64
 import json
 import struct
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import xxhash
 
@@ -87,8 +94,10 @@ class Manifest:
     shards: tuple[tuple[str, int, int] | None, ...]  # (file name, bytes, rows) per shard
     partitions: tuple[str, int] | None  # (file name, bytes)
     #: Each shard's Parquet footer (base64), so a lookup fetches only the row groups it
-    #: needs, in one ranged GET, without first reading the footer. Empty in manifests
-    #: written before footers were kept: their shards' footers are read from the shards.
+    #: needs, in one ranged GET, without first reading the footer: what manifests carried
+    #: before ``packed_footers`` (543 KB of them at 1,000,000 files). Empty in manifests
+    #: written since (a fedcore of before reads their shards' footers from the shards), and
+    #: in those written before footers were kept.
     footers: tuple[str | None, ...] = ()
     #: The Avro schema written by ``schema_instant``, the newest write folded in (so a reader
     #: of a freshly compacted table needs no commit metadata to type its filters).
@@ -101,6 +110,9 @@ class Manifest:
     #: manifests written before this was kept: they cover every instant up to ``instant``.
     folded: frozenset[str] | None = None
     listed_from: str | None = None
+    #: Each shard's footer as ``pack_footer`` packs it (None: not known, see ``footer``).
+    #: Empty in manifests written before it was kept.
+    packed_footers: tuple[str | None, ...] = ()
 
     @property
     def shard_count(self) -> int:
@@ -129,7 +141,9 @@ class Manifest:
                 "schema_instant": self.schema_instant,
                 "folded": None if self.folded is None else sorted(self.folded),
                 "listed_from": self.listed_from,
-            }
+                "packed_footers": list(self.packed_footers),
+            },
+            separators=(",", ":"),
         ).encode()
 
     @classmethod
@@ -145,16 +159,30 @@ class Manifest:
             schema_instant=body.get("schema_instant"),
             folded=None if body.get("folded") is None else frozenset(body["folded"]),
             listed_from=body.get("listed_from"),
+            packed_footers=tuple(body.get("packed_footers") or ()),
         )
 
     def footer(self, shard: int) -> pq.FileMetaData | None:
         """A shard's footer, as the manifest carries it (None: read it from the shard)."""
+        raw = self.footer_bytes(shard)
+        return None if raw is None else parse_footer(raw)
+
+    def packed_footer(self, shard: int) -> str | None:
+        """A shard's footer as ``packed_footers`` holds it (packed now if carried whole)."""
+        packed = self.packed_footers[shard] if shard < len(self.packed_footers) else None
+        if packed:
+            return packed
         encoded = self.footers[shard] if shard < len(self.footers) else None
-        if not encoded:
-            return None
-        footer = base64.b64decode(encoded)
-        tail = struct.pack("<I", len(footer)) + MAGIC
-        return pq.read_metadata(pa.BufferReader(MAGIC + footer + tail))
+        return pack_footer(base64.b64decode(encoded)) if encoded else None
+
+    def footer_bytes(self, shard: int) -> bytes | None:
+        """A shard's footer's bytes (``format.footer_bytes``), packed or (a manifest from
+        before ``packed_footers``) whole; None where the manifest has neither."""
+        packed = self.packed_footers[shard] if shard < len(self.packed_footers) else None
+        if packed:
+            return unpack_footer(packed)
+        encoded = self.footers[shard] if shard < len(self.footers) else None
+        return base64.b64decode(encoded) if encoded else None
 
 
 def folder_of(layout: int) -> str:
@@ -173,6 +201,25 @@ def footer_bytes(parquet: bytes) -> bytes:
     return parquet[-8 - length : -8]
 
 
+def pack_footer(footer: bytes) -> str:
+    """A footer's bytes as a manifest carries them: deflated (a footer repeats its column
+    paths and encodings in every row group: a fifth of the size), then base64."""
+    return base64.b64encode(zlib.compress(footer, 9)).decode()
+
+
+def unpack_footer(packed: str) -> bytes:
+    try:
+        return zlib.decompress(base64.b64decode(packed))
+    except (zlib.error, ValueError) as exc:
+        raise ValueError(f"a packed footer that does not unpack: {exc}") from exc
+
+
+def parse_footer(footer: bytes) -> pq.FileMetaData:
+    """A footer's bytes (``footer_bytes``) as pyarrow's metadata of the file."""
+    tail = struct.pack("<I", len(footer)) + MAGIC
+    return pq.read_metadata(pa.BufferReader(MAGIC + footer + tail))
+
+
 def parquet_table(data: bytes, path: str) -> pa.Table:
     try:
         return read_parquet(data)
@@ -181,16 +228,57 @@ def parquet_table(data: bytes, path: str) -> pa.Table:
 
 
 def ops_of(table: pa.Table, wanted: set[str] | None) -> list[Op]:
+    """The records of a delta or a shard (those of ``wanted`` partitions: None for all)."""
+    table = rows_of(table, wanted)
     columns = [table.column(name).to_pylist() for name in ("partition", "name", "size", "op")]
     stats = table.column("stats").to_pylist() if "stats" in table.column_names else [None] * table.num_rows
-    return [Op(*row) for row in zip(*columns, stats, strict=True) if wanted is None or row[0] in wanted]
+    return [Op(*row) for row in zip(*columns, stats, strict=True)]
+
+
+def rows_of(table: pa.Table, wanted: set[str] | None) -> pa.Table:
+    """The rows of ``wanted`` partitions (None: all of them)."""
+    if wanted is None:
+        return table
+    if not wanted:
+        return table.slice(0, 0)
+    return table.filter(pc.is_in(table.column("partition"), value_set=pa.array(sorted(wanted), pa.string())))
+
+
+def split_by_partition(table: pa.Table) -> dict[str, pa.Table]:
+    """partition -> its rows of ``table`` (slices of the rows sorted by partition: see
+    ``detached``)."""
+    if table.num_rows == 0:
+        return {}
+    table = table.sort_by("partition")
+    column = table.column("partition").combine_chunks()
+    changes = pc.indices_nonzero(pc.not_equal(column[1:], column[:-1])).to_numpy().astype(np.int64)
+    starts = np.concatenate([[0], changes + 1])
+    ends = np.append(starts[1:], table.num_rows)
+    names = column.take(pa.array(starts)).to_pylist()
+    return {
+        name: table.slice(start, end - start) for name, start, end in zip(names, starts, ends, strict=True)
+    }
+
+
+def detached(table: pa.Table) -> pa.Table:
+    """``table`` with buffers of its own (a slice keeps all of its parent's alive)."""
+    return table.take(np.arange(table.num_rows)).combine_chunks()
+
+
+def ops_table(ops: Sequence[Op]) -> pa.Table:
+    """Records as a table of ``SCHEMA`` (what a delta holds)."""
+    columns = list(zip(*ops, strict=True)) if ops else [()] * len(SCHEMA)
+    return pa.table(
+        [pa.array(column, field.type) for column, field in zip(columns, SCHEMA, strict=True)], SCHEMA
+    )
 
 
 def row_group_holds(row_group: pq.RowGroupMetaData, wanted: set[str]) -> bool:
     stats = row_group.column(0).statistics
     if stats is None or not stats.has_min_max:
         return True
-    return any(stats.min <= partition <= stats.max for partition in wanted)
+    low, high = stats.min, stats.max  # (each read builds a new string)
+    return any(low <= partition <= high for partition in wanted)
 
 
 def row_group_span(row_group: pq.RowGroupMetaData) -> tuple[int, int]:

@@ -41,19 +41,20 @@ def rebuild(
         count *= 2
     attempt = uuid.uuid4().hex[:8]
     shards: list[tuple[str, int, int] | None] = [None] * count
-    footers: list[str | None] = [None] * count
-    write_shards(index, upto, attempt, state, range(count), shards, footers)
+    packed: list[str | None] = [None] * count
+    write_shards(index, upto, attempt, state, range(count), shards, packed)
     partitions = write_partitions(index, upto, attempt, sorted(p for p, f in state.items() if f.files))
     manifest = Manifest(
         upto,
         frozenset(t for t in pending if t < upto),
         tuple(shards),
         partitions,
-        tuple(footers),
+        (),
         schema[1] if schema else None,
         schema[0] if schema else None,
         folded=frozenset(folded),
         listed_from=listed_from,
+        packed_footers=tuple(packed),
     )
     if hook is not None:
         hook("rebuilt")
@@ -64,6 +65,5 @@ def rebuild(
     if hook is not None:
         hook("switched")
     index.point_to(upto)
-    index.cache.manifests[upto] = manifest
     index.cache.forget_manifest()
     return manifest

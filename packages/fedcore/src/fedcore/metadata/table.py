@@ -8,9 +8,12 @@ A manifest names the pending instants it skipped, so an instant that completes
 after a compaction is still applied: compaction never waits for writers.
 
 A long-lived reader (a Spark driver, a service planning many queries) shares one
-``IndexCache`` between lookups: manifests, shard footers, deltas and the files of
-the partitions it looked up are immutable once written, so a lookup fetches only
-what the cache lacks. The manifest in use is kept while every instant after it is still
+``IndexCache`` between lookups: manifests, shard footers, the shard rows of the partitions
+it looked up and deltas are immutable once written, so a lookup fetches only what the cache
+lacks. Each of them is
+bounded in bytes and entries (``metadata.cache``: the least recently used go first, and a
+delta goes once the manifest in use holds it), so the cache's memory does not grow with the
+table or its history. The manifest in use is kept while every instant after it is still
 on the active timeline: an older manifest plus more deltas is then the same state as a
 newer manifest, so the cache needs no listing to stay correct. Archival breaks that (the
 instants it moves out are in no delta a view applies), so before it moves any out it
@@ -27,12 +30,12 @@ from __future__ import annotations
 
 import contextlib
 import io
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, NamedTuple
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
@@ -41,6 +44,7 @@ from fedcore.exceptions import MetadataTableError, TimelineMovedError
 from fedcore.io.atomic import create_exclusive
 from fedcore.io.filesystems import read_existing, read_found, read_object, read_objects, remove_files
 from fedcore.io.parquet import open_parquet, read_row_groups
+from fedcore.metadata.cache import BoundedCache
 from fedcore.metadata.catch_up import instant_ops
 from fedcore.metadata.file_index import FileIndex, PartitionFiles
 from fedcore.metadata.format import (
@@ -54,16 +58,44 @@ from fedcore.metadata.format import (
     Manifest,
     Op,
     apply_op,
+    detached,
     ops_of,
+    ops_table,
     parquet_table,
     row_group_holds,
     row_group_span,
+    rows_of,
     shard_of,
+    split_by_partition,
 )
 from fedcore.metadata.ranged import RangedFile, ReadStats
 from fedcore.timeline import MANIFEST_POINTER_PREFIX, Timeline, instant_path
 from fedcore.timeline.archived import ArchivedInstant, hudi_archive_files, read_hudi_archive
 from fedcore.timeline.retention import archived_through, check_not_cleaned
+
+
+class Delta(NamedTuple):
+    """An instant's records, and the Avro schema a write records with them (None: none)."""
+
+    rows: pa.Table
+    schema: str | None
+
+    @property
+    def weight(self) -> int:
+        return int(self.rows.nbytes) + len(self.schema or "")
+
+
+#: The bounds of a handle's ``IndexCache``: bytes of partitions' shard rows and of deltas
+#: (Arrow's buffers), of serialized shard footers, and the manifests and partition lists kept.
+#: A long-lived handle's plan needs the manifest, each pruned partition's rows and the
+#: deltas since the manifest (at most ``_MAX_CACHED_DELTAS``); the footer of a shard only
+#: to read rows not cached.
+PARTITION_ROW_BYTES: Final = 8 * 2**20
+DELTA_BYTES: Final = 16 * 2**20
+FOOTER_BYTES: Final = 4 * 2**20
+MANIFEST_BYTES: Final = 8 * 2**20
+CACHED_MANIFESTS: Final = 8
+CACHED_PARTITION_LISTS: Final = 2
 
 
 @dataclass
@@ -72,23 +104,31 @@ class IndexCache:
 
     Everything here is immutable in storage (a manifest, a shard, a delta of a completed
     instant never change once written), so entries never go stale; only the choice of
-    manifest to start from is revisited (see the module docstring)."""
+    manifest to start from is revisited (see the module docstring). Each kind of entry is
+    bounded (``BoundedCache``): one dropped is read again when a lookup needs it."""
 
     #: The timeline the handle listed last: latest reads list on from it (``Timeline.load``).
     timeline: Timeline | None = None
     #: The manifest latest reads start from (None: list manifests/ next time).
     manifest: Manifest | None = None
-    manifests: dict[str, Manifest] = field(default_factory=dict)
-    footers: dict[str, pq.FileMetaData] = field(default_factory=dict)
-    deltas: dict[str, list[Op]] = field(default_factory=dict)
-    #: instant -> the Avro schema its delta records (writes only).
-    delta_schemas: dict[str, str] = field(default_factory=dict)
-    #: manifest instant -> partition -> the partition's ops in that manifest's shards: the
-    #: newest ``_CACHED_MANIFESTS`` manifests read, at most ``_MAX_CACHED_PARTITIONS``
-    #: partitions each (a superseded manifest's rows are dropped, not kept until a cap).
-    base: dict[str, dict[str, list[Op]]] = field(default_factory=dict)
+    #: manifest instant -> manifest (weighed by its size in storage).
+    manifests: BoundedCache[str, Manifest] = field(
+        default_factory=lambda: BoundedCache(MANIFEST_BYTES, CACHED_MANIFESTS)
+    )
+    #: shard file name -> its footer (weighed by its serialized size).
+    footers: BoundedCache[str, pq.FileMetaData] = field(default_factory=lambda: BoundedCache(FOOTER_BYTES))
+    #: instant -> its delta (or the changes caught up from its commit: ``_catch_up``).
+    deltas: BoundedCache[str, Delta] = field(default_factory=lambda: BoundedCache(DELTA_BYTES))
+    #: (shard file name, partition) -> the partition's rows in that shard (none: an empty
+    #: table): shards keep their names across compactions that do not rewrite them, so these
+    #: outlive the manifest they were read through.
+    partition_rows: BoundedCache[tuple[str, str], pa.Table] = field(
+        default_factory=lambda: BoundedCache(PARTITION_ROW_BYTES)
+    )
     #: manifest instant -> its partition list.
-    partition_lists: dict[str, list[str]] = field(default_factory=dict)
+    partition_lists: BoundedCache[str, list[str]] = field(
+        default_factory=lambda: BoundedCache(max_entries=CACHED_PARTITION_LISTS)
+    )
     #: Apache Hudi's archived timeline (``archived_timeline``): its completed instants, the
     #: (path, size) of the files they were read from, and the (first active instant, view
     #: manifest) it was last checked for.
@@ -106,16 +146,33 @@ class IndexCache:
         self.manifest = None
         self.manifests.clear()
 
+    def start_from(self, manifest: Manifest | None) -> None:
+        """Make ``manifest`` the one latest reads start from, dropping the deltas it holds (a
+        view from it or a newer one never applies them)."""
+        if manifest is not None and (self.manifest is None or manifest.instant != self.manifest.instant):
+            self.deltas.drop_where(lambda instant: not manifest.lacks(instant))
+        self.manifest = manifest
+
 
 #: Deltas a cached manifest may need before the next lookup lists manifests/ again.
 _MAX_CACHED_DELTAS: Final = 32
-#: Partitions whose shard rows a cache keeps per manifest, and manifests it keeps rows of (a
-#: bound on its memory: a long-lived handle moves on to each new manifest).
-_MAX_CACHED_PARTITIONS: Final = 100_000
-_CACHED_MANIFESTS: Final = 2
-#: Held while the cached rows are looked up or changed (a handle's lookups share them across
-#: the threads of its operations).
-_BASE_ROWS: Final = threading.Lock()
+#: What a cached partition's rows take besides their buffers (the table, its key).
+_ENTRY_BYTES: Final = 1_024
+
+
+@dataclass
+class _Room:
+    """Bytes a lookup may still add to the cache's row groups (None: no limit)."""
+
+    left: int | None
+
+    def take(self, nbytes: int) -> bool:
+        if self.left is None:
+            return True
+        if nbytes > self.left:
+            return False
+        self.left -= nbytes
+        return True
 
 
 class _StaleView(Exception):
@@ -193,10 +250,12 @@ class MetadataTable(FileIndex):
             if listed is None:
                 name, size = manifest.partitions
                 table = self.read_whole(f"{self.folder}/base/{name}", size)
-                listed = self.cache.partition_lists[manifest.instant] = table.column("partition").to_pylist()
+                listed = table.column("partition").to_pylist()
+                self.cache.partition_lists.put(manifest.instant, listed)
             found.update(listed)
-        for ops in self.read_deltas(deltas, None):
-            found.update(op.partition for op in ops if op.op == ADD)
+        for delta in self.deltas_of(deltas).values():
+            added = delta.rows.filter(pc.equal(delta.rows.column("op"), ADD)).column("partition")
+            found.update(pc.unique(added).to_pylist())
         return sorted(found)
 
     def files(
@@ -232,11 +291,12 @@ class MetadataTable(FileIndex):
         follows finds them."""
         try:
             manifest, deltas = self.view(as_of)
-            self.read_deltas(deltas, set())
+            found = self.deltas_of(deltas)
         except (_StaleView, MetadataTableError):
             return None  # the lookup itself will say what is wrong, or retry from a listing
-        if instant in self.cache.delta_schemas:
-            return self.cache.delta_schemas[instant]
+        delta = found.get(instant) or self.cache.deltas.get(instant)
+        if delta is not None and delta.schema is not None:
+            return delta.schema
         if manifest is not None and manifest.schema_instant == instant:
             return manifest.schema
         return None
@@ -349,7 +409,7 @@ class MetadataTable(FileIndex):
                         f"{REPAIR_HINT}"
                     )
         if as_of is None:
-            self.cache.manifest = manifest
+            self.cache.start_from(manifest)
         if manifest is None:
             return None, completed
         return manifest, [t for t in completed if manifest.lacks(t)]
@@ -373,7 +433,7 @@ class MetadataTable(FileIndex):
             paths = {self.manifest_path(instant): instant}
             paths.update(
                 (self.delta_path(t), t) for t in completed if t > instant and t not in self.cache.deltas
-            )
+            )  # (one the cache holds may be dropped before it is used: it is read again then)
             if len(paths) > 1:
                 found = read_found(self.fs, list(paths))
                 self.stats.add(len(found), sum(map(len, found.values())))
@@ -402,38 +462,51 @@ class MetadataTable(FileIndex):
             manifest = Manifest.from_bytes(data)
         except (ValueError, KeyError, TypeError, IndexError) as exc:
             raise MetadataTableError(f"manifest {instant} is unreadable: {exc}{REPAIR_HINT}") from exc
-        self.cache.manifests[instant] = manifest
+        self.cache.manifests.put(instant, manifest, len(data))
         return manifest
 
     def read_deltas(self, instants: Sequence[str], wanted: set[str] | None) -> list[list[Op]]:
-        """The deltas of completed instants, oldest first; those not cached fetched together."""
-        cache = self.cache.deltas
-        missing = {self.delta_path(instant): instant for instant in instants if instant not in cache}
+        """The records of the deltas of completed instants, oldest first (of ``wanted``
+        partitions: None for all)."""
+        found = self.deltas_of(instants)
+        return [ops_of(found[instant].rows, wanted) for instant in instants]
+
+    def deltas_of(self, instants: Sequence[str]) -> dict[str, Delta]:
+        """The deltas of completed instants; those not cached fetched together."""
+        out: dict[str, Delta] = {}
+        missing: dict[str, str] = {}
+        for instant in instants:
+            cached = self.cache.deltas.get(instant)
+            if cached is None:
+                missing[self.delta_path(instant)] = instant
+            else:
+                out[instant] = cached
         found = read_existing(self.fs, list(missing))
         self.stats.add(len(found), sum(map(len, found.values())))
         for path, data in found.items():
-            self._parse_delta(missing[path], path, data)
+            out[missing[path]] = self._parse_delta(missing[path], path, data)
         absent = [instant for path, instant in missing.items() if path not in found]
         if absent:
             if self._derived_view and self.cache.manifest is not None:
                 raise _StaleView  # folded into a newer manifest, then dropped: list again
-            self._catch_up(absent)
-        return [[op for op in cache[i] if wanted is None or op.partition in wanted] for i in instants]
+            out.update(self._catch_up(absent))
+        return out
 
-    def _catch_up(self, instants: Sequence[str]) -> None:
+    def _catch_up(self, instants: Sequence[str]) -> dict[str, Delta]:
         """Take in completed instants that have no delta here (``metadata.catch_up``): a
         delta a writer of the table's old layout put in the old folder, else the changes
         the instant's own metadata records. Kept in the cache only; the next compaction of
         the metadata table folds them in for good."""
+        out: dict[str, Delta] = {}
         if self.folder != f"{self.table_path}/{LEGACY_FOLDER}":
             paths = {
                 f"{self.table_path}/{LEGACY_FOLDER}/deltas/{instant}.parquet": instant for instant in instants
             }
             for path, data in read_existing(self.fs, list(paths)).items():
-                self._parse_delta(paths[path], path, data)
-        left = [instant for instant in instants if instant not in self.cache.deltas]
+                out[paths[path]] = self._parse_delta(paths[path], path, data)
+        left = [instant for instant in instants if instant not in out]
         if not left:
-            return
+            return out
         timeline = (
             {i.time: i for i in self._view_timeline.instants if i.is_completed} if self._view_timeline else {}
         )
@@ -472,7 +545,9 @@ class MetadataTable(FileIndex):
             return manifest is not None and not manifest.lacks(instant)
 
         for time, action, body in taken:
-            self.cache.deltas[time] = instant_ops(time, action, body, self.table_path, held)
+            delta = out[time] = Delta(ops_table(instant_ops(time, action, body, self.table_path, held)), None)
+            self.cache.deltas.put(time, delta, delta.weight)
+        return out
 
     def _archived_since(self, time: str) -> bool:
         """Whether an archival may have moved instant ``time`` off the active timeline: fed's
@@ -482,12 +557,14 @@ class MetadataTable(FileIndex):
         moved = archived_through(self.fs, self.table_path)
         return (moved is not None and time <= moved) or bool(hudi_archive_files(self.fs, self.table_path))
 
-    def _parse_delta(self, instant: str, path: str, data: bytes) -> None:
+    def _parse_delta(self, instant: str, path: str, data: bytes) -> Delta:
         table = parquet_table(data, path)
         schema = (table.schema.metadata or {}).get(SCHEMA_KEY.encode())
-        if schema is not None:
-            self.cache.delta_schemas[instant] = schema.decode()
-        self.cache.deltas[instant] = ops_of(table, None)
+        if "stats" not in table.column_names:  # written before the column existed
+            table = table.append_column(SCHEMA.field("stats"), pa.nulls(table.num_rows, pa.string()))
+        delta = Delta(table.replace_schema_metadata(None), None if schema is None else schema.decode())
+        self.cache.deltas.put(instant, delta, delta.weight)
+        return delta
 
     def _read_base(self, manifest: Manifest, wanted: set[str] | None) -> list[Op]:
         ops: list[Op] = []
@@ -496,58 +573,119 @@ class MetadataTable(FileIndex):
                 if entry is not None:
                     ops.extend(self.read_shard(entry, None))
             return ops
-        with _BASE_ROWS:
-            cached = self.cache.base.get(manifest.instant)
-            if cached is None:
-                while len(self.cache.base) >= _CACHED_MANIFESTS:  # the oldest read goes first
-                    del self.cache.base[next(iter(self.cache.base))]
-                cached = self.cache.base[manifest.instant] = {}
         shards: dict[int, set[str]] = {}
-        for partition in sorted(wanted):
-            known = cached.get(partition)
-            if known is not None:
-                ops.extend(known)
-            else:
-                shards.setdefault(shard_of(partition, manifest.shard_count), set()).add(partition)
+        for partition in wanted:
+            shards.setdefault(shard_of(partition, manifest.shard_count), set()).add(partition)
+        # A lookup of many partitions (a clean after a commit that wrote to thousands) keeps
+        # at most half the cache's bound of the rows it reads: the rest stays cached.
+        bound = self.cache.partition_rows.max_weight
+        room = _Room(None if bound is None else bound // 2)
         for shard, partitions in sorted(shards.items()):
             entry = manifest.shards[shard]
-            found = self.read_shard(entry, partitions, manifest.footer(shard)) if entry is not None else []
-            ops.extend(found)
-            by_partition: dict[str, list[Op]] = {partition: [] for partition in partitions}
-            for op in found:
-                by_partition[op.partition].append(op)
-            with _BASE_ROWS:
-                for partition, partition_ops in by_partition.items():
-                    if len(cached) >= _MAX_CACHED_PARTITIONS:  # the first cached goes first
-                        del cached[next(iter(cached))]
-                    cached[partition] = partition_ops
+            if entry is not None:
+                ops.extend(self.read_shard(entry, partitions, manifest, shard, room))
         return ops
 
     def read_shard(
-        self, entry: tuple[str, int, int], wanted: set[str] | None, footer: pq.FileMetaData | None = None
+        self,
+        entry: tuple[str, int, int],
+        wanted: set[str] | None,
+        manifest: Manifest | None = None,
+        shard: int = 0,
+        room: _Room | None = None,
     ) -> list[Op]:
+        """The records of a shard (of ``wanted`` partitions: None for all, read whole).
+
+        For some partitions: their rows from the cache, else from the row groups that may
+        hold them (known from the footer if the cache has it, else from the shard's index in
+        ``manifest``), fetched together with the footer when that is needed too: one round
+        trip. ``room``: how much of what it reads the cache may keep."""
         name, size, _rows = entry
         path = f"{self.folder}/base/{name}"
         if wanted is None:
             return ops_of(self.read_whole(path, size), None)
         try:
-            source = RangedFile(self.fs, path, size, self.stats)
-            reader = open_parquet(source, self.cache.footers.get(name) or footer)
-            self.cache.footers[name] = reader.metadata
-            groups = [
-                index
-                for index in range(reader.metadata.num_row_groups)
-                if row_group_holds(reader.metadata.row_group(index), wanted)
-            ]
-            source.prefetch(row_group_span(reader.metadata.row_group(index)) for index in groups)
-            table = read_row_groups(reader, groups) if groups else SCHEMA.empty_table()
+            tables = self._partition_rows(path, name, size, wanted, manifest, shard, room or _Room(None))
         except FileNotFoundError:
             raise MetadataTableError(f"metadata-table shard {path} is missing{REPAIR_HINT}") from None
         except (OSError, pa.ArrowException) as exc:
             raise MetadataTableError(
                 f"metadata-table shard {path} is unreadable: {exc}{REPAIR_HINT}"
             ) from exc
-        return ops_of(table, wanted)
+        return ops_of(pa.concat_tables(tables), None) if tables else []  # (wanted partitions' only)
+
+    def _partition_rows(
+        self,
+        path: str,
+        name: str,
+        size: int,
+        wanted: set[str],
+        manifest: Manifest | None,
+        shard: int,
+        room: _Room,
+    ) -> list[pa.Table]:
+        """The rows of the ``wanted`` partitions in a shard: a table per partition cached, and
+        one of those read now."""
+        cache = self.cache
+        found: list[pa.Table] = []
+        missed: set[str] = set()
+        for partition in wanted:
+            rows = cache.partition_rows.get((name, partition))
+            if rows is None:
+                missed.add(partition)
+            else:
+                found.append(rows)
+        if not missed:
+            return found
+        source = RangedFile(self.fs, path, size, self.stats)
+        footer = cache.footers.get(name)
+        if footer is None and manifest is not None:
+            try:
+                footer = manifest.footer(shard)
+            except ValueError as exc:
+                raise MetadataTableError(
+                    f"manifest {manifest.instant} is unreadable: {exc}{REPAIR_HINT}"
+                ) from exc
+        if footer is None:
+            footer = open_parquet(source).metadata  # its tail read from the shard
+        groups = [i for i in range(footer.num_row_groups) if row_group_holds(footer.row_group(i), missed)]
+        rows = SCHEMA.empty_table()
+        if groups:
+            source.prefetch(row_group_span(footer.row_group(i)) for i in groups)
+            rows = rows_of(read_row_groups(open_parquet(source, footer), groups), missed)
+            found.append(rows)
+        cache.footers.put(name, footer, footer.serialized_size)
+        by_partition = split_by_partition(rows)
+        for partition in missed:
+            held = by_partition.get(partition)
+            if held is None:
+                held = rows.slice(0, 0)  # not in this shard
+            weight = int(held.nbytes) + _ENTRY_BYTES
+            if room.take(weight):
+                # A slice of the rows of several partitions would keep them all in memory.
+                kept = held if len(by_partition) == 1 else detached(held)
+                cache.partition_rows.put((name, partition), kept, weight)
+        return found
+
+    def read_footer(self, entry: tuple[str, int, int]) -> bytes:
+        """A shard's footer's bytes (``format.footer_bytes``), read from its tail: for a shard
+        a manifest does not carry the footer of (one a fedcore of before wrote). Mostly in one
+        request."""
+        name, size, _rows = entry
+        path = f"{self.folder}/base/{name}"
+        try:
+            source = RangedFile(self.fs, path, size, self.stats)
+            tail = source.read_span(max(0, size - 2**16), size)
+            length = int.from_bytes(tail[-8:-4], "little")
+            if length + 8 <= len(tail):
+                return tail[-8 - length : -8]
+            return source.read_span(size - 8 - length, size - 8)
+        except FileNotFoundError:
+            raise MetadataTableError(f"metadata-table shard {path} is missing{REPAIR_HINT}") from None
+        except OSError as exc:
+            raise MetadataTableError(
+                f"metadata-table shard {path} is unreadable: {exc}{REPAIR_HINT}"
+            ) from exc
 
     def read_whole(self, path: str, size: int) -> pa.Table:
         del size
@@ -575,7 +713,19 @@ class MetadataTable(FileIndex):
         with contextlib.suppress(FileExistsError):
             create_exclusive(self.fs, self.pointer_path(instant), b"")
 
-    def parquet_bytes(self, table: pa.Table) -> bytes:
+    def parquet_bytes(
+        self, table: pa.Table, statistics: list[str] | None = None, arrow_schema: bool = True
+    ) -> bytes:
+        """``table`` as Parquet in row groups of ``row_group_rows``, with statistics of the
+        columns ``statistics`` (None: every column), and its Arrow schema unless not
+        ``arrow_schema`` (the Parquet types are the same)."""
         sink = io.BytesIO()
-        pq.write_table(table, sink, row_group_size=self.row_group_rows, compression="zstd")
+        pq.write_table(
+            table,
+            sink,
+            row_group_size=self.row_group_rows,
+            compression="zstd",
+            write_statistics=True if statistics is None else statistics,
+            store_schema=arrow_schema,
+        )
         return sink.getvalue()
