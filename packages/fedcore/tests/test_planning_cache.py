@@ -7,12 +7,14 @@ Requests are counted at the loopback S3 server, so every request any layer sends
 from __future__ import annotations
 
 import base64
+import io
 import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from fed_dev.servers import LoopbackS3
@@ -20,6 +22,7 @@ from fed_dev.testing import Backend
 from fedcore import properties as P
 from fedcore import timeline as timeline_module
 from fedcore.commit.transaction import Transaction
+from fedcore.exceptions import MetadataTableError
 from fedcore.metadata.cache import BoundedCache
 from fedcore.metadata.compaction import compact_metadata
 from fedcore.metadata.format import ADD, REMOVE, Manifest, Op, footer_bytes, unpack_footer
@@ -431,3 +434,42 @@ def test_a_manifest_packs_its_shards_footers_and_older_ones_are_still_read(s3_se
     commit(11, partitions[:1])
     compacted()  # the footers of the shards it keeps read from the shards
     assert {one_partition(p) for p in partitions[::7]} == {2}
+
+
+def test_shards_written_before_the_stats_column_mix_with_cached_absences(tmp_path: Path) -> None:
+    """A shard an older fedcore wrote (no ``stats`` column): a partition it lacks, cached as
+    absent, then looked up with one it holds, answers both; a manifest whose packed footer
+    does not decode is a typed error naming the repair tool."""
+    table = create_table(f"file://{tmp_path}/t", name="t", record_key_fields=["id"], partition_fields=["p"])
+
+    def lookup(cache: IndexCache | None = None) -> MetadataTable:
+        return MetadataTable(table.fs.table_fs, table.path, table.timeline, shard_rows=1_000, cache=cache)
+
+    name = "00000000-0000-0000-0000-000000000000-0_0-1-0_20260101000000000.parquet"
+    _commit(table, [Op("p=a", name, 10, ADD, '{"rows": 1}')])
+    upto = compact_metadata(lookup())
+    assert upto is not None
+    index = lookup()
+    manifest = index.manifest(upto)
+    (entry,) = [e for e in manifest.shards if e is not None]
+    shard = f"{index.folder}/base/{entry[0]}"
+    fs = table.fs.table_fs
+    old = pq.read_table(io.BytesIO(fs.cat_file(shard))).drop_columns(["stats"])
+    sink = io.BytesIO()
+    pq.write_table(old, sink)
+    fs.pipe_file(shard, sink.getvalue())
+    body = json.loads(fs.cat_file(index.manifest_path(upto)))
+    body["packed_footers"] = []
+    body["shards"] = [[entry[0], len(sink.getvalue()), entry[2]]]
+    fs.pipe_file(index.manifest_path(upto), json.dumps(body).encode())
+
+    reader = lookup(IndexCache())
+    assert reader.files(["p=zz"]) == {}
+    found = reader.files(["p=a", "p=zz"])
+    assert set(found) == {"p=a"}
+    assert set(found["p=a"].files) == {name}
+
+    body["packed_footers"] = ["not base64 at all!"]
+    fs.pipe_file(index.manifest_path(upto), json.dumps(body).encode())
+    with pytest.raises(MetadataTableError, match="fed repair"):
+        lookup(IndexCache()).files(["p=a"])

@@ -9,11 +9,13 @@ from collections.abc import Iterable, Mapping
 
 import pyarrow as pa
 
+from fedcore.exceptions import MetadataTableError
 from fedcore.io.atomic import create_exclusive
 from fedcore.metadata.file_index import PartitionFiles
 from fedcore.metadata.format import (
     ADD,
     PARTITIONS_SCHEMA,
+    REPAIR_HINT,
     SCHEMA,
     Manifest,
     apply_op,
@@ -68,11 +70,14 @@ def compact_metadata(index: MetadataTable) -> str | None:
         list(old.shards) if old is not None and kept else [None] * count
     )
     # A kept shard keeps its footer (packed now if an older manifest carried it whole).
-    packed: list[str | None] = (
-        [old.packed_footer(i) if i not in rewrite else None for i in range(count)]
-        if old is not None and kept
-        else [None] * count
-    )
+    try:
+        packed: list[str | None] = (
+            [old.packed_footer(i) if i not in rewrite else None for i in range(count)]
+            if old is not None and kept
+            else [None] * count
+        )
+    except ValueError as exc:
+        raise MetadataTableError(f"manifest {old and old.instant} is unreadable: {exc}{REPAIR_HINT}") from exc
     # Two writers' services may compact up to the same instant at once: each writes its
     # own files, and the exclusive manifest picks one; the loser's files are garbage that
     # ``drop_older_than`` removes once archival passes them.

@@ -173,16 +173,17 @@ class Manifest:
         if packed:
             return packed
         encoded = self.footers[shard] if shard < len(self.footers) else None
-        return pack_footer(base64.b64decode(encoded)) if encoded else None
+        return pack_footer(_b64decode(encoded)) if encoded else None
 
     def footer_bytes(self, shard: int) -> bytes | None:
         """A shard's footer's bytes (``format.footer_bytes``), packed or (a manifest from
-        before ``packed_footers``) whole; None where the manifest has neither."""
+        before ``packed_footers``) whole; None where the manifest has neither. ValueError
+        where what the manifest holds does not decode."""
         packed = self.packed_footers[shard] if shard < len(self.packed_footers) else None
         if packed:
             return unpack_footer(packed)
         encoded = self.footers[shard] if shard < len(self.footers) else None
-        return base64.b64decode(encoded) if encoded else None
+        return _b64decode(encoded) if encoded else None
 
 
 def folder_of(layout: int) -> str:
@@ -201,6 +202,15 @@ def footer_bytes(parquet: bytes) -> bytes:
     return parquet[-8 - length : -8]
 
 
+def conformed(table: pa.Table) -> pa.Table:
+    """Records read from a delta or a shard in ``SCHEMA``'s columns and no schema metadata:
+    those written before the ``stats`` column existed get it, null, so they concatenate with
+    those written since."""
+    if "stats" not in table.column_names:
+        table = table.append_column(SCHEMA.field("stats"), pa.nulls(table.num_rows, pa.string()))
+    return table.select(SCHEMA.names).replace_schema_metadata(None)
+
+
 def pack_footer(footer: bytes) -> str:
     """A footer's bytes as a manifest carries them: deflated (a footer repeats its column
     paths and encodings in every row group: a fifth of the size), then base64."""
@@ -209,9 +219,16 @@ def pack_footer(footer: bytes) -> str:
 
 def unpack_footer(packed: str) -> bytes:
     try:
-        return zlib.decompress(base64.b64decode(packed))
-    except (zlib.error, ValueError) as exc:
+        return zlib.decompress(_b64decode(packed))
+    except zlib.error as exc:
         raise ValueError(f"a packed footer that does not unpack: {exc}") from exc
+
+
+def _b64decode(text: object) -> bytes:
+    """Base64 from a manifest's JSON; ValueError for anything else (a number, bad padding)."""
+    if not isinstance(text, str):
+        raise ValueError(f"a footer that is not base64 text: {text!r:.40}")
+    return base64.b64decode(text, validate=True)
 
 
 def parse_footer(footer: bytes) -> pq.FileMetaData:

@@ -51,6 +51,7 @@ from fedcore.metadata.format import (
     ADD,
     FOLDER,
     LEGACY_FOLDER,
+    MAGIC,
     NO_MANIFEST,
     REPAIR_HINT,
     SCHEMA,
@@ -58,6 +59,7 @@ from fedcore.metadata.format import (
     Manifest,
     Op,
     apply_op,
+    conformed,
     detached,
     ops_of,
     ops_table,
@@ -156,6 +158,8 @@ class IndexCache:
 
 #: Deltas a cached manifest may need before the next lookup lists manifests/ again.
 _MAX_CACHED_DELTAS: Final = 32
+#: The rows of a partition a shard does not hold.
+_NO_ROWS: Final = SCHEMA.empty_table()
 #: What a cached partition's rows take besides their buffers (the table, its key).
 _ENTRY_BYTES: Final = 1_024
 
@@ -560,9 +564,7 @@ class MetadataTable(FileIndex):
     def _parse_delta(self, instant: str, path: str, data: bytes) -> Delta:
         table = parquet_table(data, path)
         schema = (table.schema.metadata or {}).get(SCHEMA_KEY.encode())
-        if "stats" not in table.column_names:  # written before the column existed
-            table = table.append_column(SCHEMA.field("stats"), pa.nulls(table.num_rows, pa.string()))
-        delta = Delta(table.replace_schema_metadata(None), None if schema is None else schema.decode())
+        delta = Delta(conformed(table), None if schema is None else schema.decode())
         self.cache.deltas.put(instant, delta, delta.weight)
         return delta
 
@@ -606,13 +608,13 @@ class MetadataTable(FileIndex):
             return ops_of(self.read_whole(path, size), None)
         try:
             tables = self._partition_rows(path, name, size, wanted, manifest, shard, room or _Room(None))
+            return ops_of(pa.concat_tables(tables), None) if tables else []  # (wanted partitions' only)
         except FileNotFoundError:
             raise MetadataTableError(f"metadata-table shard {path} is missing{REPAIR_HINT}") from None
         except (OSError, pa.ArrowException) as exc:
             raise MetadataTableError(
                 f"metadata-table shard {path} is unreadable: {exc}{REPAIR_HINT}"
             ) from exc
-        return ops_of(pa.concat_tables(tables), None) if tables else []  # (wanted partitions' only)
 
     def _partition_rows(
         self,
@@ -649,17 +651,17 @@ class MetadataTable(FileIndex):
         if footer is None:
             footer = open_parquet(source).metadata  # its tail read from the shard
         groups = [i for i in range(footer.num_row_groups) if row_group_holds(footer.row_group(i), missed)]
-        rows = SCHEMA.empty_table()
+        rows = _NO_ROWS
         if groups:
             source.prefetch(row_group_span(footer.row_group(i)) for i in groups)
-            rows = rows_of(read_row_groups(open_parquet(source, footer), groups), missed)
+            rows = conformed(rows_of(read_row_groups(open_parquet(source, footer), groups), missed))
             found.append(rows)
         cache.footers.put(name, footer, footer.serialized_size)
         by_partition = split_by_partition(rows)
         for partition in missed:
             held = by_partition.get(partition)
-            if held is None:
-                held = rows.slice(0, 0)  # not in this shard
+            if held is None:  # not in this shard (an empty slice of rows would keep them all)
+                held = _NO_ROWS
             weight = int(held.nbytes) + _ENTRY_BYTES
             if room.take(weight):
                 # A slice of the rows of several partitions would keep them all in memory.
@@ -677,9 +679,12 @@ class MetadataTable(FileIndex):
             source = RangedFile(self.fs, path, size, self.stats)
             tail = source.read_span(max(0, size - 2**16), size)
             length = int.from_bytes(tail[-8:-4], "little")
-            if length + 8 <= len(tail):
-                return tail[-8 - length : -8]
-            return source.read_span(size - 8 - length, size - 8)
+            if tail[-4:] != MAGIC or not 0 < length <= size - 12:
+                raise MetadataTableError(f"metadata-table shard {path} is not Parquet{REPAIR_HINT}")
+            footer = tail[-8 - length : -8] if length + 8 <= len(tail) else None
+            if footer is None:
+                footer = source.read_span(size - 8 - length, size - 8)
+            return footer
         except FileNotFoundError:
             raise MetadataTableError(f"metadata-table shard {path} is missing{REPAIR_HINT}") from None
         except OSError as exc:
