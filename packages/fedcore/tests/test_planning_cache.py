@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import pickle
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -473,3 +474,19 @@ def test_shards_written_before_the_stats_column_mix_with_cached_absences(tmp_pat
     fs.pipe_file(index.manifest_path(upto), json.dumps(body).encode())
     with pytest.raises(MetadataTableError, match="fed repair"):
         lookup(IndexCache()).files(["p=a"])
+
+
+def test_a_bounded_cache_pickles_with_its_entries_and_bounds() -> None:
+    """A handle, its caches with it, is pickled to Spark's workers."""
+    cache: BoundedCache[str, int] = BoundedCache(max_weight=10, max_entries=3)
+    cache.put("a", 1, 4)
+    cache.put("b", 2, 5)
+    copy = pickle.loads(pickle.dumps(cache))
+    assert copy.keys() == ["a", "b"]
+    assert copy.weight == 9
+    assert (copy.max_weight, copy.max_entries) == (10, 3)
+    copy.put("c", 3, 4)  # its own lock, its own bounds: "a" goes
+    assert copy.keys() == ["b", "c"]
+    assert cache.keys() == ["a", "b"]
+    handle = pickle.loads(pickle.dumps(IndexCache()))
+    assert handle.partition_rows.max_weight is not None

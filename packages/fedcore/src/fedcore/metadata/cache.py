@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -30,6 +30,22 @@ class BoundedCache(Generic[K, V]):
         self.max_entries = max_entries
         self._entries: OrderedDict[K, tuple[V, int]] = OrderedDict()
         self._weight = 0
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled with what it holds, without its lock (a handle goes to Spark's workers)."""
+        with self._lock:
+            return {
+                "max_weight": self.max_weight,
+                "max_entries": self.max_entries,
+                "entries": list(self._entries.items()),
+            }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.max_weight = state["max_weight"]
+        self.max_entries = state["max_entries"]
+        self._entries = OrderedDict(state["entries"])
+        self._weight = sum(weight for _, weight in self._entries.values())
         self._lock = threading.Lock()
 
     def get(self, key: K) -> V | None:
