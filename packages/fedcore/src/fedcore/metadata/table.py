@@ -599,9 +599,9 @@ class MetadataTable(FileIndex):
         """The records of a shard (of ``wanted`` partitions: None for all, read whole).
 
         For some partitions: their rows from the cache, else from the row groups that may
-        hold them (known from the footer if the cache has it, else from the shard's index in
-        ``manifest``), fetched together with the footer when that is needed too: one round
-        trip. ``room``: how much of what it reads the cache may keep."""
+        hold them, fetched in one ranged request; which those are, the shard's footer says
+        (from the cache, else packed in ``manifest``, else read from the shard's tail: one
+        request more). ``room``: how much of what it reads the cache may keep."""
         name, size, _rows = entry
         path = f"{self.folder}/base/{name}"
         if wanted is None:
