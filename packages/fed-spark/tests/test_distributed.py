@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 
 import fed_spark
 from fed_dev.testing import Backend
+from fed_spark import upsert
 from fedcore.exceptions import UnsupportedTableError
 from fedcore.table import load_table
 from fedcore.write import job as write_job
@@ -24,6 +25,15 @@ from fedcore.write.job import WriteJob
 from .test_write import frame, hudi_options, ids, referenced
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+@pytest.fixture(params=["driver", "tasks"])
+def key_index(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Where an upsert reads the keys of the base files it looks in: the driver (the files are
+    few) or Spark tasks (``DRIVER_INDEX_BYTES`` at 0: any file is too many)."""
+    if request.param == "tasks":
+        monkeypatch.setattr(upsert, "DRIVER_INDEX_BYTES", 0)
+    return str(request.param)
 
 
 def test_distributed_upsert_and_delete_touch_only_the_groups_they_change(
@@ -96,7 +106,9 @@ def test_a_retried_rewrite_task_commits_once_and_leaves_no_orphan(
     assert backend.data_files() == referenced(table)
 
 
-def test_one_partition_is_rewritten_by_several_tasks(local_fed: SparkSession, tmp_path: Path) -> None:
+def test_one_partition_is_rewritten_by_several_tasks(
+    local_fed: SparkSession, tmp_path: Path, key_index: str
+) -> None:
     """The shuffle is by file group: one big partition's groups spread over tasks."""
     spark = local_fed
     backend = Backend("local", f"file://{tmp_path}/tables/t", f"file://{tmp_path}/storage", None)
@@ -223,7 +235,7 @@ def test_merge_on_read_upserts_and_deletes_append_log_files_from_tasks(
 
 
 def test_a_key_two_file_groups_hold_is_upserted_and_deleted_in_both(
-    local_fed: SparkSession, tmp_path: Path
+    local_fed: SparkSession, tmp_path: Path, key_index: str
 ) -> None:
     """Bulk-inserted twice, keys 0..3 are each in two file groups of their partition. A
     distributed upsert updates both copies and a delete deletes both, as Hudi's index and

@@ -13,7 +13,7 @@ import pytest
 
 from fed_dev.testing import Backend
 from fedcore import properties as P
-from fedcore.engine import Staging
+from fedcore.engine import Staging, WritePlanner
 from fedcore.exceptions import CommitConflictError
 from fedcore.table import Table, load_table
 from fedcore.timeline import instant_path
@@ -145,3 +145,21 @@ def test_staged_rows_come_back_whole_and_leave_nothing_behind(backend: Backend) 
     assert not table.fs.table_fs.exists(staging.folder)
     staging.drop()  # gone already: fine
     assert physical_files(backend, backend.storage_path) == []  # staged rows are no data files
+
+
+def test_found_keys_names_each_file_holding_a_wanted_key(backend: Backend) -> None:
+    """What an engine's key lookup asks: of the keys wanted, which each latest base file holds;
+    a key bulk-inserted twice is found in both its files, a partition not asked is not read."""
+    table = make_table(backend)
+    table.bulk_insert(trips(range(6), ["us", "de"] * 3))
+    table.bulk_insert(trips([0, 2], "us"))  # keys 0 and 2 again, in a second group of "us"
+    job = WriteJob.open(table, "upsert", trips([0]).schema)
+    planner = WritePlanner(job)
+    slices = planner.latest_base_files(["country=us", "country=de"])
+    wanted = {"country=us": pa.array(["0", "2", "4", "9"]), "country=fr": pa.array(["1"])}
+    found = planner.found_keys(slices, wanted)
+    holding = Counter((p, k) for p, _, keys in found for k in keys.to_pylist())
+    assert holding == {("country=us", "0"): 2, ("country=us", "2"): 2, ("country=us", "4"): 1}
+    assert {p for p, _, _ in found} == {"country=us"}
+    assert len({f for _, f, _ in found}) == 2
+    assert planner.found_keys(slices, {}) == []

@@ -2,8 +2,8 @@
 
 1. Tag: each row gets its partition path and record key (fedcore's vectorised functions).
 2. Index: the driver lists the latest slices of the partitions the rows touch (metadata
-   table, no listing); Spark tasks read the record-key column of those base files; a key
-   in several files (inserted twice) belongs to the newest.
+   table, no listing) and reads the record-key column of those base files (Spark tasks
+   do, when they are many); a key in several files (inserted twice) updates each.
 3. Route: the rows join the index on (partition, key): a match is an update (or a delete)
    of that file group. Unmatched rows of an upsert are inserts: they go to the partition's
    small file groups first, then to new ones, by a hash of their key over each target's
@@ -18,7 +18,6 @@ Only the file groups that hold a changed key, or receive inserts, are rewritten.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +36,8 @@ KEY = "_fed_record_key"
 FILE = "_fed_file_id"
 TARGET = "_fed_target"
 SLOT = "_fed_slot"
+#: The base files whose keys an upsert's driver reads itself, at most (``_key_index``).
+DRIVER_INDEX_BYTES = 256 * 2**20
 
 
 def rewrite_by_file_group(
@@ -71,7 +72,7 @@ def rewrite_by_file_group(
     parallelism = max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or 1))
     # The key index holds the input's keys only, so it is as small as the input's keys: it
     # comes to the driver, which sends it back to the tasks with the routes of the inserts.
-    found = _key_index(spark, planner, slices, spark.sparkContext.broadcast(by_partition), parallelism)
+    found = _key_index(spark, planner, slices, by_partition, parallelism)
     index = _owners(found)
     routes: dict[str, tuple[np.ndarray, list[str]]] = {}
     if job.operation != DELETE:
@@ -183,49 +184,53 @@ def _key_index(
     spark: SparkSession,
     planner: WritePlanner,
     slices: dict[tuple[str, str], BaseFile],
-    wanted: Any,
+    wanted: dict[str, pa.Array],
     parallelism: int,
 ) -> pa.Table:
-    """(partition, key, file id) of the input's keys found in the latest slices, read by Spark
-    tasks from the base files' record-key columns (``wanted``: a broadcast of the input's
-    keys by partition); a key in several files is there once per file."""
-    schema = StructType(
-        [
-            StructField(PARTITION, StringType()),
-            StructField(KEY, StringType()),
-            StructField(FILE, StringType()),
-        ]
-    )
-    described = [(p, f, b.instant, b.name, b.size) for (p, f), b in sorted(slices.items())]
-    files_schema = "partition string, file string, instant string, name string, size long"
+    """(partition, key, file id) of the input's keys (``wanted``, by partition) found in the
+    latest slices; a key in several files is there once per file.
+
+    The driver reads the record-key columns itself while the base files to look in are at most
+    ``DRIVER_INDEX_BYTES`` (as Spark broadcasts a small join side instead of shuffling it):
+    on two cores a Spark job of its own took 0.3-1.4 s (scheduling, Python workers starting)
+    to read the keys of 16 base files of 3 MB, the driver's threads under 0.1 s. Larger
+    lookups are Spark tasks, the files spread over them."""
+    if sum(base.size for base in slices.values()) <= DRIVER_INDEX_BYTES:
+        try:
+            return _found_table(planner.found_keys(slices, wanted))
+        except DataFileMissingError as error:  # a concurrent writer's doing, or a lost file
+            raise planner.job.missing_file(error) from error
+    shared = spark.sparkContext.broadcast(wanted)
+    described = [(p, f) for p, f in sorted(slices)]
     # Spread over tasks as they are made: a repartition would be a shuffle stage of its own.
     spread = spark.sparkContext.parallelize(described, max(1, min(parallelism, len(described))))
-    files = spark.createDataFrame(spread, files_schema)
+    files = spark.createDataFrame(spread, "partition string, file string")
+    schema = StructType([StructField(name, StringType()) for name in (PARTITION, KEY, FILE)])
 
     @one_line
     def keys_of(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            for partition, file_id, _instant, _name, _size in zip(
-                *(c.to_pylist() for c in batch.columns), strict=True
-            ):
-                try:
-                    keys = planner.group_keys(partition, slices[(partition, file_id)])
-                except DataFileMissingError as error:  # a concurrent writer's doing, or a lost file
-                    raise planner.job.missing_file(error) from error
-                keys = keys.filter(pc.is_in(keys, value_set=wanted.value[partition]))
-                n = len(keys)
-                if not n:
-                    continue
-                yield pa.RecordBatch.from_arrays(
-                    [
-                        pa.repeat(pa.scalar(partition), n),
-                        keys,
-                        pa.repeat(pa.scalar(file_id), n),
-                    ],
-                    schema.names,
-                )
+            named = zip(*(c.to_pylist() for c in batch.columns), strict=True)
+            mine = {(p, f): slices[(p, f)] for p, f in named}
+            try:
+                found = planner.found_keys(mine, shared.value)
+            except DataFileMissingError as error:  # a concurrent writer's doing, or a lost file
+                raise planner.job.missing_file(error) from error
+            yield from _found_table(found).to_batches()
 
     return files.mapInArrow(keys_of, schema).toArrow()
+
+
+def _found_table(found: list[tuple[str, str, pa.Array]]) -> pa.Table:
+    """``WritePlanner.found_keys``'s answer as (partition, key, file id) rows."""
+    return pa.Table.from_arrays(
+        [
+            pa.chunked_array([pa.repeat(pa.scalar(p), len(k)) for p, _, k in found], pa.string()),
+            pa.chunked_array([k for _, _, k in found], pa.string()),
+            pa.chunked_array([pa.repeat(pa.scalar(f), len(k)) for _, f, k in found], pa.string()),
+        ],
+        [PARTITION, KEY, FILE],
+    )
 
 
 def _owners(found: pa.Table) -> dict[str, tuple[pa.Array, np.ndarray, list[str]]]:

@@ -197,6 +197,22 @@ class WritePlanner:
             [*keys.chunks, *self.log_keys(partition, base.log_files).chunks]
         ).combine_chunks()
 
+    def found_keys(
+        self, base_files: Mapping[tuple[str, str], BaseFile], wanted: Mapping[str, pa.Array]
+    ) -> list[tuple[str, str, pa.Array]]:
+        """(partition, file id, keys) for each of ``base_files`` holding any of the keys
+        ``wanted`` in its partition: its latest slice's keys (``group_keys``) among them,
+        the files read in parallel (``IO_THREADS``). Files holding none are left out."""
+
+        def found(item: tuple[tuple[str, str], BaseFile]) -> tuple[str, str, pa.Array]:
+            (partition, file_id), base = item
+            keys = self.group_keys(partition, base)
+            return partition, file_id, keys.filter(pc.is_in(keys, value_set=wanted[partition]))
+
+        items = [item for item in base_files.items() if item[0][0] in wanted]
+        with ThreadPoolExecutor(max(1, min(IO_THREADS, len(items)))) as pool:
+            return [hit for hit in pool.map(found, items) if len(hit[2])]
+
     def log_keys(self, partition: str, names: Sequence[str]) -> pa.ChunkedArray:
         """The record keys in the data blocks of log files (any instant's: a key a failed
         write left there routes an update to its group, where it merges as an insert)."""
