@@ -373,9 +373,10 @@ def encode_base_file(
     all_keys = fresh.column(RECORD_KEY)
     footer = {}
     if fresh.num_rows and P.POPULATE_META_FIELDS.of(table.config):
+        bounds = pc.min_max(all_keys)  # one pass over the keys, not one for each bound
         footer = {
-            b"hoodie_min_record_key": str(pc.min(all_keys).as_py()).encode(),
-            b"hoodie_max_record_key": str(pc.max(all_keys).as_py()).encode(),
+            b"hoodie_min_record_key": str(bounds["min"].as_py()).encode(),
+            b"hoodie_max_record_key": str(bounds["max"].as_py()).encode(),
         }
     sink = pa.BufferOutputStream()  # Arrow memory, freed as soon as the bytes are copied out
     # Record keys and sequence numbers are unique per file: a dictionary would only be
