@@ -192,12 +192,27 @@ class PartitionedRows:
             return {}
         # Arrow's stable sort of small integers counts them (a pass, no comparisons).
         order = pc.sort_indices(pa.array(self.codes)).to_numpy().view(np.int64)
-        counts = np.bincount(self.codes, minlength=len(self.paths))
+        counts = _counts(self.codes, len(self.paths))
         parts = np.split(order, np.cumsum(counts)[:-1])
         return {path: rows for path, rows in zip(self.paths, parts, strict=True) if len(rows)}
 
     def take(self, rows: np.ndarray) -> PartitionedRows:
         return PartitionedRows(self.codes[rows], self.paths)
+
+
+#: Codes counted a slice at a time (``_counts``).
+_COUNT_SLICE: Final = 1 << 20
+
+
+def _counts(codes: np.ndarray, distinct: int) -> np.ndarray:
+    """How many of ``codes`` are each of ``0..distinct-1``. ``np.bincount`` widens its input
+    to int64 first: for millions of rows that copy is fresh memory (glibc maps blocks past
+    32 MB anew on every call), which the kernel zeroes page by page: 180 ms for 10,000,000
+    codes against 12 ms a slice at a time, each slice's copy reused."""
+    counts = np.zeros(distinct, np.int64)
+    for start in range(0, len(codes), _COUNT_SLICE):
+        counts += np.bincount(codes[start : start + _COUNT_SLICE], minlength=distinct)
+    return counts
 
 
 def partition_rows(data: pa.Table, scheme: PartitionScheme) -> PartitionedRows:
