@@ -347,21 +347,25 @@ class WritePlanner:
         else:
             # Partitions are planned on as many threads as there are cores: a partition's key
             # lookup (decoding its base files' keys, probing them with the batch's) runs in
-            # Arrow, without the GIL.
+            # Arrow, without the GIL. As many at a time as there are threads, so base files
+            # fetched whole past the budget are let go a few partitions at a time, not held
+            # while a slow partition is waited for.
             def planned(item: tuple[str, np.ndarray]) -> list[FileGroupWrite]:
                 partition, rows = item
                 files = current.get(partition, PartitionFiles())
                 return self._plan_partition(partition, rows, first.keys, files)
 
-            with ThreadPoolExecutor(max(1, min(os.cpu_count() or 1, len(partitions)))) as pool:
-                for found in pool.map(planned, partitions):
-                    for group in found:  # base files fetched whole are kept within a budget
-                        if group.base_bytes is not None:
-                            if kept + len(group.base_bytes) > _KEPT_BASE_BYTES:
-                                group.base_bytes = None
-                            else:
-                                kept += len(group.base_bytes)
-                    groups.extend(found)
+            threads = max(1, min(os.cpu_count() or 1, len(partitions)))
+            with ThreadPoolExecutor(threads) as pool:
+                for start in range(0, len(partitions), threads):
+                    for found in pool.map(planned, partitions[start : start + threads]):
+                        for group in found:  # base files fetched whole are kept within a budget
+                            if group.base_bytes is not None:
+                                if kept + len(group.base_bytes) > _KEPT_BASE_BYTES:
+                                    group.base_bytes = None
+                                else:
+                                    kept += len(group.base_bytes)
+                        groups.extend(found)
         supersedes = [(g.file_id, g.base[0]) for g in groups if g.base is not None and g.log_version is None]
         return Plan(groups, replaced, supersedes + superseded, current)
 
