@@ -201,9 +201,9 @@ def _key_index(
         except DataFileMissingError as error:  # a concurrent writer's doing, or a lost file
             raise planner.job.missing_file(error) from error
     shared = spark.sparkContext.broadcast(wanted)
-    described = [(p, f) for p, f in sorted(slices)]
+    named = sorted(slices)  # (partition, file id) of each file to look in
     # Spread over tasks as they are made: a repartition would be a shuffle stage of its own.
-    spread = spark.sparkContext.parallelize(described, max(1, min(parallelism, len(described))))
+    spread = spark.sparkContext.parallelize(named, max(1, min(parallelism, len(named))))
     files = spark.createDataFrame(spread, "partition string, file string")
     schema = StructType([StructField(name, StringType()) for name in (PARTITION, KEY, FILE)])
 
