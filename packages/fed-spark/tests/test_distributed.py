@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -263,3 +264,54 @@ def test_a_key_two_file_groups_hold_is_upserted_and_deleted_in_both(
     expected = [(0, 2), (0, 2), (1, 2), (1, 2), *sorted([(i, 1) for i in range(4, 8)] * 2)]
     assert rows(tables["fedcore"]) == expected
     assert rows(tables["spark"]) == expected
+
+
+def _random_ids(batches: Any) -> Any:
+    """Each row's id (and region, as ``frame`` makes it) drawn anew on every read: an input no
+    two reads of agree on."""
+    import numpy as np
+    import pyarrow as pa
+
+    draw = np.random.default_rng()
+    for batch in batches:
+        ids = draw.integers(0, 400, batch.num_rows)
+        regions = pa.array(np.char.add("r", (ids % 4).astype(str)).astype(object), pa.string())
+        batch = batch.set_column(batch.schema.get_field_index("id"), "id", pa.array(ids, pa.int64()))
+        yield batch.set_column(batch.schema.get_field_index("region"), "region", regions)
+
+
+def test_an_upsert_reads_an_input_that_changes_between_reads_once_through_a_cache(
+    local_fed: SparkSession, tmp_path: Path
+) -> None:
+    """The keys are looked up from one read of the input and the rows routed from another:
+    an input that is not cached is cached for the write, so both see the same rows."""
+    spark = local_fed
+    backend = Backend("local", f"file://{tmp_path}/tables/t", f"file://{tmp_path}/storage", None)
+    fed_spark.write(frame(spark, 0, 200), backend.table_path, hudi_options(backend))
+    changing = frame(spark, 0, 300, ts=2).mapInArrow(_random_ids, frame(spark, 0, 1).schema)
+    result = fed_spark.write(changing, backend.table_path, {})
+    table = load_table(backend.table_path)
+    found = table.read(columns=["id", "ts"]).to_pylist()
+    assert max(Counter(r["id"] for r in found).values()) == 1  # each key once
+    assert len(found) == 200 + result.inserted
+    assert sum(r["ts"] == 2 for r in found) == result.updated + result.inserted > 0
+
+
+def test_an_input_whose_rows_change_after_its_keys_were_read_is_refused(
+    local_fed: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Should the rows routed hold a key the lookup did not see (the cache the write reads
+    lost, and the input not deterministic), the write fails with a typed error and the table
+    stays as it was: never an update written as an insert, a duplicate key."""
+    spark = local_fed
+    backend = Backend("local", f"file://{tmp_path}/tables/t", f"file://{tmp_path}/storage", None)
+    fed_spark.write(frame(spark, 0, 200), backend.table_path, hudi_options(backend))
+    before = load_table(backend.table_path).read().to_pylist()
+    changing = frame(spark, 0, 300, ts=2).mapInArrow(_random_ids, frame(spark, 0, 1).schema)
+    monkeypatch.setattr(type(changing), "cache", lambda self: self)  # a cache that keeps nothing
+    with pytest.raises(
+        Exception, match="InvalidRecordsError: the input of the upsert changed between its two reads"
+    ):
+        fed_spark.write(changing, backend.table_path, {})
+    table = load_table(backend.table_path)
+    assert Counter(map(repr, table.read().to_pylist())) == Counter(map(repr, before))

@@ -182,7 +182,9 @@ def write(
 
             stats = stats_from(data.mapInArrow(new_groups, STATS_SCHEMA).collect())
         else:
-            stats = rewrite_by_file_group(spark, data, job, begin)
+            # ``data`` reads the caller's cache when ``df`` is cached: its rows stay put
+            level = df.storageLevel
+            stats = rewrite_by_file_group(spark, data, job, begin, cached=level.useMemory or level.useDisk)
         return job.commit(stats, distributed=True).with_services(job.table)
 
 

@@ -1,13 +1,14 @@
 """Upserts and deletes in Spark, shuffled by file group (Hudi's way, in Spark's own stages).
 
-1. Tag: each row gets its partition path and record key (fedcore's vectorised functions).
+1. Tag: each row gets its partition path and record key (fedcore's vectorised functions);
+   the distinct (partition, key) pairs come to the driver.
 2. Index: the driver lists the latest slices of the partitions the rows touch (metadata
    table, no listing) and reads the record-key column of those base files (Spark tasks
    do, when they are many); a key in several files (inserted twice) updates each.
-3. Route: the rows join the index on (partition, key): a match is an update (or a delete)
-   of that file group. Unmatched rows of an upsert are inserts: they go to the partition's
-   small file groups first, then to new ones, by a hash of their key over each target's
-   room (as Hudi's upsert partitioner does), so a key's duplicates meet in one place.
+3. Route: the driver gives each key its destinations: every file group holding it (an
+   update, or a delete), else, in an upsert, the partition's small file groups first, then
+   new ones, the keys taken in turn up to each group's room (``WriteClient``'s sizing).
+   The rows, tagged again, look their key up there, so a key's duplicates meet in one place.
 4. Rewrite: Spark shuffles the rows by (partition, target file group); each task combines
    duplicates (greatest precombine value), rewrites each of its file groups once (the base
    file's records that stay, then the new ones) and returns the write stats.
@@ -18,130 +19,142 @@ Only the file groups that hold a changed key, or receive inserts, are rewritten.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from fed_spark.errors import one_line
 from fed_spark.write import STATS_SCHEMA, stat_batch, stats_from, task_ids
 from fedcore.engine import DELETE, BaseFile, WriteJob, WritePlanner, WriteStat
-from fedcore.exceptions import DataFileMissingError
+from fedcore.exceptions import DataFileMissingError, InvalidRecordsError
 
 PARTITION = "_fed_partition_path"
 KEY = "_fed_record_key"
 FILE = "_fed_file_id"
 TARGET = "_fed_target"
-SLOT = "_fed_slot"
 #: The base files whose keys an upsert's driver reads itself, at most (``_key_index``).
 DRIVER_INDEX_BYTES = 256 * 2**20
 
 
+class Route(NamedTuple):
+    """Where one partition's rows go, by record key: the keys (distinct), where each key's
+    destinations start in ``files`` and ``targets`` (``offsets``, one more than the keys),
+    and per destination the file group whose base file holds the key (None: an insert) and
+    the file group written (None: nowhere, a delete of a key the table does not hold)."""
+
+    keys: pa.Array
+    offsets: np.ndarray
+    files: np.ndarray
+    targets: np.ndarray
+
+
 def rewrite_by_file_group(
-    spark: SparkSession, data: DataFrame, job: WriteJob, begin: Callable[[], None]
+    spark: SparkSession, data: DataFrame, job: WriteJob, begin: Callable[[], None], *, cached: bool
 ) -> list[WriteStat]:
     """Run an upsert or delete of ``data`` in Spark; the write stats of every file written.
 
-    ``begin`` begins the job's instant: called once the rows are tagged and their keys looked
-    up, so rows the tag step refuses (a key that does not fit the table's type, a null
-    ordering value) are refused before anything of the write exists."""
+    ``data`` is read twice: its keys, then its rows, routed. ``cached``: it is read from a
+    cache already (the caller's), so both reads see the same rows; else it is cached here
+    for the write. ``begin`` begins the job's instant: called once the rows are tagged and
+    their keys looked up, so rows the tag step refuses (a key that does not fit the table's
+    type, a null ordering value) are refused before anything of the write exists."""
     planner = WritePlanner(job)
-    tagged_schema = StructType(
-        [*data.schema.fields, StructField(PARTITION, StringType()), StructField(KEY, StringType())]
-    )
+    source = data if cached else data.cache()
+    try:
+        return _rewrite(spark, source, planner, begin)
+    finally:
+        if not cached:
+            source.unpersist()
+
+
+def _rewrite(
+    spark: SparkSession, data: DataFrame, planner: WritePlanner, begin: Callable[[], None]
+) -> list[WriteStat]:
+    job = planner.job
+    keys_schema = StructType([StructField(PARTITION, StringType()), StructField(KEY, StringType())])
 
     @one_line
     def tag(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            paths, keys = planner.tag(pa.Table.from_batches([batch]))
             yield pa.RecordBatch.from_arrays(
-                [*batch.columns, paths, keys], [*batch.schema.names, PARTITION, KEY]
+                list(planner.tag(pa.Table.from_batches([batch]))), [PARTITION, KEY]
             )
 
-    tagged = data.mapInArrow(tag, tagged_schema).cache()
     # The input's distinct keys, by partition: what the key index keeps (the base files'
-    # other keys never leave their tasks).
+    # other keys never leave their tasks). Only the keys come back from the Python workers:
+    # the rows are tagged again as they are routed, which costs less than handing every
+    # column back to the JVM and caching it.
     # Made distinct on the driver: Spark's ``distinct()`` is a shuffle stage of its own, which
     # costs more than collecting the few duplicates an upsert's input holds.
-    wanted = tagged.select(PARTITION, KEY).toArrow().group_by([PARTITION, KEY]).aggregate([])
+    wanted = data.mapInArrow(tag, keys_schema).toArrow().group_by([PARTITION, KEY]).aggregate([])
     by_partition = _keys_by_partition(wanted)
     slices = planner.latest_base_files(sorted(by_partition))
     parallelism = max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or 1))
     # The key index holds the input's keys only, so it is as small as the input's keys: it
-    # comes to the driver, which sends it back to the tasks with the routes of the inserts.
+    # comes to the driver, which sends it back to the tasks with the inserts' file groups.
     found = _key_index(spark, planner, slices, by_partition, parallelism)
-    index = _owners(found)
-    routes: dict[str, tuple[np.ndarray, list[str]]] = {}
-    if job.operation != DELETE:
-        inserts = {
-            partition: len(keys) - int(pc.sum(pc.is_in(keys, value_set=index[partition][0])).as_py() or 0)
-            if partition in index
-            else len(keys)
-            for partition, keys in by_partition.items()
-        }
-        routes = _insert_routes(planner, {p: n for p, n in inserts.items() if n}, slices)
-    shared_index = spark.sparkContext.broadcast(index)
-    deleting = job.operation == DELETE
+    routes = _routes(planner, found, by_partition, slices, inserting=job.operation != DELETE)
+    shared = spark.sparkContext.broadcast(routes)
     begin()  # the rewrite tasks below write the instant's files
 
     @one_line
     def route(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            partitions = batch.column(PARTITION).to_numpy(zero_copy_only=False)
-            keys = batch.column(KEY)
-            slots = batch.column(SLOT).to_numpy(zero_copy_only=False)
-            # Each row once per group holding its key (a key several groups hold updates each),
-            # an insert once: (row, file group or None, target).
+            paths, keys = planner.tag(pa.Table.from_batches([batch]))
+            partitions = paths.to_numpy(zero_copy_only=False)
+            # Each row once per destination of its key: a key several groups hold updates each.
             taken: list[np.ndarray] = []
             files: list[np.ndarray] = []
             targets: list[np.ndarray] = []
             for partition in np.unique(partitions):
                 mine = np.flatnonzero(partitions == partition)
-                hit = np.zeros(len(mine), dtype=bool)
-                known = shared_index.value.get(partition)
-                if known is not None:
-                    unique_keys, offsets, owners = known
-                    at = pc.index_in(keys.take(pa.array(mine)), value_set=unique_keys)
-                    hit = pc.is_valid(at).to_numpy(zero_copy_only=False)
-                    found_at = at.fill_null(0).to_numpy(zero_copy_only=False)[hit]
-                    first = offsets[found_at]
-                    counts = offsets[found_at + 1] - first
-                    runs = np.repeat(first - np.cumsum(np.r_[0, counts[:-1]]), counts)
-                    positions = runs + np.arange(int(counts.sum()))
-                    owned = np.asarray(owners, dtype=object)[positions]
-                    taken.append(np.repeat(mine[hit], counts))
-                    files.append(owned)
-                    targets.append(owned)
-                new = mine[~hit]
-                if len(new) and not deleting:
-                    ends, ids = routes[partition]
-                    picked = np.searchsorted(ends, slots[new] % ends[-1], side="right")
-                    taken.append(new)
-                    files.append(np.full(len(new), None, dtype=object))
-                    targets.append(np.asarray(ids, dtype=object)[picked])
+                known = shared.value.get(partition)
+                at = None if known is None else pc.index_in(keys.take(pa.array(mine)), value_set=known.keys)
+                if at is None or at.null_count:
+                    raise InvalidRecordsError(
+                        f"the input of the {job.operation} changed between its two reads (partition "
+                        f"{partition!r} holds a key the first did not): cache it, or make it deterministic"
+                    )
+                first = known.offsets[at.to_numpy(zero_copy_only=False)]
+                counts = known.offsets[at.to_numpy(zero_copy_only=False) + 1] - first
+                runs = np.repeat(first - np.cumsum(np.r_[0, counts[:-1]]), counts)
+                positions = runs + np.arange(int(counts.sum()))
+                taken.append(np.repeat(mine, counts))
+                files.append(known.files[positions])
+                targets.append(known.targets[positions])
             if not taken:
-                continue  # a delete of keys the table does not hold has nothing to do
-            rows = np.concatenate(taken)
+                continue
+            target = pa.array(np.concatenate(targets), pa.string())
+            routed = pc.is_valid(target)  # not a delete of a key the table does not hold
+            rows = pa.array(np.concatenate(taken), pa.int64()).filter(routed)
+            if not len(rows):
+                continue
             columns = [
-                *batch.take(pa.array(rows, pa.int64())).columns,
-                pa.array(np.concatenate(files), pa.string()),
-                pa.array(np.concatenate(targets), pa.string()),
+                *batch.take(rows).columns,
+                paths.take(rows),
+                keys.take(rows),
+                pa.array(np.concatenate(files), pa.string()).filter(routed),
+                target.filter(routed),
             ]
-            yield pa.RecordBatch.from_arrays(columns, [*batch.schema.names, FILE, TARGET])
+            yield pa.RecordBatch.from_arrays(columns, [*batch.schema.names, PARTITION, KEY, FILE, TARGET])
 
-    slotted = tagged.withColumn(SLOT, F.pmod(F.xxhash64(KEY), F.lit(2**62)))
     routed_schema = StructType(
-        [*slotted.schema.fields, StructField(FILE, StringType()), StructField(TARGET, StringType())]
+        [
+            *data.schema.fields,
+            *keys_schema.fields,
+            StructField(FILE, StringType()),
+            StructField(TARGET, StringType()),
+        ]
     )
     # One shuffle partition per file group written at most: Spark's default of 200 tasks for
     # a write touching 16 groups is 184 empty tasks, each scheduled and each a Python worker.
-    groups = {(p, f) for p, (_, _, files) in index.items() for f in files}
-    groups.update((p, target) for p, (_, targets) in routes.items() for target in targets)
+    groups = {(p, t) for p, r in routes.items() for t in r.targets if t is not None}
     tasks = max(1, min(parallelism, len(groups)))
-    routed = slotted.mapInArrow(route, routed_schema).repartition(tasks, PARTITION, TARGET)
+    routed = data.mapInArrow(route, routed_schema).repartition(tasks, PARTITION, TARGET)
 
     data_columns = list(data.columns)
 
@@ -174,10 +187,7 @@ def rewrite_by_file_group(
             raise job.missing_file(error) from error
         yield stat_batch(stats)
 
-    try:
-        return stats_from(routed.mapInArrow(rewrite, STATS_SCHEMA).collect())
-    finally:
-        tagged.unpersist()
+    return stats_from(routed.mapInArrow(rewrite, STATS_SCHEMA).collect())
 
 
 def _key_index(
@@ -268,15 +278,40 @@ def _by_partition(rows: pa.Table) -> dict[str, pa.Table]:
     return {str(partitions[a]): ordered.slice(a, b - a) for a, b in zip(starts, ends, strict=True)}
 
 
-def _insert_routes(
-    planner: WritePlanner, inserts: dict[str, int], slices: dict[tuple[str, str], BaseFile]
-) -> dict[str, tuple[np.ndarray, list[str]]]:
-    """Per partition, where its inserts go (the planner's small-file routing), as cumulative
-    slot ends and the target of each range: a row's slot (a hash of its key) picks its
-    target, so a key's duplicates meet in one place."""
-    routes: dict[str, tuple[np.ndarray, list[str]]] = {}
-    for partition, count in inserts.items():
-        targets = planner.insert_targets(planner.insert_candidates(partition, slices), count)
-        ends = np.cumsum([t.rows for t in targets]).astype(np.int64)
-        routes[partition] = (ends, [t.file_id for t in targets])
+def _routes(
+    planner: WritePlanner,
+    found: pa.Table,
+    wanted: dict[str, pa.Array],
+    slices: dict[tuple[str, str], BaseFile],
+    *,
+    inserting: bool,
+) -> dict[str, Route]:
+    """Per partition, where each of the input's keys goes: to every file group holding it
+    (``found``), else (``inserting``) to the file group the planner's small-file routing
+    gives it, the keys taken in turn up to each group's room (as ``WriteClient`` does), else
+    nowhere. Routed by key, a key's rows meet in one place, whichever tasks read them."""
+    owners = _owners(found)
+    routes = {}
+    for partition, keys in wanted.items():
+        no_keys: tuple[pa.Array, np.ndarray, list[str]] = (
+            pa.array([], pa.string()),
+            np.zeros(1, np.int64),
+            [],
+        )
+        held, offsets, holders = owners.get(partition, no_keys)
+        held, keys = held.cast(pa.string()), keys.cast(pa.string())  # Spark may send large_string
+        new = keys.filter(pc.invert(pc.is_in(keys, value_set=held))) if len(held) else keys
+        nowhere = np.full(len(new), None, dtype=object)
+        placed = nowhere
+        if inserting and len(new):
+            targets = planner.insert_targets(planner.insert_candidates(partition, slices), len(new))
+            ids = np.asarray([t.file_id for t in targets], dtype=object)
+            placed = np.repeat(ids, [t.rows for t in targets])
+        holding = np.asarray(holders, dtype=object)
+        routes[partition] = Route(
+            pa.concat_arrays([held, new]),
+            np.r_[offsets, offsets[-1] + np.arange(1, len(new) + 1)].astype(np.int64),
+            np.concatenate([holding, nowhere]),
+            np.concatenate([holding, placed]),
+        )
     return routes
