@@ -38,8 +38,10 @@ small real Parquet file (the first row of a real base file, with its schema, set
 partition), so a million of them fit in the server's memory; the commit records its column
 statistics, as a writer does. A fill commit adds 1% of the size being filled to (1,000
 to 10,000 files). Requests are counted at the server, so every request any layer sends is in.
-Costs of the server itself are in the timings of both sides. Above 100,000 files the listing
-comparison is skipped (moto lists about 1 ms per key).
+Costs of the server itself are in the timings of both sides: the time moto spent serving the
+one-partition commits is reported beside them, and ``--profile DIR`` samples those commits
+(py-spy, every thread) to show where time grew between the smallest and the largest size.
+Above 100,000 files the listing comparison is skipped (moto lists about 1 ms per key).
 
 Run: ``python benchmarks/table_scale.py [--plot table_scale.png]`` (needs
 ``fedcore[test]``), or ``tox -e bench``: the default sizes stop at 100,000 files; the
@@ -53,15 +55,21 @@ after each fill commit reads the files of every partition the commit before it w
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import io
 import json
+import os
 import resource
+import shutil
+import signal
 import statistics
+import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any
@@ -117,6 +125,7 @@ class Stage:
     commit_seconds: list[float] = field(default_factory=list)
     commit_requests: list[int] = field(default_factory=list)
     one_seconds: list[float] = field(default_factory=list)  # one-partition commits
+    one_serving: list[float] = field(default_factory=list)  # of which moto's serving time
     one_requests: list[int] = field(default_factory=list)
     active_instants: list[int] = field(default_factory=list)
     first_commit_seconds: float = 0.0
@@ -337,12 +346,20 @@ class Bench:
 
     def publish_from_scratch(self) -> tuple[float, int]:
         """The view published anew (its folder removed first): one full snapshot of the table."""
+        self.drop_view()
+        seconds, requests, _ = self.counted(lambda: publish(self.table))
+        return seconds, requests
+
+    def drop_view(self) -> None:
+        """The view's files removed. Left in place after a size's publishes (at 100,000 files,
+        10,000 manifests, one a partition), they would be in the bucket the next size's
+        commits list ``.hoodie/`` in: moto scans every key of a bucket for each LIST where S3
+        looks up the prefix, and 11,000 objects there made a one-partition commit 90-110 ms
+        slower (``serving_seconds``, measured apart) at any table size."""
         folder = f"{self.table.path}/.hoodie/iceberg"
         if self.metadata_fs.exists(folder):
             self.metadata_fs.rm(folder, recursive=True)
         self.metadata_fs.invalidate_cache()
-        seconds, requests, _ = self.counted(lambda: publish(self.table))
-        return seconds, requests
 
     def publish(self) -> tuple[float, int]:
         seconds, requests, result = self.counted(lambda: publish(self.table))
@@ -409,7 +426,9 @@ def median_of(runs: int, work: Callable[[], tuple[float, int, Any]]) -> tuple[fl
     return seconds, results[-1][1], results[-1][2]
 
 
-def run(stages: Sequence[int], commits: int, plan_runs: int) -> tuple[list[Stage], dict[int, int]]:
+def run(
+    stages: Sequence[int], commits: int, plan_runs: int, profile_dir: str | None = None
+) -> tuple[list[Stage], dict[int, int]]:
     bench_server = LoopbackS3().start()
     try:
         bench = Bench(bench_server)
@@ -439,7 +458,13 @@ def run(stages: Sequence[int], commits: int, plan_runs: int) -> tuple[list[Stage
                 seconds, requests = bench.commit(one_partition=True)
                 stage.one_seconds.append(seconds)
                 stage.one_requests.append(requests)
+                stage.one_serving.append(bench.server.requests.serving_seconds)
                 stage.active_instants.append(len(bench.table.timeline()))
+            if profile_dir is not None:
+                # apart from the timed commits: the profiler slows what it watches
+                with sampled(os.path.join(profile_dir, f"one-partition-commit-{stage.files}.txt")):
+                    for _ in range(commits):
+                        bench.commit(one_partition=True)
             target = fill_partition(0)
             stage.plan_seconds, stage.plan_requests, planned = median_of(
                 plan_runs, partial(bench.plan, [("p", "=", target)])
@@ -462,6 +487,7 @@ def run(stages: Sequence[int], commits: int, plan_runs: int) -> tuple[list[Stage
             stage.first_publish_seconds, stage.first_publish_requests = bench.publish_from_scratch()
             bench.commit(one_partition=True)  # then the publish of that upsert alone
             stage.publish_seconds, stage.publish_requests = bench.publish()
+            bench.drop_view()  # out of moto's listings of the next size's commits
             gc.collect()
             stage.rss_mib, stage.max_rss_mib = memory_mib()
             stage.cache_entries, stage.cache_mib, stage.cache_mib_by = bench.caches()
@@ -513,7 +539,7 @@ def report(stages: list[Stage], per_partition: dict[int, int]) -> bool:
 
     print(
         f"\n{'files':>9} {'commit median':>14} {'min':>8} {'max':>8} {'requests':>9} "
-        f"{'instants':>9} {'first after fill':>17} {'1-partition':>12} {'requests':>9}"
+        f"{'instants':>9} {'first after fill':>17} {'1-partition':>12} {'requests':>9} {'in moto':>9}"
     )
     for s in stages:
         print(
@@ -521,7 +547,7 @@ def report(stages: list[Stage], per_partition: dict[int, int]) -> bool:
             f"{min(s.commit_seconds) * 1e3:>5.0f} ms {max(s.commit_seconds) * 1e3:>5.0f} ms "
             f"{statistics.median(s.commit_requests):>9.0f} {statistics.median(s.active_instants):>9.0f} "
             f"{s.first_commit_seconds * 1e3:>14.0f} ms {statistics.median(s.one_seconds) * 1e3:>9.0f} ms "
-            f"{statistics.median(s.one_requests):>9.0f}"
+            f"{statistics.median(s.one_requests):>9.0f} {statistics.median(s.one_serving) * 1e3:>6.0f} ms"
         )
 
     print(
@@ -606,6 +632,18 @@ def report(stages: list[Stage], per_partition: dict[int, int]) -> bool:
         "<= 1.5x",
         one_time <= COMMIT_FLATNESS_TARGET,
     )
+    rest = [
+        statistics.median(t - m for t, m in zip(s.one_seconds, s.one_serving, strict=True))
+        for s in (small, large)
+    ]
+    goal(
+        "  of it outside moto's serving (the client's side)",
+        f"{rest[1] / rest[0]:.2f}x ({rest[1] * 1e3:.0f} vs {rest[0] * 1e3:.0f} ms; moto serving "
+        f"{statistics.median(large.one_serving) * 1e3:.0f} vs "
+        f"{statistics.median(small.one_serving) * 1e3:.0f} ms)",
+        "reported",
+        None,
+    )
     goal(
         f"one-partition commit requests vs {small.files:,} files",
         f"{one_requests:.2f}x ({statistics.median(large.one_requests):.0f} vs "
@@ -649,6 +687,77 @@ def report(stages: list[Stage], per_partition: dict[int, int]) -> bool:
         last[1].cache_mib <= 1.5 * last[0].cache_mib if last else None,
     )
     return ok
+
+
+PROFILE_RATE = 250  # samples a second
+
+
+@contextlib.contextmanager
+def sampled(path: str) -> Iterator[None]:
+    """py-spy samples the thread holding the GIL, whichever it is, inside the block into
+    ``path`` (collapsed stacks): the commit's own work runs in s3fs's event-loop thread and
+    pool threads, and moto answers in threads of this process too, which a profiler of the
+    calling thread alone (cProfile) would not see. Threads waiting (on the GIL, a socket, a
+    lock) are not sampled, so the samples add up to at most the wall time; work outside the
+    GIL (Arrow's, zlib's) is missed."""
+    spy = subprocess.Popen(
+        [
+            *("py-spy", "record", "--pid", str(os.getpid()), "--rate", str(PROFILE_RATE)),
+            *("--gil", "--format", "raw", "--output", path),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    time.sleep(1.0)  # attached
+    try:
+        yield
+    finally:
+        spy.send_signal(signal.SIGINT)  # py-spy writes what it sampled and exits
+        spy.wait(timeout=60)
+
+
+#: Where a sample's time goes, by the first of these found in its stack, outermost first:
+#: moto's serving threads, then fedcore, then the S3 client stack.
+SIDES = (("moto serving", ("werkzeug/", "moto/")), ("fedcore", ("fedcore/",)))
+
+
+def side_of(stack: str) -> str:
+    for side, marks in SIDES:
+        if any(mark in stack for mark in marks):
+            return side
+    client = ("s3fs/", "aiobotocore/", "botocore/", "aiohttp/", "fsspec/", "asyncio/")
+    return "S3 client" if any(mark in stack for mark in client) else "other"
+
+
+def samples(path: str) -> tuple[Counter[str], Counter[str]]:
+    """Seconds sampled by side and by innermost function, from py-spy's collapsed stacks."""
+    sides: Counter[str] = Counter()
+    leaves: Counter[str] = Counter()
+    with open(path) as lines:
+        for line in lines:
+            stack, _, count = line.rstrip("\n").rpartition(" ")
+            seconds = int(count) / PROFILE_RATE
+            sides[side_of(stack)] += seconds
+            leaves[stack.rsplit(";", 1)[-1]] += seconds
+    return sides, leaves
+
+
+def grown(profile_dir: str, small: int, large: int, commits: int, top: int = 12) -> None:
+    """Where the sampled one-partition commits spent their time at the smallest and the
+    largest size, per commit, and the functions whose time grew most."""
+    at = {
+        files: samples(os.path.join(profile_dir, f"one-partition-commit-{files}.txt"))
+        for files in (small, large)
+    }
+    print("\nsampled one-partition commits (py-spy, the thread holding the GIL), seconds per commit:")
+    print(f"{'':>16} {small:>10,} files {large:>10,} files")
+    for side in [name for name, _ in SIDES] + ["S3 client", "other"]:
+        print(f"{side:>16} {at[small][0][side] / commits:>16.3f} {at[large][0][side] / commits:>16.3f}")
+    print("grown most, by innermost function:")
+    small_leaves, large_leaves = at[small][1], at[large][1]
+    growth = sorted(large_leaves, key=lambda name: small_leaves[name] - large_leaves[name])
+    for name in growth[:top]:
+        print(f"  {(large_leaves[name] - small_leaves[name]) / commits:+8.3f} s  {name}")
 
 
 def goal(label: str, numbers: str, target: str, met: bool | None) -> None:
@@ -716,13 +825,25 @@ def main() -> int:
     parser.add_argument("--plan-runs", type=int, default=5, help="median of this many plans per size")
     parser.add_argument("--plot", metavar="PNG", help="also draw both curves into this file")
     parser.add_argument("--json", metavar="FILE", help="also write the measurements into this file")
+    parser.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="also sample --commits one-partition commits per size with py-spy (every thread, moto's "
+        "too; apart from the timed ones) into DIR, and print where their time grew",
+    )
     args = parser.parse_args()
     print(f"Python {sys.version.split()[0]}; object-store layout on S3 on loopback; sizes {args.stages}")
-    stages, per_partition = run(args.stages, args.commits, args.plan_runs)
+    if args.profile:
+        if shutil.which("py-spy") is None:
+            parser.error("--profile needs py-spy (pip install py-spy; tox -e bench has it)")
+        os.makedirs(args.profile, exist_ok=True)
+    stages, per_partition = run(args.stages, args.commits, args.plan_runs, args.profile)
     if args.json:
         with open(args.json, "w") as out:
             json.dump({"stages": [asdict(s) for s in stages], "per_partition": per_partition}, out, indent=1)
     ok = report(stages, per_partition)
+    if args.profile:
+        grown(args.profile, stages[0].files, stages[-1].files, args.commits)
     if args.plot:
         plot(stages, args.plot)
     return 0 if ok else 1

@@ -37,13 +37,19 @@ class RequestCount:
     pages, retries, HEADs before GETs) is in, whatever library sent it. A
     listing counts as "LIST", not "GET": S3 bills and throttles it as a write-class
     request, and it is what a layout wants to keep off hot prefixes; ``listed``
-    counts listings by bucket and prefix, ``gets`` object GETs by bucket and key."""
+    counts listings by bucket and prefix, ``gets`` object GETs by bucket and key.
+    ``serving_seconds`` is the wall time during which the server was answering at least one
+    of them (where it measures that; requests served at once overlap, so it is not their
+    sum): the part of a client's time spent waiting on the server."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.by_method: Counter[str] = Counter()
         self.listed: Counter[str] = Counter()
         self.gets: Counter[str] = Counter()
+        self.serving_seconds = 0.0
+        self._serving = 0  # requests being answered now
+        self._busy_since = 0.0
 
     def add(self, method: str, path: str = "", query: str = "") -> None:
         arguments = parse_qs(query)
@@ -55,6 +61,19 @@ class RequestCount:
             elif method == "GET":
                 self.gets[path.strip("/")] += 1
 
+    def serving(self) -> None:
+        """A request's answer begins (``served`` when it ends)."""
+        with self._lock:
+            if not self._serving:
+                self._busy_since = time.perf_counter()
+            self._serving += 1
+
+    def served(self) -> None:
+        with self._lock:
+            self._serving -= 1
+            if not self._serving:
+                self.serving_seconds += time.perf_counter() - self._busy_since
+
     @property
     def total(self) -> int:
         return sum(self.by_method.values())
@@ -64,6 +83,8 @@ class RequestCount:
             self.by_method.clear()
             self.listed.clear()
             self.gets.clear()
+            self.serving_seconds = 0.0
+            self._busy_since = time.perf_counter()
 
 
 _Endpoint = TypeVar("_Endpoint", bound="S3Endpoint")
@@ -140,7 +161,12 @@ class LoopbackS3(S3Endpoint):
                 environ.get("PATH_INFO", ""),
                 environ.get("QUERY_STRING", ""),
             )
-            return app(environ, start_response)
+            count.serving()
+            try:
+                # moto answers with its whole body made: the call is the serving time
+                return app(environ, start_response)
+            finally:
+                count.served()
 
         self._server = make_server("127.0.0.1", 0, counted, threaded=True)
         self._thread, self.endpoint_url = serve_in_thread(self._server, "loopback-s3")
