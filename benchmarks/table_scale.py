@@ -345,8 +345,8 @@ class Bench:
         return sum(int(info["size"]) for info in sizes.values()), len(sizes), newest
 
     def publish_from_scratch(self) -> tuple[float, int]:
-        """The view published anew (its folder removed first): one full snapshot of the table."""
-        self.drop_view()
+        """The view published anew (none is there: each size drops it after its publishes):
+        one full snapshot of the table."""
         seconds, requests, _ = self.counted(lambda: publish(self.table))
         return seconds, requests
 
@@ -462,7 +462,7 @@ def run(
                 stage.active_instants.append(len(bench.table.timeline()))
             if profile_dir is not None:
                 # apart from the timed commits: the profiler slows what it watches
-                with sampled(os.path.join(profile_dir, f"one-partition-commit-{stage.files}.txt")):
+                with sampled(profile_file(profile_dir, stage.files)):
                     for _ in range(commits):
                         bench.commit(one_partition=True)
             target = fill_partition(0)
@@ -692,6 +692,11 @@ def report(stages: list[Stage], per_partition: dict[int, int]) -> bool:
 PROFILE_RATE = 250  # samples a second
 
 
+def profile_file(profile_dir: str, files: int) -> str:
+    """Where ``--profile`` keeps the samples of the one-partition commits at a size."""
+    return os.path.join(profile_dir, f"one-partition-commit-{files}.txt")
+
+
 @contextlib.contextmanager
 def sampled(path: str) -> Iterator[None]:
     """py-spy samples the thread holding the GIL, whichever it is, inside the block into
@@ -716,17 +721,17 @@ def sampled(path: str) -> Iterator[None]:
         spy.wait(timeout=60)
 
 
-#: Where a sample's time goes, by the first of these found in its stack, outermost first:
+#: Where a sample's time goes, by the first of these found in its stack (else "other"):
 #: moto's serving threads, then fedcore, then the S3 client stack.
-SIDES = (("moto serving", ("werkzeug/", "moto/")), ("fedcore", ("fedcore/",)))
+SIDES = (
+    ("moto serving", ("werkzeug/", "moto/")),
+    ("fedcore", ("fedcore/",)),
+    ("S3 client", ("s3fs/", "aiobotocore/", "botocore/", "aiohttp/", "fsspec/", "asyncio/")),
+)
 
 
 def side_of(stack: str) -> str:
-    for side, marks in SIDES:
-        if any(mark in stack for mark in marks):
-            return side
-    client = ("s3fs/", "aiobotocore/", "botocore/", "aiohttp/", "fsspec/", "asyncio/")
-    return "S3 client" if any(mark in stack for mark in client) else "other"
+    return next((side for side, marks in SIDES if any(mark in stack for mark in marks)), "other")
 
 
 def samples(path: str) -> tuple[Counter[str], Counter[str]]:
@@ -745,13 +750,10 @@ def samples(path: str) -> tuple[Counter[str], Counter[str]]:
 def grown(profile_dir: str, small: int, large: int, commits: int, top: int = 12) -> None:
     """Where the sampled one-partition commits spent their time at the smallest and the
     largest size, per commit, and the functions whose time grew most."""
-    at = {
-        files: samples(os.path.join(profile_dir, f"one-partition-commit-{files}.txt"))
-        for files in (small, large)
-    }
+    at = {files: samples(profile_file(profile_dir, files)) for files in (small, large)}
     print("\nsampled one-partition commits (py-spy, the thread holding the GIL), seconds per commit:")
     print(f"{'':>16} {small:>10,} files {large:>10,} files")
-    for side in [name for name, _ in SIDES] + ["S3 client", "other"]:
+    for side in [*(name for name, _ in SIDES), "other"]:
         print(f"{side:>16} {at[small][0][side] / commits:>16.3f} {at[large][0][side] / commits:>16.3f}")
     print("grown most, by innermost function:")
     small_leaves, large_leaves = at[small][1], at[large][1]

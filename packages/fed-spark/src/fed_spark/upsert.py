@@ -113,14 +113,15 @@ def _rewrite(
             for partition in np.unique(partitions):
                 mine = np.flatnonzero(partitions == partition)
                 known = shared.value.get(partition)
-                at = None if known is None else pc.index_in(keys.take(pa.array(mine)), value_set=known.keys)
-                if at is None or at.null_count:
+                at = pc.index_in(keys.take(pa.array(mine)), value_set=known.keys) if known else None
+                if known is None or at is None or at.null_count:
                     raise InvalidRecordsError(
                         f"the input of the {job.operation} changed between its two reads (partition "
                         f"{partition!r} holds a key the first did not): cache it, or make it deterministic"
                     )
-                first = known.offsets[at.to_numpy(zero_copy_only=False)]
-                counts = known.offsets[at.to_numpy(zero_copy_only=False) + 1] - first
+                where = at.to_numpy(zero_copy_only=False)
+                first = known.offsets[where]
+                counts = known.offsets[where + 1] - first
                 runs = np.repeat(first - np.cumsum(np.r_[0, counts[:-1]]), counts)
                 positions = runs + np.arange(int(counts.sum()))
                 taken.append(np.repeat(mine, counts))
@@ -243,7 +244,7 @@ def _found_table(found: list[tuple[str, str, pa.Array]]) -> pa.Table:
     )
 
 
-def _owners(found: pa.Table) -> dict[str, tuple[pa.Array, np.ndarray, list[str]]]:
+def _owners(found: pa.Table) -> dict[str, tuple[pa.Array, np.ndarray, np.ndarray]]:
     """Per partition, the keys found (distinct, sorted), where each key's groups start in
     ``owners`` (``offsets``, one more than the keys) and the file groups holding them: a key
     several groups hold (a table bulk-inserted twice) updates every one, as Hudi's index tags
@@ -258,7 +259,7 @@ def _owners(found: pa.Table) -> dict[str, tuple[pa.Array, np.ndarray, list[str]]
         starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
         offsets = np.r_[starts, len(keys)].astype(np.int64)
         unique_keys = part.column(KEY).combine_chunks().take(pa.array(starts, pa.int64()))
-        out[partition] = (unique_keys, offsets, part.column(FILE).to_pylist())
+        out[partition] = (unique_keys, offsets, part.column(FILE).to_numpy(zero_copy_only=False))
     return out
 
 
@@ -291,14 +292,10 @@ def _routes(
     gives it, the keys taken in turn up to each group's room (as ``WriteClient`` does), else
     nowhere. Routed by key, a key's rows meet in one place, whichever tasks read them."""
     owners = _owners(found)
+    no_keys = (pa.array([], pa.string()), np.zeros(1, np.int64), np.array([], dtype=object))
     routes = {}
     for partition, keys in wanted.items():
-        no_keys: tuple[pa.Array, np.ndarray, list[str]] = (
-            pa.array([], pa.string()),
-            np.zeros(1, np.int64),
-            [],
-        )
-        held, offsets, holders = owners.get(partition, no_keys)
+        held, offsets, holding = owners.get(partition, no_keys)
         held, keys = held.cast(pa.string()), keys.cast(pa.string())  # Spark may send large_string
         new = keys.filter(pc.invert(pc.is_in(keys, value_set=held))) if len(held) else keys
         nowhere = np.full(len(new), None, dtype=object)
@@ -307,7 +304,6 @@ def _routes(
             targets = planner.insert_targets(planner.insert_candidates(partition, slices), len(new))
             ids = np.asarray([t.file_id for t in targets], dtype=object)
             placed = np.repeat(ids, [t.rows for t in targets])
-        holding = np.asarray(holders, dtype=object)
         routes[partition] = Route(
             pa.concat_arrays([held, new]),
             np.r_[offsets, offsets[-1] + np.arange(1, len(new) + 1)].astype(np.int64),

@@ -359,12 +359,7 @@ class WritePlanner:
             with ThreadPoolExecutor(threads) as pool:
                 for start in range(0, len(partitions), threads):
                     for found in pool.map(planned, partitions[start : start + threads]):
-                        for group in found:  # base files fetched whole are kept within a budget
-                            if group.base_bytes is not None:
-                                if kept + len(group.base_bytes) > _KEPT_BASE_BYTES:
-                                    group.base_bytes = None
-                                else:
-                                    kept += len(group.base_bytes)
+                        kept = _keep_whole_within_budget(found, kept)
                         groups.extend(found)
         supersedes = [(g.file_id, g.base[0]) for g in groups if g.base is not None and g.log_version is None]
         return Plan(groups, replaced, supersedes + superseded, current)
@@ -531,3 +526,16 @@ class WritePlanner:
             file_id: data for file_id, (_, data) in zip(file_ids, found, strict=True) if data is not None
         }
         return KeyIndex(keys, owners, file_ids, by_file, fetched)
+
+
+def _keep_whole_within_budget(groups: list[FileGroupWrite], kept: int) -> int:
+    """Let go of the base files ``groups`` fetched whole past ``_KEPT_BASE_BYTES`` (``kept``
+    bytes held already; returned with what these groups keep): a rewrite reads a file let
+    go again."""
+    for group in groups:
+        if group.base_bytes is not None:
+            if kept + len(group.base_bytes) > _KEPT_BASE_BYTES:
+                group.base_bytes = None
+            else:
+                kept += len(group.base_bytes)
+    return kept
