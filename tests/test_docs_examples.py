@@ -82,7 +82,8 @@ def test_storage_strategy(s3_server: LoopbackS3, docs_example: Run) -> None:
     physical = names["table"].fs.to_physical(
         "country=usa/9b1f0a4c-5d7e-4e2a-8f3b-1c2d3e4f5a6b-0_0-1-1_20260101000000000.parquet"
     )
-    assert re.fullmatch(r"s3://lake-storage/[0-9a-f]{8}/trips/country=usa/9b1f0a4c-.*\.parquet", physical)
+    folder = f"trips-{names['table'].config['hoodie.fed.table.id']}"  # the table's own folder
+    assert re.fullmatch(rf"s3://lake-storage/[0-9a-f]{{8}}/{folder}/country=usa/9b1f0a4c-[^/]*", physical)
 
 
 def test_storage_options(docs_section: Section) -> None:

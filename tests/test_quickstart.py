@@ -35,4 +35,4 @@ def test_fedcore_demo_runs_from_a_new_process() -> None:
     assert int(pruned[1]) < int(pruned[2])
     assert pruned[3] == "3"
     assert "Storage layout of the table: object_store" in out
-    assert re.search(r"-> s3://lake-storage-[0-9a-f]{12}/[0-9a-f]{8}/trips/country=", out)
+    assert re.search(r"-> s3://lake-storage-[0-9a-f]{12}/[0-9a-f]{8}/trips-[0-9a-f-]{36}/country=", out)

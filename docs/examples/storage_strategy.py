@@ -15,5 +15,5 @@ table = create_table(
     storage_options=storage_options,  # e.g. {"s3": {"profile": "lake"}}
 )
 table.fs.to_physical("country=usa/9b1f0a4c-5d7e-4e2a-8f3b-1c2d3e4f5a6b-0_0-1-1_20260101000000000.parquet")
-# 's3://lake-storage/<8 hex>/trips/country=usa/9b1f0a4c-...parquet'
+# 's3://lake-storage/<8 hex>/trips-<table id>/country=usa/9b1f0a4c-...parquet'
 # --8<-- [end:object_store]

@@ -31,4 +31,4 @@ def test_the_spark_demo_runs_from_a_new_process() -> None:
     assert pruned is not None, out
     assert (pruned[2], pruned[3]) == ("3", "35")
     assert "Storage layout of the table: object_store" in out
-    assert re.search(r"-> s3://lake-storage-[0-9a-f]{12}/[0-9a-f]{8}/trips/country=", out)
+    assert re.search(r"-> s3://lake-storage-[0-9a-f]{12}/[0-9a-f]{8}/trips-[0-9a-f-]{36}/country=", out)

@@ -63,7 +63,7 @@ def test_create_write_read_files_timeline_clean_rollback(
     code, out, err = run(capsys, "files", table, "--where", "country IN ('de')", "--physical", *opts)
     assert code == 0
     assert out.count("\n") == 1
-    assert re.match(re.escape(backend.storage_path) + r"/[0-9a-f]{8}/trips/country=de/", out)
+    assert re.match(re.escape(backend.storage_path) + r"/[0-9a-f]{8}/trips-[0-9a-f-]{36}/country=de/", out)
 
     code, out, _ = run(capsys, "timeline", table, *opts)
     assert [line.split()[1:4] for line in out.splitlines()] == [

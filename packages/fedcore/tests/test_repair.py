@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -38,8 +39,8 @@ KEEP = {
     P.CLEANER_COMMITS_RETAINED: "2",
     P.METADATA_COMPACT_DELTAS: "3",
 }
-#: An instant no write ever had: a stray file named after it is an orphan.
-STRAY_INSTANT = "20200101000000000"
+#: An instant no write of the table ever had: a file named after it is another table's.
+FOREIGN_INSTANT = "20200101000000000"
 
 
 def fresh(backend: Backend) -> Table:
@@ -52,10 +53,11 @@ def slices(table: Table) -> dict[str, dict[str, int]]:
     return {p: dict(sorted(f.files.items())) for p, f in index.files().items()}
 
 
-def mixed_history(backend: Backend) -> tuple[Table, str]:
+def mixed_history(backend: Backend) -> tuple[Table, str, str]:
     """Inserts, upserts, deletes, an insert_overwrite, cleans, archival, a write that failed
-    and was rolled back, and one left failed at the end; returns the table and the physical
-    path of a stray file nothing references."""
+    and was rolled back, and one left failed at the end; returns the table, the physical
+    path of a stray file of the table's nothing references (an orphan), and that of a file
+    in its folders another table wrote."""
     table = make_table(backend, **KEEP)
     writer = WriteClient(table)
     writer.write(trips(range(0, 40), countries(range(0, 40))), "bulk_insert")
@@ -79,15 +81,19 @@ def mixed_history(backend: Backend) -> tuple[Table, str]:
         observe_steps(crash_at("metadata")),
     ):  # left failed: its files are in storage, its instant pending
         WriteClient(table).upsert(trips([4, 300], ["us", "it"], fare=1.0))
-    # A stray copy of a data file, named after an instant no write had.
+    # A file of the write that was rolled back, left behind (its deletion failed): an orphan.
     partition, files = next(iter(slices(table).items()))
     name = next(iter(files))
     file_id, token, _ = name.split("_")
-    stray = table.fs.to_physical(f"{partition}/{file_id}_{token}_{STRAY_INSTANT}.parquet")
+    stray = table.fs.to_physical(f"{partition}/{file_id}_{token}_{min(history.rolled_back)}.parquet")
     source = table.fs.to_physical(f"{partition}/{name}")
     fs = filesystem_for(stray, backend.storage_options)
     fs.pipe_file(stray, fs.cat_file(source))
-    return table, stray
+    # A file another table wrote into the same folder (two tables of one name that share it,
+    # as tables created before each got a folder of its own could): neither orphan nor adopted.
+    foreign = table.fs.to_physical(f"{partition}/{uuid.uuid4()}-0_{token}_{FOREIGN_INSTANT}.parquet")
+    fs.pipe_file(foreign, fs.cat_file(source))
+    return table, stray, foreign
 
 
 def countries(ids: range | list[int]) -> list[str]:
@@ -100,7 +106,7 @@ def delete_metadata_table(table: Table) -> None:
 
 
 def test_repair_after_losing_the_metadata_table_gives_back_every_file_slice(backend: Backend) -> None:
-    table, stray = mixed_history(backend)
+    table, stray, foreign = mixed_history(backend)
     before, rows_before = slices(fresh(backend)), rows(fresh(backend))
     delete_metadata_table(table)
     with pytest.raises(MetadataTableError, match="fed repair"):
@@ -115,6 +121,8 @@ def test_repair_after_losing_the_metadata_table_gives_back_every_file_slice(back
     assert rows(fresh(backend)) == rows_before
     assert rows(table) == rows_before  # a handle that cached the old state recovers too
     assert [o.path.split("://")[-1] for o in report.orphans] == [stray.split("://")[-1]]
+    assert [o.path.split("://")[-1] for o in report.foreign] == [foreign.split("://")[-1]]
+    assert "1 file of another table" in report.format()
     pending = {i.time for i in table.timeline().pending()}
     assert report.in_flight
     assert {f.name.rsplit("_", 1)[1][:17] for f in report.in_flight} == pending
@@ -129,6 +137,7 @@ def test_repair_after_losing_the_metadata_table_gives_back_every_file_slice(back
     check = verify_table(fresh(backend))
     assert check.ok, check.format()
     assert [o.path for o in check.orphans] == [o.path for o in report.orphans]
+    assert [o.path for o in check.foreign] == [o.path for o in report.foreign]
 
 
 @pytest.mark.parametrize("damage", ["garbled shard", "truncated delta", "missing manifests"])
@@ -265,12 +274,13 @@ def test_a_repair_killed_midway_runs_again_to_the_same_state(backend: Backend, s
 
 
 def test_verify_tells_missing_unrecorded_orphans_and_in_flight_apart(backend: Backend) -> None:
-    table, stray = mixed_history(backend)
+    table, stray, foreign = mixed_history(backend)
     check = verify_table(fresh(backend))
     assert check.ok
     assert not check.missing
     assert not check.unrecorded
     assert [o.path for o in check.orphans] == [stray]
+    assert [o.path for o in check.foreign] == [foreign]
     assert check.in_flight
 
     # Lose a file from the metadata table (as damage would), and one from storage.
@@ -299,19 +309,22 @@ def test_verify_tells_missing_unrecorded_orphans_and_in_flight_apart(backend: Ba
     body = check.to_json()
     assert body["ok"] is False
     assert body["orphans"][0]["path"] == stray
+    assert body["foreign"][0]["path"] == foreign
 
     # Orphans go only past the grace period; unrecorded and in-flight files never.
     assert delete_orphans(fresh(backend), check, timedelta(days=1)) == []
     assert delete_orphans(fresh(backend), check, timedelta(0)) == [stray]
+    assert backend.exists(foreign)
     after = verify_table(fresh(backend))
     assert not after.orphans
+    assert [o.path for o in after.foreign] == [foreign]
     assert len(after.in_flight) == len(check.in_flight)
     assert [(f.partition, f.name) for f in after.unrecorded] == [(partition, lost)]
 
 
 def test_the_grace_period_goes_by_modification_time(tmp_path: Path) -> None:
     backend = Backend("local", f"file://{tmp_path}/t/trips", f"file://{tmp_path}/storage", None)
-    _table, stray = mixed_history(backend)
+    _table, stray, _foreign = mixed_history(backend)
     old = time.time() - 3 * 86400
     os.utime(stray.removeprefix("file://"), (old, old))
     check = verify_table(fresh(backend))
@@ -325,7 +338,7 @@ def _fed(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_the_commands(tmp_path: Path) -> None:
     backend = Backend("local", f"file://{tmp_path}/t/trips", f"file://{tmp_path}/storage", None)
-    table, stray = mixed_history(backend)
+    table, stray, foreign = mixed_history(backend)
     rows_before = rows(fresh(backend))
     delete_metadata_table(table)
 
@@ -349,7 +362,9 @@ def test_the_commands(tmp_path: Path) -> None:
     assert body["ok"] is True
     assert body["deleted"] == [stray]
     assert body["in_flight"] > 0
+    assert [f["path"] for f in body["foreign"]] == [foreign]
     assert not os.path.exists(stray.removeprefix("file://"))
+    assert os.path.exists(foreign.removeprefix("file://"))
     assert rows(fresh(backend)) == rows_before
 
 

@@ -68,7 +68,9 @@ def test_round_trip_puts_data_under_hashed_prefixes_and_metadata_under_the_table
         prefix, table_name, partition, _ = path.split("/")[-4:]
         assert len(prefix) == 8
         assert int(prefix, 16) >= 0
-        assert (table_name, partition in ("country=us", "country=de")) == ("trips", True)
+        # The table's folder: its name and its id, so no other table ever shares it.
+        assert table_name == f"trips-{table.config[P.TABLE_ID]}"
+        assert partition in ("country=us", "country=de")
     table_files = physical_files(backend, backend.table_path)
     assert all("/.hoodie/" in p for p in table_files), "no data file under the table path"
     fs = filesystem_for(backend.table_path, backend.storage_options)

@@ -46,6 +46,12 @@ class StorageStrategyMismatchError(FedError):
     """
 
 
+class CopiedTableError(FedError):
+    """The table at this path is a copy of a table that still exists (its ``.hoodie/`` folder
+    copied, its data files that table's): fed neither writes nor deletes files through it. The
+    message names the source and the command that gives the copy files of its own."""
+
+
 class TableNotFoundError(FedError, FileNotFoundError):
     """No ``.hoodie/hoodie.properties`` at the given table path."""
 

@@ -300,6 +300,11 @@ STORAGE_HASH_FUNCTION: Final = "hoodie.storage.hash.function"
 STORAGE_HASH_INPUT: Final = "hoodie.storage.hash.input"
 STORAGE_PREFIX_COUNT: Final = "hoodie.storage.prefix.count"
 STORAGE_PARTITION_LOCATIONS: Final = "hoodie.storage.partition.locations"
+#: The folder under each storage location that holds this table's partitions: fed sets it to
+#: ``<table name>-<table id>`` when it creates a table whose strategy places files by table, so
+#: two tables never share a folder, whatever their names and storage paths. Tables created
+#: before it existed have none, and their strategies use the bare table name.
+STORAGE_TABLE_FOLDER: Final = "hoodie.storage.table.folder"
 
 STORAGE_STRATEGY_HIVE: Final = "hive"
 STORAGE_STRATEGY_OBJECT_STORE: Final = "object_store"
@@ -325,6 +330,7 @@ STORAGE_KEYS: Final = (
     STORAGE_HASH_INPUT,
     STORAGE_PREFIX_COUNT,
     STORAGE_PARTITION_LOCATIONS,
+    STORAGE_TABLE_FOLDER,
 )
 
 #: CRC32 of the storage keys as the table was created with them: Hudi's own checksum covers
@@ -347,6 +353,13 @@ HUDI_METADATA_FOLDER: Final = f"{HOODIE_FOLDER}/metadata"
 
 #: The table a migration copied (``fed migrate``): recorded in the target's config.
 MIGRATION_SOURCE: Final = "hoodie.fed.migration.source"
+
+#: The table's identity: a UUID fed draws when it creates the table (or, for a table made
+#: before, on its first write under this fedcore), and the table path it belongs to. A table
+#: copied with its ``.hoodie/`` folder carries both, and is told apart from its source by the
+#: path (``fedcore.handle.identity``). Set by fed, never given.
+TABLE_ID: Final = "hoodie.fed.table.id"
+TABLE_ID_PATH: Final = "hoodie.fed.table.path"
 
 #: Entry-point group through which other packages register storage strategies by name.
 STORAGE_STRATEGY_ENTRY_POINT_GROUP: Final = "fedcore.storage_strategies"
@@ -472,7 +485,9 @@ TABLE_KEYS: Final = frozenset(
 #: key generator they configure, as Hudi records them.
 KEY_GENERATOR_PREFIXES: Final = ("hoodie.keygen.", "hoodie.deltastreamer.keygen.")
 #: Keys fedcore computes; a value given for one is refused rather than overwritten.
-COMPUTED_KEYS: Final = frozenset({TABLE_CHECKSUM, STORAGE_CHECKSUM, METADATA_LAYOUT})
+COMPUTED_KEYS: Final = frozenset(
+    {TABLE_CHECKSUM, STORAGE_CHECKSUM, METADATA_LAYOUT, TABLE_ID, TABLE_ID_PATH, STORAGE_TABLE_FOLDER}
+)
 
 
 def check_table_keys(properties: Iterable[str], strategy_keys: Iterable[str] = ()) -> None:

@@ -24,25 +24,25 @@ from typing import Final
 import xxhash
 
 from fedcore import properties as P
-from fedcore.storage.base import StorageLocation, StorageStrategy, storage_uri, table_name_for_paths
+from fedcore.storage.base import StorageLocation, StorageStrategy, storage_uri, table_folder
 
 _ALPHABET: Final = string.ascii_lowercase + string.digits
 
 
 class _HashedUnderStoragePath(StorageStrategy):
-    accepted_keys = frozenset({P.STORAGE_PATH})
+    accepted_keys = frozenset({P.STORAGE_PATH, P.STORAGE_TABLE_FOLDER})
 
     def __init__(self, table_path: str, properties: Mapping[str, str]) -> None:
         super().__init__(table_path, properties)
         self.storage_path = storage_uri(properties, P.STORAGE_PATH, self.table_path)
-        self.table_name = table_name_for_paths(properties)
+        self.table_folder = table_folder(properties)
 
     def _prefix(self, file_id: str) -> str:
         raise NotImplementedError
 
     def locate(self, partition_path: str, file_id: str) -> StorageLocation:
         return StorageLocation(
-            f"{self.storage_path}/{self._prefix(file_id)}/{self.table_name}", self.storage_path
+            f"{self.storage_path}/{self._prefix(file_id)}/{self.table_folder}", self.storage_path
         )
 
     def roots(self) -> tuple[str, ...]:

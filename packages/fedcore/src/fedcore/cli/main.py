@@ -16,7 +16,7 @@ from fedcore import properties as P
 from fedcore.cli.maintenance import maintenance_commands
 from fedcore.cli.table import non_negative_int, open_table, parse_pairs, positive_int, table_commands
 from fedcore.exceptions import FedError
-from fedcore.storage.loader import load_storage_strategy
+from fedcore.storage.loader import load_storage_strategy, named_strategy_class
 from fedcore.table.layout import preview_layout, table_layout
 
 EXIT_ERROR = 2
@@ -117,6 +117,9 @@ def _run_layout_preview(args: argparse.Namespace) -> int:
         properties[P.STORAGE_PATH] = args.storage_path
     elif properties[P.STORAGE_STRATEGY_CLASS] == P.STORAGE_STRATEGY_OBJECT_STORE:
         properties.setdefault(P.STORAGE_PATH, "s3://lake-storage")
+    if P.STORAGE_TABLE_FOLDER in named_strategy_class(properties).accepted_keys:
+        # A new table's folder holds its id, drawn when it is created: shown as a placeholder.
+        properties[P.STORAGE_TABLE_FOLDER] = f"{args.table_name}-<table id>"
     strategy = load_storage_strategy(args.table_path, properties)
     partitions = args.partition_paths or [
         f"day={date(2026, 1, 1) + timedelta(days=i)}" for i in range(args.partitions)

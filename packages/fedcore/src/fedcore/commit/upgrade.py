@@ -1,7 +1,12 @@
 """Bringing an existing table up to what this fedcore writes, data untouched.
 
-Three changes so far, each recorded in ``hoodie.properties``:
+Four changes so far, each recorded in ``hoodie.properties``:
 
+- A table whose data is not under its table path gets an identity if it has none (a table
+  created before fed drew one), and a table moved to another path records its new one
+  (``fedcore.handle.identity``); a copy of another table is refused here, before any write
+  or cleanup through it begins. Its files stay where they are: only a table created since
+  gets a folder of its own under the storage locations.
 - A table whose data is not under its table path, created before fed stored the table
   type of such tables as federated (``properties.FEDERATED_TABLE_TYPE_PREFIX``), gets it.
   Readers that list the table path (Apache Hudi's own, hudi-rs) then refuse the table
@@ -39,6 +44,7 @@ from fedcore import properties as P
 from fedcore.exceptions import InvalidTableConfigError
 from fedcore.handle import TableHandle, check_storage_checksum, check_supported
 from fedcore.handle.config import TableConfig, properties_path
+from fedcore.handle.identity import check_not_a_copy, recorded_identity
 from fedcore.io.errors import storage_errors
 from fedcore.metadata.format import FOLDER, LEGACY_FOLDER
 
@@ -58,7 +64,12 @@ def upgrade_config(table: TableHandle) -> dict[str, tuple[str, str]]:
     ``hoodie.properties`` is replaced in one write (a reader sees the old file or the new
     one, whole); two writers upgrading at once write the same keys."""
     config = upgraded = _stored_config(table)
+    check_not_a_copy(table.path, config, table.strategy, table.storage_options)
     changed: dict[str, tuple[str, str]] = {}
+    identity = recorded_identity(table.path, config, table.strategy)
+    if identity:
+        upgraded = upgraded.with_properties(identity)
+        changed.update((key, (config.get(key, ""), value)) for key, value in identity.items())
     if not (table.strategy.data_under_table_path or config.federated):
         upgraded = upgraded.marked_federated()
         changed[P.TABLE_TYPE] = (config.get(P.TABLE_TYPE, ""), upgraded[P.TABLE_TYPE])

@@ -51,7 +51,7 @@ from fedcore.metadata.cache import BoundedCache
 from fedcore.metadata.format import folder_of
 from fedcore.metadata.table import IndexCache
 from fedcore.storage.base import StorageStrategy
-from fedcore.storage.loader import load_storage_strategy, strategy_spec
+from fedcore.storage.loader import load_storage_strategy, named_strategy_class, strategy_spec
 from fedcore.timeline import (
     COMPACTION,
     MERGE_ON_READ_WRITE_ACTIONS,
@@ -398,8 +398,11 @@ def check_storage_properties(
     if not asked:
         return
     if P.STORAGE_STRATEGY_CLASS in asked:
-        # A full description of a layout: compare it as given, not blended with the table's.
-        base = {k: v for k, v in config.items() if k not in storage_keys}
+        # A full description of a layout: compare it as given, not blended with the table's
+        # (but for what fed computed and that layout reads: the table's folder is its own,
+        # never a caller's).
+        reads = named_strategy_class(asked).accepted_keys & P.COMPUTED_KEYS
+        base = {k: v for k, v in config.items() if k not in storage_keys or k in reads}
     else:
         base = dict(config)
     wanted = load_storage_strategy(strategy.table_path, {**base, **asked})

@@ -211,6 +211,9 @@ class TableConfig(Mapping[str, str]):
     def with_metadata_layout(self, layout: int) -> TableConfig:
         return TableConfig({**self._props, P.METADATA_LAYOUT: str(layout)})
 
+    def with_properties(self, properties: Mapping[str, str]) -> TableConfig:
+        return TableConfig({**self._props, **properties})
+
     def without(self, keys: Iterable[str]) -> TableConfig:
         dropped = set(keys)
         return TableConfig({k: v for k, v in self._props.items() if k not in dropped})

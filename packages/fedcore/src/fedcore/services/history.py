@@ -13,11 +13,12 @@ lost from an orphan nothing references.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from functools import cached_property
+from typing import TYPE_CHECKING, Literal
 
 from fedcore.exceptions import RepairError, UnsupportedTableError
 from fedcore.files.file_group import file_groups
-from fedcore.files.filenames import file_instant
+from fedcore.files.filenames import data_file_id, file_instant
 from fedcore.io.filesystems import read_objects
 from fedcore.services.archival import read_archive
 from fedcore.timeline import CLEAN, COMPLETED, REPLACE_COMMIT, ROLLBACK, Timeline, instant_path
@@ -26,6 +27,9 @@ from fedcore.timeline.commit_metadata import CommitMetadata, deleted_files, roll
 
 if TYPE_CHECKING:
     from fedcore.handle import TableHandle
+
+#: What an unreferenced data file in a table's folders is (``History.judge``).
+FileKind = Literal["unrecorded", "in flight", "orphan", "foreign"]
 
 
 @dataclass
@@ -52,14 +56,52 @@ class History:
     cleaned: set[tuple[str, str]] = field(default_factory=set)
     #: (write instant, Avro schema) of the newest write that recorded a schema.
     schema: tuple[str, str] | None = None
+    #: The instants a timeline listed after storage was (``listed_again``) holds that
+    #: ``timeline`` did not: the writes begun since, whose files storage may already hold.
+    later: frozenset[str] = frozenset()
 
-    def in_flight(self, name: str) -> bool:
-        """Whether a data file belongs to a write still in flight: its instant is pending, or
-        later than the timeline listed (begun since), so no one may call it an orphan."""
-        instant = file_instant(name)
-        return instant is not None and (
-            instant in self.pending or instant > (self.timeline.last_time() or "")
-        )
+    def listed_again(self, timeline: Timeline) -> None:
+        """Note the timeline as listed after storage: a write puts its instant on the timeline
+        before its first data file in storage, so a file storage held whose instant the first
+        listing lacked is a write's in flight only if its instant is on this one."""
+        first = {i.time for i in self.timeline.instants}
+        self.later = frozenset(i.time for i in timeline.instants if i.time not in first)
+
+    def judge(self, partition: str, name: str, writer: str | None) -> FileKind:
+        """What a data file in the table's folders that the metadata table does not reference
+        is; ``writer`` is the instant that wrote it (a base file's is in its name, a log file's in
+        its blocks: ``inventory.writer_instant``; None when unknown).
+
+        - ``unrecorded``: a completed write recorded it: the metadata table lost it.
+        - ``in flight``: its write is pending, or began after the timeline was listed (it is on
+          the one ``listed_again``): a writer puts its data files in storage before its
+          instant completes.
+        - ``orphan``: the table's own and referenced by nothing: a rolled-back write's, a failed
+          task attempt's or a cleaned file whose deletion failed. Safe to delete.
+        - ``foreign``: not this table's: its instant is on none of this table's timelines, or
+          its file group is none a write of the table made. Another table's in a folder they share (tables
+          created before each got a folder of its own), or the source's of a copied table, made
+          since the copy. Never deleted, never adopted.
+        """
+        if (partition, name) in self.files:
+            return "unrecorded"
+        base_instant = file_instant(name)
+        instant = writer or base_instant
+        if instant is None:
+            return "foreign"
+        if instant in self.pending or instant in self.later:
+            return "in flight"
+        if instant in self.rolled_back:
+            return "orphan"
+        # A completed write's file that it did not record (a failed task attempt's) or a clean
+        # deleted and storage kept: its group is one the table's writes made.
+        return "orphan" if instant in self.written and data_file_id(name) in self.file_ids else "foreign"
+
+    @cached_property
+    def file_ids(self) -> frozenset[str]:
+        """The file groups the table's completed writes made (those cleaned away too)."""
+        names = [name for _, name in self.files] + [name for _, name in self.cleaned]
+        return frozenset(filter(None, map(data_file_id, names)))
 
     def latest_slices(self) -> set[tuple[str, str]]:
         """(partition, file name) of the files of the newest slice of every file group not

@@ -9,8 +9,11 @@ the listing runs as wide as the layout is spread.
 
 A listed object counts as one of this table's data files only if the strategy,
 asked to place the file its name describes, gives back the very path listed
-(``StorageStrategy.split_physical``): other tables sharing a storage path,
-foreign objects and partition metadata are passed by, whatever the strategy.
+(``StorageStrategy.split_physical``): other tables sharing a storage path (each in a
+folder of its own), foreign objects and partition metadata are passed by, whatever the
+strategy. Whether a data file in the table's own folders is the table's is for its
+timeline to say (``History.judge``): tables created before each got a folder of their own
+may share one.
 """
 
 from __future__ import annotations
@@ -23,8 +26,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from fedcore import properties as P
-from fedcore.exceptions import InvalidPathError
+from fedcore.exceptions import FedError, InvalidPathError
+from fedcore.files.filenames import file_instant
 from fedcore.io.errors import storage_errors
+from fedcore.io.filesystems import read_object
+from fedcore.log.format import read_blocks
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
@@ -135,3 +141,18 @@ def _modified(entry: dict[str, Any]) -> float:
     if isinstance(value, int | float):
         return float(value)
     return 0.0
+
+
+def writer_instant(table: TableHandle, stored: StoredFile) -> str | None:
+    """The instant that wrote a stored data file. A base file's name carries it; a log file's
+    name carries only the slice it was written onto, so its blocks are read (a file nothing
+    references is rare: an orphan, a write's in flight, another table's). None when they
+    cannot be read (a write torn mid-file)."""
+    if not stored.name.startswith("."):
+        return file_instant(stored.name)
+    logical = f"{stored.partition}/{stored.name}" if stored.partition else stored.name
+    try:
+        blocks = read_blocks(read_object(table.fs, logical), logical)
+    except (FedError, FileNotFoundError):
+        return None
+    return next((block.instant for block in blocks if block.instant), None)

@@ -11,7 +11,9 @@ What goes into the rebuilt state: every file a completed, not rolled-back write
 recorded and no completed clean deleted, with the file groups replace commits
 retired. Files in storage that no completed write recorded (a failed attempt's, a
 rolled-back write's) stay out and are reported as orphans; files of writes still
-in flight stay out too, and arrive with those writes' own deltas if they complete.
+in flight stay out too, and arrive with those writes' own deltas if they complete;
+files of another table (``History.judge``: in a folder two tables share, or a copied
+table's source's) stay out and are reported apart: never adopted.
 
 Files the timeline records but storage lacks are never silently dropped: a read
 would then quietly return an older version of their records. If one of them is
@@ -47,7 +49,7 @@ from fedcore.metadata.file_index import PartitionFiles
 from fedcore.metadata.rebuild import rebuild
 from fedcore.metadata.table import IndexCache, MetadataTable
 from fedcore.services.history import History, load_history, require_metadata_table
-from fedcore.services.inventory import Inventory, StoredFile, take_inventory
+from fedcore.services.inventory import Inventory, StoredFile, take_inventory, writer_instant
 from fedcore.steps import observers_now, reached
 
 if TYPE_CHECKING:
@@ -70,6 +72,8 @@ class RepairReport:
     orphans: list[StoredFile] = field(default_factory=list)
     #: Files of instants still pending (or begun after the listing): left to their writers.
     in_flight: list[StoredFile] = field(default_factory=list)
+    #: Files in the table's folders that are another table's (``History.judge``): left alone.
+    foreign: list[StoredFile] = field(default_factory=list)
     #: (partition, name) of newest slices the timeline records and storage lacks.
     missing_latest: list[tuple[str, str]] = field(default_factory=list)
     #: (partition, name) of older slices the timeline records and storage lacks.
@@ -112,6 +116,12 @@ class RepairReport:
             lines += _shown("dropped", [f"{p}/{n}" for p, n in self.dropped])
         if self.in_flight:
             lines.append(f"Left to writes in flight: {_files(len(self.in_flight))}.")
+        if self.foreign:
+            lines.append(
+                f"Left alone: {_files(len(self.foreign))} of another table (their instants or file "
+                "groups are none of this table's writes)."
+            )
+            lines += _shown("foreign", [f.path for f in self.foreign])
         if self.orphans:
             lines.append(
                 f"Left alone: {_files(len(self.orphans))} no completed write recorded (orphans: "
@@ -175,12 +185,13 @@ def repair_metadata(
     timeline = table.timeline()
     history = load_history(table, timeline)
     inventory = take_inventory(table, progress)
+    history.listed_again(table.timeline())
     reached("listed")
     report = RepairReport(table.name, history.upto, dry_run, inventory)
     if history.upto is None:
         report.seconds = time.monotonic() - start
         return report
-    state = _rebuilt_state(history, inventory, report)
+    state = _rebuilt_state(table, history, inventory, report)
     _compare_with_old(table, timeline, report)
     if report.missing_latest and not allow_missing:
         raise RepairError(
@@ -219,7 +230,9 @@ def repair_metadata(
     return report
 
 
-def _rebuilt_state(history: History, inventory: Inventory, report: RepairReport) -> dict[str, PartitionFiles]:
+def _rebuilt_state(
+    table: TableHandle, history: History, inventory: Inventory, report: RepairReport
+) -> dict[str, PartitionFiles]:
     state: dict[str, PartitionFiles] = {}
     latest = history.latest_slices()
     for key, recorded in sorted(history.files.items()):
@@ -239,8 +252,11 @@ def _rebuilt_state(history: History, inventory: Inventory, report: RepairReport)
     for key, stored in sorted(inventory.files.items()):
         if key in history.files:
             continue
-        if history.in_flight(stored.name):
+        kind = history.judge(*key, writer_instant(table, stored))
+        if kind == "in flight":
             report.in_flight.append(stored)
+        elif kind == "foreign":
+            report.foreign.append(stored)
         else:
             report.orphans.append(stored)
     report.state = {p: dict(files.files) for p, files in state.items()}

@@ -7,13 +7,16 @@ completed instant (``fedcore.services.history``):
   fedcore): reads that need it fail. Also a size that differs from storage's.
 - **unrecorded**: a completed write recorded a file the metadata table lost: the
   metadata table is damaged; ``fed repair`` restores it. Never deleted.
-- **orphans**: files under the table's locations that nothing references: a failed
-  task attempt's, a rolled-back write's whose deletion failed, a cleaned file whose
-  deletion failed. Safe to delete; ``delete_orphans`` does, past a grace period.
+- **orphans**: the table's own files that nothing references: a failed task attempt's,
+  a rolled-back write's whose deletion failed, a cleaned file whose deletion failed. Safe
+  to delete; ``delete_orphans`` does, past a grace period.
 
 Files of writes in flight (an instant still pending, or one begun after the
 timeline was listed) are none of these and never deleted: a writer puts its data
-files in storage before its instant completes.
+files in storage before its instant completes. Nor are files of another table in a
+folder the two share (tables created before each got a folder of its own) or the files
+a copied table's source wrote since the copy: their instants or file groups are none of
+this table's (``History.judge``), so they are reported apart, never deleted.
 
 A table passes when nothing is missing and nothing is unrecorded; orphans only
 cost storage.
@@ -36,12 +39,13 @@ from typing import TYPE_CHECKING, Any
 from fedcore.exceptions import DataFileCorruptError, FedError, RepairError
 from fedcore.files.filenames import BASE_FILE_RE
 from fedcore.handle import HasHandle, handle_of
+from fedcore.handle.identity import check_not_a_copy
 from fedcore.io.filesystems import open_sized, read_object, remove_files
 from fedcore.io.parquet import file_stats, open_parquet, read_file_stats
 from fedcore.log.format import read_blocks
 from fedcore.metadata.table import IndexCache, MetadataTable
 from fedcore.services.history import load_history, require_metadata_table
-from fedcore.services.inventory import Inventory, StoredFile, take_inventory
+from fedcore.services.inventory import Inventory, StoredFile, take_inventory, writer_instant
 
 if TYPE_CHECKING:
     from fedcore.handle import TableHandle
@@ -65,6 +69,8 @@ class VerifyReport:
     unrecorded: list[StoredFile] = field(default_factory=list)
     orphans: list[StoredFile] = field(default_factory=list)
     in_flight: list[StoredFile] = field(default_factory=list)
+    #: Files in the table's folders that are another table's (``History.judge``).
+    foreign: list[StoredFile] = field(default_factory=list)
     #: (partition, name, what is wrong): files a deep check could not read as recorded.
     damaged: list[tuple[str, str, str]] = field(default_factory=list)
     #: Files a deep check read (0: not a deep check).
@@ -111,6 +117,7 @@ class VerifyReport:
             "damaged": [{"partition": p, "name": n, "problem": w} for p, n, w in self.damaged],
             "orphans": stored(self.orphans),
             "in_flight": len(self.in_flight),
+            "foreign": stored(self.foreign),
             "deleted": self.deleted,
             "listing": {
                 "files": len(self.inventory.files),
@@ -132,6 +139,7 @@ class VerifyReport:
             ("unrecorded (metadata table lost them)", len(self.unrecorded)),
             ("orphans (nothing references them)", None if unjudged else len(self.orphans)),
             ("of writes in flight", len(self.in_flight)),
+            ("of another table (never deleted)", len(self.foreign)),
         ]
         if self.checked:
             rows.append(("read and checked (--deep)", self.checked))
@@ -156,6 +164,7 @@ class VerifyReport:
             ("unrecorded", [f.path for f in self.unrecorded]),
             ("damaged", [f"{p}/{n}: {w}" for p, n, w in self.damaged]),
             ("orphan", [f.path for f in self.orphans]),
+            ("foreign", [f.path for f in self.foreign]),
         ):
             lines += [f"  {label}: {item}" for item in items[:_SHOWN]]
             if len(items) > _SHOWN:
@@ -184,6 +193,7 @@ def verify_table(
     timeline = table.timeline()
     history = load_history(table, timeline)
     report = VerifyReport(table.name, history.upto, take_inventory(table, progress))
+    history.listed_again(table.timeline())
     referenced: dict[tuple[str, str], int] = {}
     recorded: dict[tuple[str, str], str] = {}
     try:
@@ -206,10 +216,13 @@ def verify_table(
     for key, found in sorted(stored.items()):
         if key in referenced:
             continue
-        if history.in_flight(found.name):
+        kind = history.judge(*key, writer_instant(table, found))
+        if kind == "in flight":
             report.in_flight.append(found)
-        elif key in history.files:
+        elif kind == "unrecorded":
             report.unrecorded.append(found)
+        elif kind == "foreign":
+            report.foreign.append(found)
         elif report.metadata_error is None:
             report.orphans.append(found)
     if deep:
@@ -254,8 +267,10 @@ def _damage(table: TableHandle, partition: str, name: str, size: int, stats: str
 def delete_orphans(table: TableHandle, report: VerifyReport, older_than: timedelta) -> list[str]:
     """Delete the report's orphans last modified more than ``older_than`` ago; their paths.
 
-    Never a file of a write in flight or one the metadata table lost (neither is an
-    orphan), and nothing when the metadata table could not be read."""
+    Never a file of a write in flight, one the metadata table lost or another table's (none
+    is an orphan), nothing when the metadata table could not be read, and nothing through a
+    copy of another table (``CopiedTableError``): its files are that table's."""
+    check_not_a_copy(table.path, table.config, table.strategy, table.storage_options)
     if report.metadata_error is not None:
         raise RepairError(
             "the metadata table cannot be read, so no file can be called an orphan: repair it first"

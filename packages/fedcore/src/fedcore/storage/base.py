@@ -152,14 +152,20 @@ class StorageStrategy(ABC):
         return (type(self), (self.table_path, self._source))
 
 
-def table_name_for_paths(properties: Mapping[str, str]) -> str:
-    """The table name, checked to be one path segment, for strategies that put it in paths."""
-    name = properties.get(P.TABLE_NAME, "")
-    if not name:
+def table_folder(properties: Mapping[str, str]) -> str:
+    """The folder holding the table's partitions under each location, for strategies that
+    place files by table (they list ``STORAGE_TABLE_FOLDER`` among their ``accepted_keys``):
+    ``<table name>-<table id>`` as fed set it at creation, so that two tables never share a
+    folder; the bare table name for a table created before fed set one. Checked to be one
+    path segment."""
+    folder = properties.get(P.STORAGE_TABLE_FOLDER, "")
+    key = P.STORAGE_TABLE_FOLDER if folder else P.TABLE_NAME
+    folder = folder or properties.get(P.TABLE_NAME, "")
+    if not folder:
         raise InvalidTableConfigError(P.TABLE_NAME, "is required by this storage strategy")
-    if "/" in name or name in (".", "..") or not name.isprintable():
-        raise InvalidTableConfigError(P.TABLE_NAME, f"{name!r} cannot be used as a folder name")
-    return name
+    if "/" in folder or folder in (".", "..") or not folder.isprintable():
+        raise InvalidTableConfigError(key, f"{folder!r} cannot be used as a folder name")
+    return folder
 
 
 def storage_uri(properties: Mapping[str, str], key: str, table_path: str) -> str:

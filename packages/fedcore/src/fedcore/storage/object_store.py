@@ -5,30 +5,36 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from fedcore import properties as P
-from fedcore.storage.base import StorageLocation, StorageStrategy, storage_uri, table_name_for_paths
+from fedcore.storage.base import StorageLocation, StorageStrategy, storage_uri, table_folder
 from fedcore.storage.hashing import PrefixHasher
 
 
 class ObjectStoreStorageStrategy(StorageStrategy):
-    """``<storage_path>/<hash>/<table_name>/<partition>/<file>``.
+    """``<storage_path>/<hash>/<table folder>/<partition>/<file>``.
 
     The hash comes first so that consecutive writes land in different key ranges;
-    the table name follows it so that many tables can share one storage path and
-    a prefix listing still tells them apart.
+    the table's folder (``<table name>-<table id>``: ``storage.base.table_folder``) follows
+    it so that many tables, even of one name, share one storage path and never a folder.
     """
 
     name = P.STORAGE_STRATEGY_OBJECT_STORE
     accepted_keys = frozenset(
-        {P.STORAGE_PATH, P.STORAGE_HASH_FUNCTION, P.STORAGE_HASH_INPUT, P.STORAGE_PREFIX_COUNT}
+        {
+            P.STORAGE_PATH,
+            P.STORAGE_HASH_FUNCTION,
+            P.STORAGE_HASH_INPUT,
+            P.STORAGE_PREFIX_COUNT,
+            P.STORAGE_TABLE_FOLDER,
+        }
     )
 
     def __init__(self, table_path: str, properties: Mapping[str, str]) -> None:
         super().__init__(table_path, properties)
         self.storage_path = storage_uri(properties, P.STORAGE_PATH, self.table_path)
-        self.table_name = table_name_for_paths(properties)
+        self.table_folder = table_folder(properties)
         self.hasher = PrefixHasher.from_properties(properties)
         self._head = self.storage_path + "/"
-        self._tail = "/" + self.table_name
+        self._tail = "/" + self.table_folder
         self._prefix = self.hasher.prefix
         self._bucket = self.hasher.bucket
         # With a bounded prefix count there are at most N locations: build each once.
@@ -57,4 +63,9 @@ class ObjectStoreStorageStrategy(StorageStrategy):
         return (self.storage_path,)
 
     def properties(self) -> dict[str, str]:
-        return {P.STORAGE_PATH: self.storage_path, **self.hasher.properties()}
+        folder = self._properties.get(P.STORAGE_TABLE_FOLDER)
+        return {
+            P.STORAGE_PATH: self.storage_path,
+            **self.hasher.properties(),
+            **({P.STORAGE_TABLE_FOLDER: folder} if folder else {}),
+        }

@@ -14,11 +14,12 @@ from collections.abc import Mapping
 from fedcore import properties as P
 from fedcore.exceptions import InvalidPathError, InvalidStorageConfigError, UnmappedPartitionError
 from fedcore.io.uris import check_relative_path
-from fedcore.storage.base import StorageLocation, StorageStrategy, storage_uri, table_name_for_paths
+from fedcore.storage.base import StorageLocation, StorageStrategy, storage_uri, table_folder
 
 
 class PartitionMapStorageStrategy(StorageStrategy):
-    """``<location>/<table_name>/<partition>/<file>``, the location chosen by partition.
+    """``<location>/<table folder>/<partition>/<file>``, the location chosen by partition
+    (the folder: ``<table name>-<table id>``, ``storage.base.table_folder``).
 
     ``hoodie.storage.partition.locations`` is a JSON object from a partition path
     prefix (whole segments: ``country=us`` covers ``country=us/day=2026-01-01``)
@@ -28,18 +29,18 @@ class PartitionMapStorageStrategy(StorageStrategy):
     """
 
     name = P.STORAGE_STRATEGY_PARTITION_MAP
-    accepted_keys = frozenset({P.STORAGE_PARTITION_LOCATIONS, P.STORAGE_PATH})
+    accepted_keys = frozenset({P.STORAGE_PARTITION_LOCATIONS, P.STORAGE_PATH, P.STORAGE_TABLE_FOLDER})
 
     def __init__(self, table_path: str, properties: Mapping[str, str]) -> None:
         super().__init__(table_path, properties)
-        self.table_name = table_name_for_paths(properties)
+        self.table_folder = table_folder(properties)
         self.default_location: str | None = (
             storage_uri(properties, P.STORAGE_PATH, self.table_path)
             if properties.get(P.STORAGE_PATH)
             else None
         )
         self.partition_locations = self._parse_map(properties.get(P.STORAGE_PARTITION_LOCATIONS, ""))
-        tail = "/" + self.table_name
+        tail = "/" + self.table_folder
         self._by_prefix = {
             prefix: StorageLocation(root + tail, root) for prefix, root in self.partition_locations.items()
         }
@@ -96,4 +97,6 @@ class PartitionMapStorageStrategy(StorageStrategy):
         props = {P.STORAGE_PARTITION_LOCATIONS: json.dumps(self.partition_locations, sort_keys=True)}
         if self.default_location:
             props[P.STORAGE_PATH] = self.default_location
+        if P.STORAGE_TABLE_FOLDER in self._properties:
+            props[P.STORAGE_TABLE_FOLDER] = self._properties[P.STORAGE_TABLE_FOLDER]
         return props

@@ -33,6 +33,7 @@ from fedcore.handle import (
     storage_checksum,
 )
 from fedcore.handle.config import TableConfig
+from fedcore.handle.identity import folder_for, new_identity
 from fedcore.io.errors import storage_errors
 from fedcore.io.federated import FederatedFileSystem
 from fedcore.io.filesystems import StorageOptions, filesystem_for
@@ -324,7 +325,11 @@ def create_table(
         requested[P.TABLE_TYPE] = table_type
     # Before the strategy is built: a misspelt storage key must be named as such, not
     # surface as a missing one (or, worse, leave the default layout chosen silently).
-    P.check_table_keys(requested, named_strategy_class(requested).accepted_keys)
+    strategy_class = named_strategy_class(requested)
+    P.check_table_keys(requested, strategy_class.accepted_keys)
+    identity = new_identity(table_path)
+    if P.STORAGE_TABLE_FOLDER in strategy_class.accepted_keys:  # a folder of its own, by its id
+        requested[P.STORAGE_TABLE_FOLDER] = folder_for(name, identity[P.TABLE_ID])
     strategy = load_storage_strategy(table_path, {**requested, P.TABLE_NAME: name})
     wanted = P.METADATA_ENABLE.of(requested)
     if not strategy.data_under_table_path and not wanted:
@@ -346,7 +351,7 @@ def create_table(
         precombine_field=precombine_field,
         hive_style_partitioning=hive_style_partitioning,
         database=database,
-        properties={**other, **storage, P.STORAGE_CHECKSUM: storage_checksum(storage)},
+        properties={**other, **identity, **storage, P.STORAGE_CHECKSUM: storage_checksum(storage)},
         federated=not strategy.data_under_table_path,
     )
     P.check_options(config)
