@@ -4,9 +4,12 @@ protocol, rollback, clean and repair cover log files; reads merge them."""
 
 from __future__ import annotations
 
+import io
 import threading
+import time
 from pathlib import Path
 
+import fastavro
 import pyarrow as pa
 import pytest
 
@@ -19,18 +22,17 @@ from fedcore.exceptions import (
     CommitConflictError,
     InvalidTableConfigError,
     RollbackError,
-    UnsupportedTableError,
 )
 from fedcore.files.filenames import LOG_FILE_RE
 from fedcore.log.format import BlockType, data_records, read_blocks
 from fedcore.services.cleaning import clean
-from fedcore.services.compaction import read_plan
 from fedcore.services.repair import repair_metadata
 from fedcore.services.rollback import rollback
 from fedcore.services.verify import verify_table
 from fedcore.steps import observe_steps
 from fedcore.table import Table, create_table, load_table
 from fedcore.timeline import DELTA_COMMIT
+from fedcore.timeline.service_plans import read_plan
 from fedcore.write.client import WriteClient
 
 from .test_commit_protocol import wait_for_heartbeat_expiry
@@ -320,15 +322,106 @@ def test_the_table_type_is_given_once_and_the_cli_creates_merge_on_read_tables(
 
 
 def test_a_compaction_hudi_scheduled_stops_writes_until_it_completes(tmp_path: Path) -> None:
+    """A compaction another writer scheduled (no heartbeat of fed's: Apache Hudi's scheduler)
+    is not waited for: a write, a clean and a compaction each fail at once as a conflict that
+    names the instant and who scheduled it; once it is gone, writes go on."""
     backend = Backend("local", f"file://{tmp_path}/tables/trips", f"file://{tmp_path}/storage", None)
     table, expected = seeded(backend)
-    (tmp_path / "tables/trips/.hoodie/20991231000000000.compaction.requested").write_bytes(b"")
-    with pytest.raises(UnsupportedTableError, match="compaction Hudi scheduled"):
+    requested = tmp_path / "tables/trips/.hoodie/20991231000000000.compaction.requested"
+    requested.write_bytes(b"")
+    hudis = "compaction 20991231000000000 is pending and was scheduled by another writer than fed"
+    with pytest.raises(CommitConflictError, match=hudis) as refused:
         table.upsert(trips([0], fare=1.0))
-    with pytest.raises(UnsupportedTableError, match="compaction Hudi scheduled"):
+    assert "run it with Apache Hudi's compaction job, then retry the write" in str(refused.value)
+    with pytest.raises(CommitConflictError, match=hudis):
         clean(table, 1)
-    with pytest.raises(UnsupportedTableError, match="compaction Hudi scheduled"):
+    with pytest.raises(CommitConflictError, match=hudis):
         table.compact()
+    assert rows(table) == expected
+    requested.unlink()  # (as Hudi's compaction job completing it would, for this empty plan)
+    table.upsert(trips([0], fare=1.0))
+    expected[0] = ("us", 1.0)
+    assert rows(table) == expected
+
+
+def test_a_write_waits_for_a_compaction_another_fed_writer_runs(backend: Backend) -> None:
+    """A merge-on-read write that meets another fed writer's compaction waits for it to
+    complete, then writes onto the slices it made; it never blames Apache Hudi."""
+    table, expected = changed(backend)
+    reached, release = threading.Event(), threading.Event()
+
+    def hold(step: str) -> None:
+        if step == "data" and not reached.is_set():
+            reached.set()
+            release.wait(30)
+
+    compacted: list[object] = []
+    compactor = threading.Thread(target=lambda: compacted.append(_compact_observed(table, hold)))
+    compactor.start()
+    assert reached.wait(30)
+    written: list[object] = []
+    writer = threading.Thread(
+        target=lambda: written.append(_upsert(backend, trips([0], "us", ts=5, fare=7.0)))
+    )
+    writer.start()
+    time.sleep(1.0)
+    assert not written, "the write waits while the compaction runs"
+    release.set()
+    compactor.join(60)
+    writer.join(60)
+    assert compacted, "the compaction ended"
+    assert not isinstance(compacted[0], Exception), compacted
+    assert written, "the write ended"
+    assert not isinstance(written[0], Exception), written
+    expected[0] = ("us", 7.0)
+    assert rows(load_table(table.path, storage_options=table.storage_options)) == expected
+
+
+def _compact_observed(table: Table, hook: object) -> object:
+    try:
+        with observe_steps(hook):  # type: ignore[arg-type]
+            return table.compact()
+    except Exception as exc:
+        return exc
+
+
+def _upsert(backend: Backend, data: pa.Table, **options: str) -> object:
+    try:
+        table = load_table(backend.table_path, storage_options=backend.storage_options)
+        return WriteClient(table, options).upsert(data)
+    except Exception as exc:
+        return exc
+
+
+def test_a_write_goes_on_once_a_dead_writers_compaction_is_rolled_back(backend: Backend) -> None:
+    table, expected = changed(backend)
+    with pytest.raises(Crash), observe_steps(crash_at("data")):
+        table.compact()
+    assert [i.action for i in table.timeline().pending()] == ["compaction"]
+    table.upsert(trips([1], "de", ts=5, fare=8.0))  # waits out its heartbeat, rolls it back
+    expected[1] = ("de", 9.0)  # a fare of 8.0 + its id
+    assert rows(table) == expected
+    assert not table.timeline().pending()
+    assert table.compact() is not None
+    assert rows(table) == read_optimized(table) == expected
+
+
+def test_a_fed_compaction_completing_as_a_write_looks_is_never_taken_for_hudis(backend: Backend) -> None:
+    """Between a fed compaction's heartbeat going and its instant completing, it has no
+    heartbeat and is still pending: a write that looks then must not call it Hudi's."""
+    table, expected = changed(backend)
+    done = table.compact()
+    assert done is not None
+    hoodie = f"{table.path}/.hoodie"
+    fs = table.fs.table_fs
+    completed = f"{hoodie}/{done.instant}.commit"
+    body = fs.cat_file(completed)
+    fs.rm_file(completed)  # as it was the moment its heartbeat went: pending, no heartbeat
+    finish = threading.Timer(0.1, lambda: fs.pipe_file(completed, body))
+    finish.start()
+    table.upsert(trips([1], "de", ts=5, fare=8.0))
+    finish.join()
+    expected[1] = ("de", 9.0)  # a fare of 8.0 + its id
     assert rows(table) == expected
 
 
@@ -445,7 +538,7 @@ def test_a_crash_at_any_step_of_a_compaction_changes_no_row(tmp_path: Path, step
 def test_a_compaction_and_an_append_onto_the_same_slice_one_wins(tmp_path: Path) -> None:
     """An upsert opened before the compaction was planned appends onto the old slice: if the
     compaction completes first, the append fails (its update would be lost under the new
-    base file); while a compaction runs, new writes are refused, to be retried."""
+    base file); while a compaction runs, new writes wait for it, a bounded time."""
     backend = Backend("local", f"file://{tmp_path}/tables/trips", f"file://{tmp_path}/storage", None)
     table, expected = changed(backend)
     compacted: list[str] = []
@@ -465,15 +558,18 @@ def test_a_compaction_and_an_append_onto_the_same_slice_one_wins(tmp_path: Path)
 
     def write_meanwhile(step: str) -> None:
         if step == "data" and not refused:
-            try:
-                table.upsert(trips([10], "us", fare=500.0))
+            try:  # waits for the compaction, which waits for it: past its bound, a conflict
+                WriteClient(table, {P.COMPACTION_WAIT_MS: "300"}).upsert(trips([10], "us", fare=500.0))
             except CommitConflictError as exc:
                 refused.append(exc)
 
     table.upsert(trips([12], "us", fare=1.0))
     with observe_steps(write_meanwhile):
         table.compact()
-    assert "is running; retry" in str(refused[0])
+    assert "which another fed writer is running, is still pending after" in str(refused[0])
+    assert "retry the write once it completes" in str(refused[0])
+    table.upsert(trips([10], "us", fare=500.0))  # the retry, the compaction completed
+    expected[10] = ("us", 510.0)
     expected[12] = ("us", 13.0)
     assert rows(table) == expected
 
@@ -664,3 +760,85 @@ def test_keys_another_writer_put_in_log_files_are_found_not_inserted_again(tmp_p
     result = table.upsert(trips([7], fare=700.0))
     assert (result.updated, result.inserted) == (1, 0)
     assert rows(load_table(path)) == {1: ("us", 11.0), 2: ("us", 12.0), 7: ("us", 707.0)}
+
+
+def _requested_replace(operation: str, file_ids: list[tuple[str, str]]) -> bytes:
+    """Hudi's ``HoodieRequestedReplaceMetadata`` as its clustering scheduler writes it (the
+    fields a reader needs): the operation and, for a clustering, the slices it rewrites."""
+    slice_info = {
+        "type": "record",
+        "name": "HoodieSliceInfo",
+        "fields": [
+            {"name": "dataFilePath", "type": ["null", "string"], "default": None},
+            {"name": "fileId", "type": "string"},
+            {"name": "partitionPath", "type": ["null", "string"], "default": None},
+        ],
+    }
+    group = {
+        "type": "record",
+        "name": "HoodieClusteringGroup",
+        "fields": [{"name": "slices", "type": {"type": "array", "items": slice_info}}],
+    }
+    plan = {
+        "type": "record",
+        "name": "HoodieClusteringPlan",
+        "fields": [{"name": "inputGroups", "type": {"type": "array", "items": group}}],
+    }
+    schema = {
+        "type": "record",
+        "name": "HoodieRequestedReplaceMetadata",
+        "namespace": "org.apache.hudi.avro.model",
+        "fields": [
+            {"name": "operationType", "type": ["null", "string"]},
+            {"name": "clusteringPlan", "type": ["null", plan]},
+            {"name": "version", "type": ["int", "null"]},
+        ],
+    }
+    record = {
+        "operationType": operation,
+        "clusteringPlan": {
+            "inputGroups": [
+                {"slices": [{"dataFilePath": None, "fileId": f, "partitionPath": p}]} for p, f in file_ids
+            ]
+        },
+        "version": 1,
+    }
+    out = io.BytesIO()
+    fastavro.writer(out, fastavro.parse_schema(schema), [record])
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("table_type", P.TABLE_TYPES)
+def test_a_clustering_hudi_scheduled_stops_writes_and_an_insert_overwrite_does_not(
+    tmp_path: Path, table_type: str
+) -> None:
+    """A pending replace commit whose requested metadata is a clustering's (Hudi's clustering
+    scheduler, no heartbeat of fed's) rewrites the file groups it names once Hudi runs it: a
+    write changing them meanwhile would be lost, so fed's writes are refused, naming it. One
+    that is another writer's insert overwrite is a write: fed goes on beside it."""
+    backend = Backend("local", f"file://{tmp_path}/tables/trips", f"file://{tmp_path}/storage", None)
+    table = create_table(
+        backend.table_path,
+        name="trips",
+        record_key_fields=["trip_id"],
+        partition_fields=["country"],
+        precombine_field="ts",
+        table_type=table_type,  # type: ignore[arg-type]
+        properties={**FAST_HEARTBEAT},
+    )
+    table.bulk_insert(trips(range(4)))
+    groups = [("country=us", s.file_id) for s in table.file_slices()]
+    hoodie = tmp_path / "tables/trips/.hoodie"
+    (hoodie / "20991231000000000.replacecommit.requested").write_bytes(_requested_replace("CLUSTER", groups))
+    with pytest.raises(
+        CommitConflictError,
+        match="clustering 20991231000000000 is pending and was scheduled by another writer",
+    ) as refused:
+        table.upsert(trips([1], fare=5.0))
+    assert "run it with Apache Hudi's clustering job, then retry the write" in str(refused.value)
+    (hoodie / "20991231000000000.replacecommit.requested").unlink()
+    (hoodie / "20991231000000001.replacecommit.requested").write_bytes(
+        _requested_replace("INSERT_OVERWRITE", [])
+    )
+    table.upsert(trips([1], fare=5.0))
+    assert rows(table) == {0: ("us", 10.0), 1: ("us", 6.0), 2: ("us", 12.0), 3: ("us", 13.0)}

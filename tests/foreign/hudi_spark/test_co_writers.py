@@ -21,6 +21,7 @@ import pytest
 from foreign.hudi_spark.bundles import HUDI_VERSIONS, HudiSession
 
 from fedcore import properties as P
+from fedcore.exceptions import CommitConflictError
 from fedcore.services.repair import repair_metadata
 from fedcore.services.verify import verify_table
 from fedcore.table import Table, create_table, load_table
@@ -310,3 +311,62 @@ def test_a_key_two_file_groups_hold_is_upserted_and_deleted_in_both(
         assert [r[-1] for r in expected if r[2] == 2] == ["updated", "updated"], expected
         assert fed_rows(load_table(tables["fed"][0])) == expected, f"{operation}: fedcore's table"
         assert fed_rows(load_table(tables["hudi"][0])) == expected, f"{operation}: Hudi's, read by fedcore"
+
+
+def test_a_compaction_hudi_scheduled_is_left_to_hudi_and_fed_writes_once_it_ran(
+    hudi: HudiSession, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Hudi's writer schedules a compaction and leaves it to its compaction job (Hudi's async
+    compaction). fed's writes, cleans and compactions are refused at once, as conflicts that
+    name the instant and say it is Hudi's to run; following that (Hudi's job runs it), fed
+    writes on, and fed's and Hudi's readers return the model's rows."""
+    name = f"sched_{hudi.version.replace('.', '_')}"
+    path = f"file://{tmp_path_factory.mktemp(name)}/{name}"
+    kept = create_table(
+        path,
+        name=name,
+        record_key_fields=["id"],
+        partition_fields=["p"],
+        precombine_field="ts",
+        table_type="MERGE_ON_READ",
+    )
+    first = [row(i, 1, "first") for i in range(6)]
+    kept.bulk_insert(pa.Table.from_pylist([dict(zip(ARROW.names, r, strict=True)) for r in first], ARROW))
+    model = {r[0]: r for r in first}
+    options = hudi_options(name, P.TABLE_TYPE_MOR, hudi.version)
+    scheduling = options | {
+        "hoodie.compact.schedule.inline": "true",  # plan one after the write, run none
+        "hoodie.compact.inline.max.delta.commits": "1",
+    }
+    updates = [row(1, 2, "hudi 1"), row(2, 2, "hudi 1")]
+    spec = {"path": path, "options": scheduling, "schema": SCHEMA, "steps": [["upsert", updates]]}
+    assert hudi.run({"writes": {"w": spec}})["writes"]["w"] == "ok"
+    model.update((r[0], r) for r in updates)
+    pending = [i for i in load_table(path).timeline().pending() if i.action == "compaction"]
+    assert len(pending) == 1, load_table(path).timeline().pending()
+    hudis = f"compaction {pending[0].time} is pending and was scheduled by another writer than fed"
+    mine = [row(3, 3, "fed 1")]
+    data = pa.Table.from_pylist([dict(zip(ARROW.names, r, strict=True)) for r in mine], ARROW)
+    with pytest.raises(CommitConflictError, match=hudis) as refused:
+        load_table(path).upsert(data)
+    assert "run it with Apache Hudi's compaction job, then retry the write" in str(refused.value)
+    with pytest.raises(CommitConflictError, match=hudis):
+        load_table(path).compact()
+    assert fed_rows(load_table(path)) == model_rows(model), "nothing of the refused write"
+
+    # The hint, followed: Hudi's inline compaction runs the pending plan (with a write of its own).
+    running = options | {"hoodie.compact.inline": "true", "hoodie.compact.inline.max.delta.commits": "1"}
+    more = [row(4, 4, "hudi 2")]
+    spec = {"path": path, "options": running, "schema": SCHEMA, "steps": [["upsert", more]]}
+    assert hudi.run({"writes": {"w": spec}})["writes"]["w"] == "ok"
+    model.update((r[0], r) for r in more)
+    timeline = load_table(path).timeline()
+    assert not [i for i in timeline.pending() if i.action == "compaction"], timeline.pending()
+    assert timeline.find(pending[0].time) is not None, "Hudi ran the plan it scheduled"
+    load_table(path).upsert(data)  # the retry
+    model.update((r[0], r) for r in mine)
+    expected = model_rows(model)
+    assert fed_rows(load_table(path)) == expected
+    assert fed_rows(kept) == expected
+    read = hudi.run({"reads": {"r": {"path": path, "query_type": "snapshot", "columns": COLUMNS}}})
+    assert read["reads"]["r"].get("rows") == expected, f"Hudi's reader: {read['reads']['r']}"

@@ -262,6 +262,10 @@ SET_NULL_FOR_MISSING_COLUMNS: Final = BoolOption("hoodie.write.set.null.for.miss
 #: compaction (Hudi's inline compaction; off by default, as in Hudi's batch writers).
 COMPACT_INLINE: Final = BoolOption("hoodie.compact.inline", False)
 COMPACT_INLINE_MAX_DELTA_COMMITS: Final = IntOption("hoodie.compact.inline.max.delta.commits", 5, 1)
+#: How long a write waits for a compaction another fed writer is running on the table
+#: (``fedcore.commit.pending``): longer than a heartbeat's expiry at Hudi's defaults (3 minutes),
+#: so a compaction whose writer died is rolled back within the wait. 0: never wait.
+COMPACTION_WAIT_MS: Final = IntOption("hoodie.fed.write.compaction.wait.ms", 300_000, 0)
 #: Merge-on-read: how a log file's data block encodes its records (Parquet, or Avro as Hudi's
 #: writers default to for Parquet tables).
 LOG_DATA_BLOCK_FORMAT: Final = ChoiceOption(
@@ -389,6 +393,7 @@ RUNTIME_OPTIONS: Final[
     ARCHIVE_AUTOMATIC,
     COMPACT_INLINE,
     COMPACT_INLINE_MAX_DELTA_COMMITS,
+    COMPACTION_WAIT_MS,
     LOG_DATA_BLOCK_FORMAT,
     RECONCILE_SCHEMA,
     SET_NULL_FOR_MISSING_COLUMNS,

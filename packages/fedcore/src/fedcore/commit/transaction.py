@@ -320,13 +320,13 @@ def is_failed(table: TableHandle, instant: Instant) -> bool:
     look dead to another writer in that moment. An instant time is the clock when it
     was requested (or later), so a writer that died before its first beat still
     expires after the same interval as any other."""
-    last = _last_beat(table, instant) or 0
+    last = last_beat(table, instant) or 0
     requested_ms = int(parse_instant_time(instant.time).timestamp() * 1000)
     expiry = table.heartbeat_interval_ms * (table.heartbeat_tolerable_misses + 1)
     return _now_ms() - max(last, requested_ms) > expiry
 
 
-def _last_beat(table: TableHandle, instant: Instant) -> int | None:
+def last_beat(table: TableHandle, instant: Instant) -> int | None:
     """The last beat (epoch ms) fed's heartbeat of a pending instant holds; None when it has
     none of fed's: Apache Hudi's writers beat an empty file, or none at all."""
     path = heartbeat_path(table.path, instant.time)
@@ -347,7 +347,7 @@ def check_begun_by_fed(table: TableHandle, instant: Instant) -> None:
     no heartbeat at all), nor undo it exactly (its markers may be kept by Hudi's timeline
     server; on merge-on-read it may have appended to log files). Hudi rolls back its own
     failed writes on its next write."""
-    if _last_beat(table, instant) is None:
+    if last_beat(table, instant) is None:
         raise RollbackError(
             f"{instant} of table {table.name} was begun by another writer (it has no heartbeat of "
             "fed's): fed does not roll it back. Apache Hudi's writers roll back their failed writes "
@@ -358,7 +358,7 @@ def check_begun_by_fed(table: TableHandle, instant: Instant) -> None:
 def roll_back_if_failed(table: TableHandle, instant_time: str) -> bool:
     """Roll back ``instant_time`` if it is pending and its writer is dead; True if it was."""
     instant = table.timeline().find(instant_time)
-    if instant is None or instant.is_completed or _last_beat(table, instant) is None:
+    if instant is None or instant.is_completed or last_beat(table, instant) is None:
         return False
     if not is_failed(table, instant):
         return False
@@ -436,7 +436,7 @@ def roll_back_failed_writes(table: TableHandle, timeline: Timeline | None = None
     timeline = table.timeline() if timeline is None else timeline
     done = []
     for instant in timeline.pending():
-        if _last_beat(table, instant) is None:
+        if last_beat(table, instant) is None:
             # Another writer's (Apache Hudi's: a write, a clustering or compaction plan): it
             # finishes or rolls back its own (see check_begun_by_fed).
             continue

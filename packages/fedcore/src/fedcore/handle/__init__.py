@@ -24,7 +24,6 @@ import pyarrow as pa
 from fedcore import properties as P
 from fedcore.avro_schema import arrow_schema
 from fedcore.exceptions import (
-    CommitConflictError,
     ConfigError,
     MetadataTableRequiredError,
     StorageStrategyMismatchError,
@@ -53,12 +52,10 @@ from fedcore.metadata.table import IndexCache
 from fedcore.storage.base import StorageStrategy
 from fedcore.storage.loader import load_storage_strategy, named_strategy_class, strategy_spec
 from fedcore.timeline import (
-    COMPACTION,
     MERGE_ON_READ_WRITE_ACTIONS,
     WRITE_ACTIONS,
     Instant,
     Timeline,
-    has_heartbeat,
     instant_path,
 )
 from fedcore.timeline.commit_metadata import CommitMetadata
@@ -332,27 +329,6 @@ class TableHandle:
         """``schema()`` with Hudi's five ``_hoodie_*`` columns first (strings), as reads return it."""
         schema = self.schema()
         return None if schema is None else with_meta_fields(schema)
-
-    def check_writable(self, timeline: Timeline) -> None:
-        """Refuse a write while a compaction is pending on ``timeline`` (listed after failed
-        writes were recovered): a write's log files would have to start from
-        base files that do not exist yet. A compaction fed runs completes within its run
-        (``CommitConflictError``: retry); one Hudi scheduled waits for Hudi to run it
-        (``UnsupportedTableError``)."""
-        if not self.config.merge_on_read:
-            return
-        pending = [i for i in timeline.pending() if i.action == COMPACTION]
-        if not pending:
-            return
-        if has_heartbeat(self.fs.table_fs, self.path, pending[0].time):
-            raise CommitConflictError(
-                f"table {self.name}: compaction {pending[0].time} is running; retry the write once "
-                "it completes"
-            )
-        raise UnsupportedTableError(
-            f"table {self.name} has a compaction Hudi scheduled ({pending[0].time}): fedcore reads "
-            "the table but does not write to it until that compaction completes (run it with Hudi)"
-        )
 
     # --- protocol paths ----------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from fedcore import properties as P
+from fedcore.commit.pending import pending_services
 from fedcore.exceptions import MissingDependencyError
 from fedcore.metadata.compaction import compact_metadata
 from fedcore.metadata.table import MetadataTable
@@ -60,12 +61,16 @@ def run_table_services(table: TableHandle) -> list[str]:
         state["timeline"] = table.timeline()
 
     def run_table_compaction() -> None:
+        if pending_services(table, state["timeline"]):
+            return  # another writer's compaction runs now: it folds these log files too
         wanted = P.COMPACT_INLINE_MAX_DELTA_COMMITS.of(options)
         due = delta_commits_since_compaction(state["timeline"]) >= wanted
         if due and compact_table(table, timeline=state["timeline"]) is not None:
             state["timeline"] = table.timeline()
 
     def run_clean() -> None:
+        if pending_services(table, state["timeline"]):
+            return  # it would need the slices a pending compaction reads: after the next write
         retained = P.CLEANER_COMMITS_RETAINED.of(options)
         # The writer rolled back failed writes before it began.
         if clean(table, retained, recover=False, timeline=state["timeline"]) is not None:

@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from fedcore.commit.pending import refuse_beside_services
 from fedcore.commit.transaction import Transaction, roll_back_failed_writes
 from fedcore.files.file_group import file_groups
 from fedcore.io.filesystems import read_objects
@@ -127,7 +128,7 @@ def clean(
     if recover and roll_back_failed_writes(table, timeline):
         timeline = None  # the rollbacks changed it
     timeline = table.timeline() if timeline is None else timeline
-    table.check_writable(timeline)
+    refuse_beside_services(table, timeline, "the clean")
     plan = plan_clean(table, retained, timeline)
     if plan is None or not plan.worth_recording:
         return None

@@ -37,6 +37,7 @@ from fedcore.commit.file_writer import (
     record_size,
 )
 from fedcore.commit.markers import mark_files, marker_token
+from fedcore.commit.pending import refuse_beside_services
 from fedcore.commit.transaction import Transaction, roll_back_failed_writes, stat_claims
 from fedcore.exceptions import UnsupportedTableError
 from fedcore.files.file_slice import FileSlice
@@ -184,12 +185,6 @@ def plan_bytes(operations: list[CompactionOperation]) -> bytes:
     return out.getvalue()
 
 
-def read_plan(data: bytes) -> list[dict[str, Any]]:
-    """The operations of a compaction plan (Hudi's or fed's)."""
-    records = list(fastavro.reader(io.BytesIO(data)))
-    return list(records[0].get("operations") or []) if records else []
-
-
 def delta_commits_since_compaction(timeline: Timeline) -> int:
     """Delta commits completed after the last compaction (on a merge-on-read table, every
     completed ``commit`` is one)."""
@@ -212,7 +207,7 @@ def compact(table: TableHandle, *, timeline: Timeline | None = None) -> Compacti
     timeline.check_readable(table.name, True)
     if roll_back_failed_writes(table, timeline):
         timeline = table.timeline()
-    table.check_writable(timeline)
+    refuse_beside_services(table, timeline, "the compaction")
     operations = plan_compaction(table, timeline)
     if not operations:
         return None

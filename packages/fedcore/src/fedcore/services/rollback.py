@@ -16,6 +16,7 @@ import contextlib
 import time
 from typing import TYPE_CHECKING
 
+from fedcore.commit.pending import wait_for_services
 from fedcore.commit.transaction import (
     Transaction,
     check_begun_by_fed,
@@ -49,7 +50,7 @@ def rollback(table: TableHandle, instant_time: str) -> str:
     """Roll back ``instant_time``; returns the rollback instant's time."""
     parse_instant_time(instant_time)
     timeline = table.timeline()
-    table.check_writable(timeline)
+    timeline = wait_for_services(table, timeline, "the rollback")
     instant = timeline.find(instant_time)
     if instant is None:
         raise InvalidInstantError(f"no instant {instant_time} on the timeline of {table.name}")

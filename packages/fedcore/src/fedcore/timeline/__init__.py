@@ -251,14 +251,6 @@ def heartbeat_path(table_path: str, time: str) -> str:
     return f"{table_path}/{P.HOODIE_FOLDER}/.heartbeat/{time}"
 
 
-def has_heartbeat(fs: AbstractFileSystem, table_path: str, time: str) -> bool:
-    """Whether fed's heartbeat file of an instant exists: fed began it (and has not finished
-    it). Instants that Hudi's own writers leave pending have none."""
-    path = heartbeat_path(table_path, time)
-    with storage_errors(path):
-        return bool(fs.exists(path))
-
-
 def new_instant(fs: AbstractFileSystem, table_path: str, action: str, plan: bytes = b"") -> Instant:
     """Request a new instant, strictly later than any on the timeline and unique among writers.
 

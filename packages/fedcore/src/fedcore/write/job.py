@@ -50,6 +50,7 @@ from fedcore.commit.file_writer import (
     written_record_size,
 )
 from fedcore.commit.markers import mark_files, marker_kind, marker_token
+from fedcore.commit.pending import wait_for_services
 from fedcore.commit.transaction import Heartbeat, Transaction, roll_back_failed_writes, stat_claims
 from fedcore.commit.upgrade import upgrade_config
 from fedcore.exceptions import (
@@ -205,7 +206,8 @@ class WriteJob:
         timeline, which the plan uses too. ``input_schema``: the rows' schema, which a first
         write makes the table's; ``extra_metadata``: kept in the commit's ``extraMetadata``."""
         table = handle_of(table)
-        if not table.config.record_key_fields:
+        config = table.config
+        if not config.record_key_fields:
             raise InvalidTableConfigError(
                 P.RECORD_KEY_FIELDS,
                 f"is missing from table {table.name}'s hoodie.properties: fedcore writes tables whose "
@@ -216,7 +218,7 @@ class WriteJob:
         timeline.check_readable(table.name, table.config.merge_on_read)
         if roll_back_failed_writes(table, timeline):
             timeline = table.timeline()
-        table.check_writable(timeline)
+        timeline = wait_for_services(table, timeline, "the write")
         table_schema = table.schema(timeline)
         schema = table_schema
         if input_schema is not None and operation != DELETE:
