@@ -33,7 +33,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from fed_spark.errors import one_line_errors
-from fed_spark.options import SessionSettings, WriteOptions
+from fed_spark.options import PARTITION_PATH_FIELD, RECORD_KEY_FIELD, SessionSettings, WriteOptions
 from fedcore import Table, WriteClient, create_table, load_table
 from fedcore import properties as P
 from fedcore.engine import (
@@ -99,10 +99,10 @@ def open_for_write(options: WriteOptions, settings: SessionSettings, schema: pa.
             for c in [*options.record_key_fields, *(options.partition_fields or ())]
             if c not in schema.names
         ]
-        if missing:
+        if missing:  # named by the option that names it, so the user knows which to fix
+            key = RECORD_KEY_FIELD if missing[0] in options.record_key_fields else PARTITION_PATH_FIELD
             raise ConfigError(
-                "hoodie.datasource.write.recordkey.field",
-                f"names {missing[0]!r}, which is not a column of the data ({', '.join(schema.names)})",
+                key, f"names {missing[0]!r}, which is not a column of the data ({', '.join(schema.names)})"
             ) from None
         # The write's settings are checked before the table exists; its other keys become the
         # new table's config, where create_table refuses any key fed would not read.

@@ -385,7 +385,10 @@ def _open_source(
     if not fs.isdir(source):
         raise TableNotFoundError(f"{source} is neither a Hudi table nor a folder of Parquet files")
     if not record_key_fields:
-        raise ConfigError("record key fields", f"{source} is a plain Parquet dataset: give its record key")
+        raise ConfigError(
+            "record key fields",
+            f"{source} is a plain Parquet dataset: give its record key (--record-key, or record_key_fields=)",
+        )
     return _parquet_source(source, fs, list(record_key_fields), partition_fields, precombine_field)
 
 

@@ -9,6 +9,7 @@ passes options: the Python API, the CLI and the engine adapters.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable, Mapping
 from typing import Final, Literal, get_args
 
@@ -511,8 +512,33 @@ def check_table_keys(properties: Iterable[str], strategy_keys: Iterable[str] = (
             raise unknown_key(key, known, "is not a table property fed reads or records")
 
 
+#: Keys that look like they hold a secret: never stored in a table's config, never suggested.
+SECRET_KEY_RE: Final = re.compile(
+    r"secret|password|passwd|credential|access[._-]?key|session[._-]?token|sas[._-]?token", re.I
+)
+#: Hudi's write options that define a table (as its Spark writer takes them): fixed in
+#: ``hoodie.properties`` when the table is created.
+WRITE_DEFINITION_KEYS: Final = frozenset(
+    {
+        "hoodie.datasource.write.recordkey.field",
+        "hoodie.datasource.write.partitionpath.field",
+        "hoodie.datasource.write.precombine.field",
+        "hoodie.datasource.write.keygenerator.class",
+        "hoodie.datasource.write.table.type",
+        "hoodie.datasource.write.table.name",
+    }
+)
+
+
 def unknown_key(key: str, known: Iterable[str], what: str) -> ConfigError:
-    """The error for a key fed would not read: ``what`` it is not, and the nearest known key."""
+    """The error for a key fed would not read: ``what`` it is not, and the nearest known key
+    (none for a key that holds a secret: no key it resembles would take one)."""
+    if SECRET_KEY_RE.search(key):
+        return ConfigError(
+            key,
+            f"{what}, so it would be ignored; it looks like a credential: give credentials as storage "
+            "options (key, secret, token, profile) or the environment's AWS_* variables",
+        )
     nearest = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
     hint = f"; did you mean {nearest[0]}?" if nearest else ""
     return ConfigError(key, f"{what}, so it would be ignored{hint}")

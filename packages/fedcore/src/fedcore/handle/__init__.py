@@ -155,10 +155,16 @@ class TableHandle:
             raise ConfigError(P.STORAGE_CHECKSUM, "is computed by fedcore, never given")
         known = P.RUNTIME_KEYS | set(P.STORAGE_KEYS) | self.strategy.accepted_keys
         for key in sorted(given):
-            if key not in known:
-                raise P.unknown_key(
-                    key, known, "is not an option fedcore reads when opening or writing a table"
+            if key in known:
+                continue
+            if key in P.TABLE_KEYS or key in P.WRITE_DEFINITION_KEYS:
+                raise ConfigError(
+                    key,
+                    f"is part of table {self.name}'s definition, fixed in its {P.PROPERTIES_FILE} when "
+                    "it was created: a write's options cannot change it (a new table, made with "
+                    "`fed migrate`, can have another)",
                 )
+            raise P.unknown_key(key, known, "is not an option fedcore reads when opening or writing a table")
         check_storage_properties(self.strategy, self.config, given)
         runtime = {k: v for k, v in given.items() if k not in P.STORAGE_KEYS}
         return self._copy({**self.options, **runtime})

@@ -23,9 +23,6 @@ from fedcore.exceptions import InvalidTableConfigError, TableAlreadyExistsError,
 from fedcore.io.atomic import create_exclusive, replace_atomic
 from fedcore.io.errors import storage_errors
 
-_SECRET_KEY_RE = re.compile(
-    r"secret|password|passwd|credential|access[._-]?key|session[._-]?token|sas[._-]?token", re.I
-)
 _TABLE_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -268,10 +265,14 @@ class TableConfig(Mapping[str, str]):
                 "a newer fed wrote this table; upgrade fedcore to read it",
             )
         for key in self._props:
-            if _SECRET_KEY_RE.search(key):
+            if P.SECRET_KEY_RE.search(key):
+                # Reached on loading a table (a new one's keys are refused before: properties
+                # ``check_table_keys``), so the one fix is in the stored file itself.
                 raise InvalidTableConfigError(
                     key,
-                    "looks like a credential; pass credentials as storage options, never as table properties",
+                    f"looks like a credential, stored in the clear in {P.HOODIE_FOLDER}/{P.PROPERTIES_FILE}: "
+                    "remove it from that file (and replace the credential); give credentials as storage "
+                    "options or a write's options",
                 )
 
 

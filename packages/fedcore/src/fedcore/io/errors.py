@@ -26,6 +26,19 @@ from fedcore.exceptions import (
     StoragePermissionError,
     StorageUnavailableError,
 )
+from fedcore.files.filenames import BASE_FILE_RE
+
+
+def undo_hint(path: str) -> str:
+    """How a data file damaged or lost outside fedcore goes from the table: from a copy, or by
+    rolling back the write that made it (named by the file's name, for a base file)."""
+    match = BASE_FILE_RE.fullmatch(path.rpartition("/")[2])
+    instant = match[3] if match is not None else "INSTANT"
+    return (
+        f"restore it from a copy, or roll back the write that made it with `fed rollback TABLE {instant}` "
+        "if that is the table's latest write"
+    )
+
 
 _TYPED: tuple[tuple[type[OSError], type[StorageError]], ...] = (
     (FileNotFoundError, StorageFileNotFoundError),
@@ -113,9 +126,7 @@ def storage_errors(
             where = path if physical is None or physical == path else f"{path} (at {physical})"
             raise DataFileCorruptError(
                 f"{where} cannot be read as Parquet ({exc}): it was truncated or overwritten outside "
-                "fedcore; restore it from a copy, or roll back the write that made it with "
-                "`fed rollback TABLE INSTANT` if that is the table's latest write "
-                "(`fed verify --deep TABLE` finds every such file)"
+                f"fedcore; {undo_hint(path)} (`fed verify --deep TABLE` finds every such file)"
             ) from exc
         if not isinstance(exc, OSError):
             raise

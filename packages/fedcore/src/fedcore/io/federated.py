@@ -36,7 +36,7 @@ from fedcore.exceptions import (
 )
 from fedcore.files.filenames import BASE_FILE_RE, LOG_FILE_RE, is_partition_metadata
 from fedcore.io.atomic import create_exclusive
-from fedcore.io.errors import storage_errors
+from fedcore.io.errors import storage_errors, undo_hint
 from fedcore.io.filesystems import StorageOptions, filesystem_for
 from fedcore.io.uris import check_relative_path, is_within, normalize_uri
 from fedcore.storage.base import StorageStrategy
@@ -358,6 +358,5 @@ def _missing_data_hint(path: str) -> str:
     written_by = f" (written by instant {match[3]})" if match is not None else ""
     return (
         f"the table references it{written_by} but it is not in storage: it was deleted or moved "
-        "outside fedcore; restore it from a copy, or roll back the write that made it with "
-        "`fed rollback TABLE INSTANT` if that is the table's latest write"
+        f"outside fedcore; {undo_hint(path)}"
     )

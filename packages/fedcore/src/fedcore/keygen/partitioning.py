@@ -143,9 +143,14 @@ class PartitionScheme:
             text = text or DEFAULT_PARTITION
             segment = escape(text) if self.url_encode else text
             if "/" in segment or "\\" in segment or not segment.isprintable():
+                # Only a table whose paths are not URL-encoded gets here, and that is fixed when
+                # the table is created: flipping it would spell the partitions already written
+                # another way, so each upserted key would land in a second partition.
                 raise InvalidPartitionValueError(
                     f"partition value {text!r} of {field!r} contains a path separator or a control "
-                    f"character; set {P.URL_ENCODE_PARTITIONING}=true to have it encoded"
+                    f"character, which this table's partition paths cannot hold: they are not "
+                    f"URL-encoded ({P.URL_ENCODE_PARTITIONING}=false since the table was created); "
+                    "write the value without them"
                 )
             if self.hive_style:
                 segment = f"{field}={segment}"

@@ -7,7 +7,7 @@ it replaces by ``_hoodie_record_key`` alone, without knowing the key fields.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
@@ -103,7 +103,44 @@ def with_meta_fields(schema: pa.Schema) -> pa.Schema:
 def check_columns(data: pa.Table, fields: Sequence[str], what: str) -> None:
     missing = [f for f in fields if f not in data.column_names]
     if missing:
-        raise InvalidRecordsError(f"input has no {what} column {', '.join(map(repr, missing))}")
+        raise InvalidRecordsError(
+            f"the input has no {what} column {', '.join(map(repr, missing))}: add it to the input"
+        )
+
+
+def check_required_columns(
+    names: Collection[str], record_key: Sequence[str], partition: Sequence[str], ordering: str | None = None
+) -> None:
+    """``InvalidRecordsError`` naming the first column missing from ``names`` (a write's input)
+    of those that say which record a row is: a record key field, a partition field, or
+    ``ordering`` (an upsert's ordering, precombine, field); the message says to add it.
+
+    Refused whatever ``hoodie.datasource.write.reconcile.schema`` and
+    ``hoodie.write.set.null.for.missing.columns`` say (they fill other missing columns with
+    nulls): a null key is no key; a null partition value is Hudi's
+    ``__HIVE_DEFAULT_PARTITION__``, another partition, where an upsert would insert a second
+    copy of every stored key it updates; an upsert ranks the records of a key by their
+    ordering values. Apache Hudi refuses a missing key field, and an upsert's missing
+    ordering field; a missing partition field its key generators write to the default
+    partition, which is the duplicate this refuses."""
+    given = set(names)
+    wanted = [(f, "a record key field of the table", _ADD_KEY) for f in record_key]
+    wanted += [(f, "a partition field of the table", _ADD_PARTITION) for f in partition]
+    if ordering:
+        wanted.append((ordering, "the table's ordering (precombine) field", _ADD_ORDERING))
+    for field, role, action in wanted:
+        if field not in given:
+            raise InvalidRecordsError(f"the input has no column {field!r}, {role}: {action}")
+
+
+#: What a write whose input lacks a column of ``check_required_columns`` is told to do.
+_ADD_KEY: Final = "add it (each record's key is spelled from it; it is never written as null)"
+_ADD_PARTITION: Final = (
+    "add it (each record's partition path is spelled from it; it is never written as null)"
+)
+_ADD_ORDERING: Final = (
+    "add it, with a value in every record (an upsert keeps each key's record with the greatest)"
+)
 
 
 def check_keys(data: pa.Table, key_fields: Sequence[str]) -> None:
@@ -305,7 +342,9 @@ def virtual_key_types_error(schema: pa.Schema, key_fields: Sequence[str]) -> Uns
             return UnsupportedTableError(
                 f"record key field {field!r} is {kind}: a table without meta fields "
                 f"({P.POPULATE_META_FIELDS}=false) computes its keys from their values, and fedcore "
-                "cannot spell such values as Hudi's key generators do; keep meta fields for this table"
+                "cannot spell such values as Hudi's key generators do; give the key as text or integers, "
+                f"or keep meta fields for this table ({P.POPULATE_META_FIELDS}=true, fixed when a table is "
+                "created)"
             )
     return None
 
@@ -431,19 +470,25 @@ def evolve(
     null when ``fill_missing`` (``hoodie.datasource.write.reconcile.schema``) and the column
     is nullable. Anything else is refused, naming the column (``SchemaMismatchError``).
     ``keys`` (record key and partition columns) keep the table's type whatever the input's:
-    their values are cast exactly or refused (``conform_keys``)."""
+    their values are cast exactly or refused (``conform_keys``); one the input lacks is
+    refused (``InvalidRecordsError``), never filled with nulls."""
     incoming = pa.schema([f for f in incoming if f.name not in META_COLUMNS])
     fields = []
     for field in table:
         index = incoming.get_field_index(field.name)
         if index < 0:
-            if not fill_missing or not field.nullable:
-                why = (
-                    "it is not nullable"
-                    if fill_missing
-                    else "set hoodie.datasource.write.reconcile.schema=true to write it as null"
+            missing = f"the input has no column {field.name!r}"
+            if field.name in keys:  # never filled: see ``check_required_columns``
+                raise InvalidRecordsError(
+                    f"{missing}, a record key or partition field of the table: add it (records' keys "
+                    "and partition paths are spelled from it, so it is never written as null)"
                 )
-                raise SchemaMismatchError(f"the input has no column {field.name!r} of the table: {why}")
+            if not field.nullable:
+                raise SchemaMismatchError(f"{missing} of the table, which is not nullable: add it")
+            if not fill_missing:
+                raise SchemaMismatchError(
+                    f"{missing} of the table: set {P.RECONCILE_SCHEMA}=true to write it as null"
+                )
             fields.append(field)
             continue
         given = incoming.field(index).type

@@ -30,14 +30,14 @@ decode. One footer (or log file) read per file, in parallel; plain ``verify`` re
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from fedcore.exceptions import DataFileCorruptError, FedError, RepairError
-from fedcore.files.filenames import BASE_FILE_RE
+from fedcore.files.filenames import BASE_FILE_RE, file_instant
 from fedcore.handle import HasHandle, handle_of
 from fedcore.handle.identity import check_not_a_copy
 from fedcore.io.filesystems import open_sized, read_object, remove_files
@@ -172,14 +172,29 @@ class VerifyReport:
         if self.unrecorded or self.metadata_error:
             lines.append("The metadata table is damaged: run `fed repair TABLE`.")
         if self.missing:
-            lines.append("Files the table references are gone: reads that need them fail.")
+            lines.append(
+                "Files the table references are gone: reads that need them fail. Restore them from a "
+                f"copy, or roll back the writes that made them ({_rollbacks(n for _, n, _ in self.missing)})."
+            )
         if self.damaged:
             lines.append(
                 "Files the table references are damaged: restore them from a copy, or roll back the "
-                "writes that made them (`fed rollback TABLE INSTANT`, the table's latest write)."
+                f"writes that made them ({_rollbacks(n for _, n, _ in self.damaged)})."
             )
         lines.append("OK" if self.ok else "FAILED")
         return "\n".join(lines)
+
+
+def _rollbacks(names: Iterable[str]) -> str:
+    """The rollbacks that undo the writes that made some files, newest first (a completed
+    write rolls back only once the writes after it have)."""
+    names = list(names)
+    bases = [n for n in names if BASE_FILE_RE.fullmatch(n)]
+    instants = sorted({t for t in map(file_instant, bases) if t is not None}, reverse=True)
+    text = ", then ".join(f"`fed rollback TABLE {t}`" for t in instants)
+    if len(bases) < len(names):  # a log file's name holds its slice's instant, not its write's
+        text += (", and " if text else "") + "for a log file, the delta commit `fed timeline TABLE` shows"
+    return text + ", newest first"
 
 
 def verify_table(

@@ -64,6 +64,7 @@ from fedcore.exceptions import (
 from fedcore.handle import HasHandle, TableHandle, handle_of
 from fedcore.keygen.records import (
     check_keys,
+    check_required_columns,
     conform,
     conform_keys,
     evolve,
@@ -212,6 +213,11 @@ class WriteJob:
                 P.RECORD_KEY_FIELDS,
                 f"is missing from table {table.name}'s hoodie.properties: fedcore writes tables whose "
                 "records have keys (a table written with Hudi's generated keys is read, not written)",
+            )
+        if input_schema is not None:  # before anything is written, and before a fill with nulls
+            ordering = config.precombine_field if operation == UPSERT else None
+            check_required_columns(
+                input_schema.names, config.record_key_fields, config.partition_fields, ordering
             )
         upgrade_config(table)  # before anything of this write exists
         timeline = table.timeline()
@@ -371,7 +377,7 @@ class WriteJob:
             raise CommitConflictError(
                 f"table {self.table.name}: a write that completed since this {self.operation} began "
                 f"(instant {since[-1] if since else latest.last_time()}) changed its schema; nothing of "
-                "this write is visible: retry it"
+                "this write is visible: retry it, on the new schema"
             )
         if not self.instant:
             return

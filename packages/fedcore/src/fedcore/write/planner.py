@@ -28,7 +28,7 @@ from fedcore.files.filenames import new_file_id
 from fedcore.io.filesystems import open_sized, read_object
 from fedcore.io.parquet import read_parquet
 from fedcore.io.uris import protocol_of
-from fedcore.keygen.records import latest_per_key, partition_rows, record_keys
+from fedcore.keygen.records import check_required_columns, latest_per_key, partition_rows, record_keys
 from fedcore.log.format import BlockType, data_records, read_blocks
 from fedcore.metadata.file_index import PartitionFiles
 from fedcore.write.job import (
@@ -135,11 +135,7 @@ class WritePlanner:
         field = self.table.config.precombine_field
         if self.job.operation != UPSERT or field is None:
             return
-        if field not in rows.column_names:
-            raise InvalidRecordsError(
-                f"the input has no column {field!r}, the table's ordering (precombine) field, which an "
-                "upsert orders its records by"
-            )
+        check_required_columns(rows.column_names, (), (), field)
         nulls = rows.column(field).null_count
         if nulls:
             row = pc.index(pc.is_null(rows.column(field)), True).as_py()
