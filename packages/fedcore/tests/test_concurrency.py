@@ -22,10 +22,13 @@ from fedcore.metadata.compaction import compact_metadata
 from fedcore.metadata.table import MetadataTable
 from fedcore.services.archival import archive, read_archive
 from fedcore.services.cleaning import clean, plan_clean
+from fedcore.services.history import load_history
 from fedcore.services.rollback import rollback
+from fedcore.services.verify import verify_table
 from fedcore.steps import observe_steps
 from fedcore.table import Table, load_table
 from fedcore.timeline import CLEAN, COMMIT, Instant, heartbeat_path, instant_path, instant_time, new_instant
+from fedcore.timeline.retention import last_clean_retained
 from fedcore.write.client import WriteClient
 
 from .test_merge_on_read_writes import mor_table
@@ -320,3 +323,41 @@ def test_a_plan_whose_listing_was_archived_refuses_a_schema_changed_since(backen
         other.upsert(wider)
     with pytest.raises(CommitConflictError, match="changed its schema"):
         WritePlanner(job).latest_base_files(["country=us"])
+
+
+def test_verify_and_a_clean_read_what_another_writers_archival_moved_out_since_their_listing(
+    backend: Backend,
+) -> None:
+    """A timeline listed just before another writer's archival names completed instants (a
+    clean among them) whose files are in the archive by the time they are read: verify's
+    account of the table and a clean's start read them from there."""
+    table = make_table(backend, **KEEP, **{P.ARCHIVE_AUTOMATIC: "false", P.CLEANER_COMMITS_RETAINED: "1"})
+    for n in range(8):
+        WriteClient(table).upsert(trips([n % 3], fare=10.0 * n))
+    assert table.timeline().completed([CLEAN]), "a clean ran"
+    listed = table.timeline()
+    assert archive(table), "archival moved instants out"
+    assert not {i.time for i in listed.completed()} <= {i.time for i in table.timeline().completed()}
+    history = load_history(table.handle, listed)
+    assert history.files, "the account of the archived instants, from the archive"
+    assert last_clean_retained(table.fs.table_fs, table.path, listed) is not None
+    assert verify_table(table).ok
+
+
+def test_a_metadata_table_cleanup_leaves_a_file_another_writer_is_creating(tmp_path: Path) -> None:
+    """On a local disk a file is written under a temporary name and hard-linked into place:
+    one in a metadata-table folder is another writer's file in the making, not an old one."""
+    backend = Backend("local", f"file://{tmp_path}/tables/trips", f"file://{tmp_path}/storage", None)
+    table = make_table(backend, **{**KEEP, P.METADATA_COMPACT_DELTAS: "1"})
+    index = table.handle.metadata_table_or_none()
+    assert index is not None
+    making = (
+        Path(f"{index.folder}/base".removeprefix("file://")) / ".20200101000000000-00000-x.parquet.ab.tmp"
+    )
+    making.parent.mkdir(parents=True, exist_ok=True)
+    making.write_bytes(b"being written")
+    for n in range(10):  # compactions, archival past them, and its cleanup
+        WriteClient(table).upsert(trips([n % 3], fare=10.0 * n))
+    assert read_archive(table.handle).num_rows, "archival ran"
+    assert making.exists()
+    assert rows(table) == {0: ("us", 90.0), 1: ("us", 71.0), 2: ("us", 82.0)}

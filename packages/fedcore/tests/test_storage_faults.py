@@ -301,12 +301,14 @@ def test_a_file_a_concurrent_write_replaced_and_cleaned_is_a_conflict(tmp_path: 
     planner = WritePlanner(job)
     ((partition, _), base), *_ = planner.latest_base_files(["country=us"]).items()
     other = load_table(table.path).with_options(retain)
-    last = [other.upsert(trips([2], ts=ts)).instant for ts in (2, 3)][-1]
+    first, last = [other.upsert(trips([2], ts=ts)).instant for ts in (2, 3)]
+    other.upsert(trips([9], "de"))  # a write since, in another partition, is not the one named
     with pytest.raises(DataFileMissingError) as missing:
         planner.group_keys(partition, base)
     explained = job.missing_file(missing.value)
     assert isinstance(explained, CommitConflictError)
-    assert last in str(explained)
+    assert f"(instant {first})" in str(explained), "the write that replaced the version it read"
+    assert last not in str(explained)
     assert "retry it" in str(explained)
     assert "fed rollback" not in str(explained)
     # A file gone with no write since is the table's own loss: it stays a missing file.

@@ -274,19 +274,26 @@ class Transaction:
         # Recorded among the markers first, so a rollback knows which claims to release.
         mark_claim(self.table, self.time, name)
         path = self.table.claim_path(name)
-        for attempt in (1, 2):
+        for attempt in (1, 2, 3):
             try:
                 create_exclusive(self._fs, path, self.time.encode())
                 self.claims.append(name)
                 return
             except FileExistsError:
-                holder = read_object(self._fs, path).decode()
-                if attempt == 1 and roll_back_if_failed(self.table, holder):
+                try:
+                    holder = read_object(self._fs, path).decode()
+                except FileNotFoundError:
+                    continue  # released since (its holder rolled back): take it again
+                if attempt < 3 and roll_back_if_failed(self.table, holder):
                     continue  # the holder was a dead writer: its claim is released now
                 raise CommitConflictError(
                     f"instant {self.time} conflicts with instant {holder}: both change file group "
                     f"version {name}; retry the write on the new table state"
                 ) from None
+        raise CommitConflictError(
+            f"instant {self.time} could not claim file group version {name}: other writers took and "
+            "released it meanwhile; retry the write on the new table state"
+        )
 
     def finish(self) -> None:
         """Housekeeping after completion; a crash here leaves only garbage that readers ignore,

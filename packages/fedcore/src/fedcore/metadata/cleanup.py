@@ -18,21 +18,24 @@ def drop_older_than(index: MetadataTable, boundary: Manifest) -> int:
         used.update(entry[0] for entry in manifest.shards if entry)
         if manifest.partitions is not None:
             used.add(manifest.partitions[0])
+    # Only files named after an instant: a writer's file still being created (a local disk's
+    # ".<name>.<uuid>.tmp", hard-linked into place once whole) is another process's, never
+    # ours to delete.
     doomed = [
         f"{index.folder}/manifests/{name}"
-        for name in index.names("manifests")
+        for name in _named(index, "manifests")
         if name.endswith(".json") and name[: -len(".json")] < boundary.instant
     ]
     doomed += [
         f"{index.folder}/deltas/{name}"
-        for name in index.names("deltas")
+        for name in _named(index, "deltas")
         if name[:17] <= boundary.instant and not boundary.lacks(name[:17])
     ]
     # A compaction in progress writes shards named after a later instant, and a repair
     # after the newest completed one, which may be the boundary: neither is touched.
     doomed += [
         f"{index.folder}/base/{name}"
-        for name in index.names("base")
+        for name in _named(index, "base")
         if name[:17] < boundary.instant and name not in used
     ]
     doomed += [
@@ -40,3 +43,8 @@ def drop_older_than(index: MetadataTable, boundary: Manifest) -> int:
     ]
     remove_files(index.fs, doomed)
     return len(doomed)
+
+
+def _named(index: MetadataTable, subfolder: str) -> list[str]:
+    """The names in a subfolder of the metadata table that start with an instant time."""
+    return [name for name in index.names(subfolder) if name[:17].isdigit()]

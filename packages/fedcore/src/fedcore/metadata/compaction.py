@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 
 import pyarrow as pa
 
-from fedcore.exceptions import MetadataTableError
+from fedcore.exceptions import MetadataTableError, TimelineMovedError
 from fedcore.io.atomic import create_exclusive
 from fedcore.metadata.file_index import PartitionFiles
 from fedcore.metadata.format import (
@@ -29,8 +29,26 @@ from fedcore.metadata.table import MetadataTable
 
 
 def compact_metadata(index: MetadataTable) -> str | None:
-    """Fold the deltas of completed instants into the sharded base; the new manifest's instant."""
+    """Fold the deltas of completed instants into the sharded base; the new manifest's instant.
+
+    None when there is nothing to fold, or when another process's compaction got there
+    first: one to the same instant, or one past the manifest this one read, after which
+    archival deleted files only older views used, or the instants this one listed (archival
+    runs after a compaction): a file found gone, or instants archived, back it off quietly."""
+    read: list[str] = []  # the newest manifest the compaction's listing knew of
+    try:
+        return _compact(index, read)
+    except TimelineMovedError:
+        return None  # another writer archived since the listing: it compacted first
+    except FileNotFoundError:
+        if read and any(t > read[0] for t in index.manifest_times()):
+            return None
+        raise
+
+
+def _compact(index: MetadataTable, read: list[str]) -> str | None:
     timeline = index.load_timeline()
+    read.append(max(timeline.manifests, default=""))
     completed = timeline.completed()
     if not completed:
         return None

@@ -8,7 +8,10 @@ Hudi, and run later on its own.
 
 They never turn a committed write into a failed one. Each is idempotent and
 safe to race with another writer's services (exclusive creates pick one winner,
-deletions tolerate files already gone); whatever still goes wrong in one is
+deletions tolerate files already gone); one that loses a race to another writer (a
+compaction that another write's log file or another compaction got ahead of: a
+``CommitConflictError``; a clean whose listing another writer's archival moved on from: a
+``TimelineMovedError``) backs off quietly, and whatever else goes wrong in one is
 returned as a warning, logged, and the next write runs the services again. A
 scheduler that trusts exit codes must see success for a write that committed, or
 it would retry an insert and duplicate its rows.
@@ -23,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from fedcore import properties as P
 from fedcore.commit.pending import pending_services
-from fedcore.exceptions import MissingDependencyError
+from fedcore.exceptions import CommitConflictError, MissingDependencyError, TimelineMovedError
 from fedcore.metadata.compaction import compact_metadata
 from fedcore.metadata.table import MetadataTable
 from fedcore.services.archival import archive
@@ -52,6 +55,13 @@ def run_table_services(table: TableHandle) -> list[str]:
     def service(name: str, run: Callable[[], object]) -> None:
         try:
             run()
+        except (CommitConflictError, TimelineMovedError) as exc:  # lost a race to another writer
+            log.info(
+                "%s: %s after the commit backed off (it runs again after the next write): %s",
+                table.path,
+                name,
+                exc,
+            )
         except Exception as exc:  # the write committed: a service failure must not undo that
             message = f"{name} after the commit failed and will run again after the next write: {exc}"
             log.warning("%s: %s", table.path, message)

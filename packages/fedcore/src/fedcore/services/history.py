@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal
 from fedcore.exceptions import RepairError, UnsupportedTableError
 from fedcore.files.file_group import file_groups
 from fedcore.files.filenames import data_file_id, file_instant
-from fedcore.io.filesystems import read_objects
+from fedcore.io.filesystems import read_existing
 from fedcore.services.archival import read_archive
 from fedcore.timeline import CLEAN, COMPLETED, REPLACE_COMMIT, ROLLBACK, Timeline, instant_path
 from fedcore.timeline.archived import hudi_archive_files, read_hudi_archive
@@ -138,9 +138,12 @@ def load_history(table: TableHandle, timeline: Timeline | None = None) -> Histor
     timeline.check_readable(table.name, table.config.merge_on_read)
     completed = timeline.completed()
     fs = table.fs.table_fs
-    contents = read_objects(fs, [instant_path(table.path, i) for i in completed])
+    # One archival may move completed instants out meanwhile: those are read from its archive,
+    # listed after these reads.
+    paths = {instant_path(table.path, i): i for i in completed}
+    contents = read_existing(fs, list(paths))
     bodies: dict[str, tuple[str, bytes]] = {
-        i.time: (i.action, data) for i, data in zip(completed, contents, strict=True)
+        paths[path].time: (paths[path].action, data) for path, data in contents.items()
     }
     archived = read_archive(table)
     for time, action, name, content in zip(
@@ -152,6 +155,12 @@ def load_history(table: TableHandle, timeline: Timeline | None = None) -> Histor
     for instant in hudi_archived:  # a Hudi writer's archival (``archived_timeline``)
         if instant.body is not None and instant.time not in bodies:
             bodies[instant.time] = (instant.action, instant.body)
+    lost = [i for i in completed if i.time not in bodies]
+    if lost:
+        raise RepairError(
+            f"table {table.name}: instant {lost[0]} was listed completed, and its file is neither on "
+            "the timeline nor in its archive: the timeline is damaged; restore that file"
+        )
     history = History(
         timeline,
         upto=completed[-1].time if completed else None,

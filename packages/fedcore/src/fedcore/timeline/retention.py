@@ -82,7 +82,14 @@ def check_not_archived(fs: AbstractFileSystem, table_path: str, as_of: str) -> N
 
 def clean_retained(fs: AbstractFileSystem, table_path: str, clean: Instant) -> str | None:
     """The earliest commit a completed clean kept the files of."""
-    return earliest_retained(read_object(fs, instant_path(table_path, clean)))
+    try:
+        data = read_object(fs, instant_path(table_path, clean))
+    except FileNotFoundError:  # another process's archival moved it out since the listing
+        found = archived_file(fs, table_path, clean)
+        if found is None:
+            raise
+        data = found
+    return earliest_retained(data)
 
 
 def last_clean_retained(fs: AbstractFileSystem, table_path: str, timeline: Timeline) -> str | None:

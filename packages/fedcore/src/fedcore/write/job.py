@@ -61,6 +61,7 @@ from fedcore.exceptions import (
     InvalidTableConfigError,
     TimelineMovedError,
 )
+from fedcore.files.filenames import data_file_id
 from fedcore.handle import HasHandle, TableHandle, handle_of
 from fedcore.keygen.records import (
     check_keys,
@@ -77,7 +78,7 @@ from fedcore.metadata.file_index import PartitionFiles
 from fedcore.metadata.format import ADD, REPLACE, Op
 from fedcore.services.after_commit import run_table_services
 from fedcore.steps import observers_now
-from fedcore.timeline import COMMIT, DELTA_COMMIT, REPLACE_COMMIT, Timeline
+from fedcore.timeline import COMMIT, DELTA_COMMIT, REPLACE_COMMIT, Instant, Timeline
 from fedcore.timeline.commit_metadata import CommitMetadata, WriteStat
 
 Operation: TypeAlias = Literal[
@@ -475,17 +476,33 @@ class WriteJob:
         since the job opened replaced the file's group (and its clean deleted the version
         read), which is a conflict (``CommitConflictError`` naming that write: retry this one);
         with no such write, the file the table still references is gone (``error``)."""
-        newer = sorted(
-            i.time
+        newer = [
+            i
             for i in self.table.timeline().completed(self.table.write_actions)
             if i.time not in self.seen_writes
-        )
+        ]
         if not newer:
             return error
+        file_id = data_file_id(str(error.filename).rpartition("/")[2])
+        # The first write since this one began that rewrote or replaced the file's group.
+        replacing = next((i.time for i in newer if self._touches(i, file_id)), None)
+        by = (
+            f"by a write that completed since it began (instant {replacing})"
+            if replacing is not None
+            else f"by one of the {len(newer)} writes that completed since it began ({newer[0].time} on)"
+        )
         return CommitConflictError(
-            f"table {self.table.name}: {error.filename} was replaced while this {self.operation} ran, by "
-            f"a write that completed since it began (instant {newer[-1]}), and cleaned; nothing of "
-            "this write is visible: retry it"
+            f"table {self.table.name}: {error.filename} was replaced while this {self.operation} ran, "
+            f"{by}, and cleaned; nothing of this write is visible: retry it"
+        )
+
+    def _touches(self, instant: Instant, file_id: str | None) -> bool:
+        """Whether a completed write wrote into, or replaced, the file group ``file_id``."""
+        if file_id is None:
+            return False
+        metadata = self.table.commit_metadata(instant)
+        return any(stat.file_id == file_id for stat in metadata.stats) or any(
+            file_id in file_ids for file_ids in metadata.replaced.values()
         )
 
     def conform(self, data: pa.Table, *, keys_only: bool = False) -> pa.Table:
