@@ -19,21 +19,25 @@ own file group), as in Hudi without a lock provider: the workload never does tha
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import time
-import traceback
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import pyarrow as pa
-
+from fed_dev.writers import (
+    CONFLICT,
+    HEARTBEAT,
+    compare_rows,
+    describe_failure,
+    finish_writer,
+    records,
+    recover,
+    start_writer,
+)
 from fedcore import properties as P
-from fedcore.commit.transaction import roll_back_failed_writes
-from fedcore.exceptions import CommitConflictError, FedError
+from fedcore.exceptions import FedError
 from fedcore.io.filesystems import StorageOptions, filesystem_for
 from fedcore.table import Table, create_table, load_table
 from fedcore.write.client import WriteClient
@@ -42,9 +46,6 @@ from fedcore.write.job import DELETE, INSERT, UPSERT
 HOT: Final = "hot"
 HOT_KEYS: Final = 40
 OWN_KEYS: Final = 10
-#: A writer presumed dead after 3 s without a beat: long enough that a busy 2-core
-#: machine never makes a live writer look dead, short enough to recover in a test.
-HEARTBEAT: Final[dict[str, str]] = {P.HEARTBEAT_INTERVAL_MS: "1000", P.HEARTBEAT_TOLERABLE_MISSES: "2"}
 _KINDS: Final = ("upsert-hot", "upsert-own", "insert-hot", "delete-own")
 
 
@@ -120,7 +121,7 @@ def run_stress(
     model: dict[int, tuple[str, str]] = {}
     seed = [(i, HOT) for i in range(HOT_KEYS)]
     seed += [(_own_key(w, k), _own(w)) for w in range(writers) for k in range(OWN_KEYS)]
-    WriteClient(table).bulk_insert(_records([i for i, _ in seed], [p for _, p in seed], "seed", 0))
+    WriteClient(table).bulk_insert(records([i for i, _ in seed], [p for _, p in seed], "seed", 0))
     model.update({i: (p, "seed") for i, p in seed})
     report = StressReport()
     for number in range(1, rounds + 1):
@@ -144,17 +145,6 @@ def _own(writer: int) -> str:
 
 def _own_key(writer: int, k: int) -> int:
     return 1_000_000 + writer * 100_000 + k
-
-
-def _records(ids: list[int], partitions: list[str], tag: str, ts: int) -> pa.Table:
-    return pa.table(
-        {
-            "id": pa.array(ids, pa.int64()),
-            "p": pa.array(partitions, pa.string()),
-            "ts": pa.array([ts] * len(ids), pa.int64()),
-            "tag": pa.array([tag] * len(ids), pa.string()),
-        }
-    )
 
 
 def _spec(number: int, writer: int, model: Mapping[int, tuple[str, str]]) -> dict[str, Any]:
@@ -187,26 +177,11 @@ def _run_round(
     table: Table, storage_options: StorageOptions | None, specs: list[dict[str, Any]]
 ) -> list[Outcome]:
     start_at = time.time() + 2.0  # every process has imported fedcore by then: maximal overlap
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
-    processes = []
-    for spec in specs:
-        job = {**spec, "table": table.path, "storage_options": storage_options, "start_at": start_at}
-        processes.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "fed_dev.stress", json.dumps(job)],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                env=env,
-            )
-        )
+    where = {"table": table.path, "storage_options": storage_options, "start_at": start_at}
+    processes = [start_writer("fed_dev.stress", {**spec, **where}) for spec in specs]
     outcomes = []
     for spec, process in zip(specs, processes, strict=True):
-        try:
-            out, err = process.communicate(timeout=300)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            out, err = process.communicate()
+        out, err = finish_writer(process, timeout=300)
         body: dict[str, Any] = {}
         for line in out.splitlines():
             if line.startswith("{"):
@@ -245,26 +220,13 @@ def _check_round(table: Table, model: Mapping[int, tuple[str, str]], outcomes: l
     for o in outcomes:
         if o.exit_code == 0 and not o.instant:
             problems.append(f"round {o.round} writer {o.writer} exited 0 without an instant")
-        if o.exit_code != 0 and o.error != "CommitConflictError":
+        if o.exit_code != 0 and o.error != CONFLICT:
             problems.append(
                 f"round {o.round} writer {o.writer} ({o.kind}) failed with "
                 f"{o.error or f'exit {o.exit_code}'}: {o.message}"
             )
-    fresh = load_table(table.path, storage_options=table.storage_options)
-    data = fresh.read(columns=["id", "p", "tag"])
-    found: dict[int, tuple[str, str]] = {}
-    for key, partition, tag in zip(*(data.column(n).to_pylist() for n in ("id", "p", "tag")), strict=True):
-        if key in found:
-            problems.append(f"key {key} appears twice ({found[key]} and {(partition, tag)})")
-        found[key] = (partition, tag)
-    if found != model:
-        failed_tags = {o.tag for o in outcomes if o.exit_code != 0}
-        for key in sorted(set(found) | set(model)):
-            if found.get(key) != model.get(key):
-                seen = found.get(key)
-                why = "a failed writer's row" if seen and seen[1] in failed_tags else "differs"
-                problems.append(f"key {key}: table has {seen}, model has {model.get(key)} ({why})")
-    return problems
+    failed_tags = {o.tag for o in outcomes if o.exit_code != 0}
+    return problems + compare_rows(table, ["id", "p", "tag"], model, failed_tags)
 
 
 def _storage_files(storage_path: str, storage_options: StorageOptions | None) -> set[str]:
@@ -279,11 +241,7 @@ def _storage_files(storage_path: str, storage_options: StorageOptions | None) ->
 
 def _check_storage(table: Table, storage_path: str, storage_options: StorageOptions | None) -> list[str]:
     """After recovery, storage holds exactly the files the metadata table references."""
-    fresh = load_table(table.path, options=HEARTBEAT, storage_options=storage_options)
-    handle = fresh.handle
-    time.sleep(handle.heartbeat_interval_ms * (handle.heartbeat_tolerable_misses + 1) / 1000 + 0.5)
-    roll_back_failed_writes(handle)
-    fresh = load_table(table.path, storage_options=storage_options)
+    fresh = recover(table.path, storage_options)
     referenced = {
         fresh.fs.to_physical(f"{partition}/{name}").split("://", 1)[-1]
         for partition, files in fresh.handle.file_index.files().items()
@@ -305,16 +263,13 @@ def _worker(job: dict[str, Any]) -> int:
     try:
         table = load_table(job["table"], options=HEARTBEAT, storage_options=job["storage_options"])
         ids = job["ids"]
-        records = _records(ids, [_spec_partition(job)] * len(ids), _spec_tag(job), job["round"])
+        rows = records(ids, [_spec_partition(job)] * len(ids), _spec_tag(job), job["round"])
         if job["operation"] == DELETE:
-            records = records.select(["id", "p"])
+            rows = rows.select(["id", "p"])
         time.sleep(max(0.0, job["start_at"] - time.time()))
-        result = WriteClient(table).write(records, job["operation"])
-    except FedError as exc:
-        message = str(exc)
-        if not isinstance(exc, CommitConflictError):  # a violation: where it came from, too
-            message += "\n" + "".join(traceback.format_exc(limit=-12))
-        print(json.dumps({"error": type(exc).__name__, "message": message}), flush=True)
+        result = WriteClient(table).write(rows, job["operation"])
+    except FedError as exc:  # anything but a conflict is a violation: where it came from, too
+        print(json.dumps(describe_failure(exc)), flush=True)
         return 2
     print(json.dumps({"instant": result.instant, "warnings": list(result.warnings)}), flush=True)
     return 0
