@@ -74,6 +74,25 @@ def hudi_options(name: str, table_type: str, version: str) -> dict[str, str]:
     return options
 
 
+def arrow(rows: list[Row]) -> pa.Table:
+    return pa.Table.from_pylist([dict(zip(ARROW.names, r, strict=True)) for r in rows], ARROW)
+
+
+def seeded(path: str, name: str, table_type: str, keys: int) -> tuple[Table, dict[int, Row]]:
+    """A table fed creates (Hive layout) with ``keys`` rows bulk-inserted, and its model."""
+    table = create_table(
+        path,
+        name=name,
+        record_key_fields=["id"],
+        partition_fields=["p"],
+        precombine_field="ts",
+        table_type=table_type,  # type: ignore[arg-type]
+    )
+    first = [row(i, 1, "first") for i in range(keys)]
+    table.bulk_insert(arrow(first))
+    return table, {r[0]: r for r in first}
+
+
 def fed_rows(table: Table) -> list[Row]:
     data = table.read(columns=COLUMNS)
     return sorted(list(r) for r in zip(*(data.column(c).to_pylist() for c in COLUMNS), strict=True))
@@ -96,17 +115,7 @@ def test_hudi_and_fed_write_one_table_turn_about(
 ) -> None:
     name = f"co_{table_type.lower()}_{hudi.version.replace('.', '_')}"
     path = f"file://{tmp_path_factory.mktemp(name)}/{name}"
-    kept = create_table(
-        path,
-        name=name,
-        record_key_fields=["id"],
-        partition_fields=["p"],
-        precombine_field="ts",
-        table_type=table_type,  # type: ignore[arg-type]
-    )
-    first = [row(i, 1, "first") for i in range(10)]
-    kept.bulk_insert(pa.Table.from_pylist([dict(zip(ARROW.names, r, strict=True)) for r in first], ARROW))
-    model = {r[0]: r for r in first}
+    kept, model = seeded(path, name, table_type, 10)
     options = hudi_options(name, table_type, hudi.version)
     seen: list[str] = []
     hudi_built_its_metadata = False
@@ -122,7 +131,7 @@ def test_hudi_and_fed_write_one_table_turn_about(
         elif operation == "compact":
             assert load_table(path).compact() is not None, f"{step}: nothing to compact"
         else:
-            data = pa.Table.from_pylist([dict(zip(ARROW.names, r, strict=True)) for r in rows], ARROW)
+            data = arrow(rows)
             load_table(path).write(data, operation)  # type: ignore[arg-type]
         if writer == "fed":  # Hudi's metadata table, stale once fed wrote, was dropped
             assert not load_table(path).config.get(P.HUDI_METADATA_PARTITIONS), step
@@ -159,17 +168,7 @@ def test_instants_hudi_archived_before_fed_took_them_in(
     repair tool and Hudi's reader all return the model's rows, and fed writes on."""
     name = f"arch_{table_type.lower()}_{hudi.version.replace('.', '_')}"
     path = f"file://{tmp_path_factory.mktemp(name)}/{name}"
-    kept = create_table(
-        path,
-        name=name,
-        record_key_fields=["id"],
-        partition_fields=["p"],
-        precombine_field="ts",
-        table_type=table_type,  # type: ignore[arg-type]
-    )
-    first = [row(i, 1, "first") for i in range(6)]
-    kept.bulk_insert(pa.Table.from_pylist([dict(zip(ARROW.names, r, strict=True)) for r in first], ARROW))
-    model = {r[0]: r for r in first}
+    kept, model = seeded(path, name, table_type, 6)
     assert fed_rows(kept) == model_rows(model)
     options = hudi_options(name, table_type, hudi.version) | {
         "hoodie.keep.min.commits": "3",
@@ -322,17 +321,7 @@ def test_a_compaction_hudi_scheduled_is_left_to_hudi_and_fed_writes_once_it_ran(
     writes on, and fed's and Hudi's readers return the model's rows."""
     name = f"sched_{hudi.version.replace('.', '_')}"
     path = f"file://{tmp_path_factory.mktemp(name)}/{name}"
-    kept = create_table(
-        path,
-        name=name,
-        record_key_fields=["id"],
-        partition_fields=["p"],
-        precombine_field="ts",
-        table_type="MERGE_ON_READ",
-    )
-    first = [row(i, 1, "first") for i in range(6)]
-    kept.bulk_insert(pa.Table.from_pylist([dict(zip(ARROW.names, r, strict=True)) for r in first], ARROW))
-    model = {r[0]: r for r in first}
+    kept, model = seeded(path, name, P.TABLE_TYPE_MOR, 6)
     options = hudi_options(name, P.TABLE_TYPE_MOR, hudi.version)
     scheduling = options | {
         "hoodie.compact.schedule.inline": "true",  # plan one after the write, run none
@@ -346,7 +335,7 @@ def test_a_compaction_hudi_scheduled_is_left_to_hudi_and_fed_writes_once_it_ran(
     assert len(pending) == 1, load_table(path).timeline().pending()
     hudis = f"compaction {pending[0].time} is pending and was scheduled by another writer than fed"
     mine = [row(3, 3, "fed 1")]
-    data = pa.Table.from_pylist([dict(zip(ARROW.names, r, strict=True)) for r in mine], ARROW)
+    data = arrow(mine)
     with pytest.raises(CommitConflictError, match=hudis) as refused:
         load_table(path).upsert(data)
     assert "run it with Apache Hudi's compaction job, then retry the write" in str(refused.value)
