@@ -322,16 +322,17 @@ def test_the_table_type_is_given_once_and_the_cli_creates_merge_on_read_tables(
 
 
 def test_a_compaction_hudi_scheduled_stops_writes_until_it_completes(tmp_path: Path) -> None:
-    """A compaction another writer scheduled (no heartbeat of fed's: Apache Hudi's scheduler)
-    is not waited for: a write, a clean and a compaction each fail at once as a conflict that
-    names the instant and who scheduled it; once it is gone, writes go on."""
+    """A compaction another writer scheduled (no heartbeat of fed's: Apache Hudi's scheduler):
+    a write waits for it its bounded time, then fails as a conflict that names the instant and
+    who scheduled it; a clean and a compaction fail at once; once it is gone, writes go on."""
     backend = Backend("local", f"file://{tmp_path}/tables/trips", f"file://{tmp_path}/storage", None)
     table, expected = seeded(backend)
     requested = tmp_path / "tables/trips/.hoodie/20991231000000000.compaction.requested"
     requested.write_bytes(b"")
-    hudis = "compaction 20991231000000000 is pending and was scheduled by another writer than fed"
-    with pytest.raises(CommitConflictError, match=hudis) as refused:
-        table.upsert(trips([0], fare=1.0))
+    hudis = "compaction 20991231000000000 is pending( after .*)? and was scheduled by another writer than fed"
+    with pytest.raises(CommitConflictError, match=hudis) as refused:  # waited for, 0.3 s at most
+        WriteClient(table, {P.COMPACTION_WAIT_MS: "300"}).upsert(trips([0], fare=1.0))
+    assert "pending after 0 s (hoodie.fed.write.compaction.wait.ms is 300 ms)" in str(refused.value)
     assert "run it with Apache Hudi's compaction job, then retry the write" in str(refused.value)
     with pytest.raises(CommitConflictError, match=hudis):
         clean(table, 1)
@@ -832,9 +833,9 @@ def test_a_clustering_hudi_scheduled_stops_writes_and_an_insert_overwrite_does_n
     (hoodie / "20991231000000000.replacecommit.requested").write_bytes(_requested_replace("CLUSTER", groups))
     with pytest.raises(
         CommitConflictError,
-        match="clustering 20991231000000000 is pending and was scheduled by another writer",
+        match=r"clustering 20991231000000000 is pending after .* and was scheduled by another writer",
     ) as refused:
-        table.upsert(trips([1], fare=5.0))
+        WriteClient(table, {P.COMPACTION_WAIT_MS: "0"}).upsert(trips([1], fare=5.0))
     assert "run it with Apache Hudi's clustering job, then retry the write" in str(refused.value)
     (hoodie / "20991231000000000.replacecommit.requested").unlink()
     (hoodie / "20991231000000001.replacecommit.requested").write_bytes(

@@ -5,10 +5,12 @@ them runs them."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
 import time
+import uuid
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
@@ -132,8 +134,14 @@ def test_two_tables_of_one_name_on_one_storage_path_keep_every_row(backend: Back
     _writes(first, second)
     WriteClient(_open(backend, dev)).upsert(_trips([5], 7.0))  # rolls the failed write back
     first[1].rows[5] = (5, "fr", 12.0)
+    # A failed task attempt's file in a new file group, of a completed write: in a folder of
+    # the table's own, its instant alone makes it the table's orphan.
+    write = _open(backend, prod).timeline().latest_completed()
+    assert write is not None
+    attempt = _put_file(backend, prod, write.time)
     for path in (dev, prod, dev):
         _maintain(backend, path)
+    assert not backend.exists(attempt)
     assert _rows(_open(backend, dev)) == first[1].expected()
     assert _rows(_open(backend, prod)) == second[1].expected()
     for path in (dev, prod):
@@ -168,6 +176,10 @@ def test_tables_that_share_a_folder_from_before_never_touch_each_others_files(ba
     WriteClient(_open(backend, dev)).upsert(_trips([5], 7.0))
     first[1].rows[5] = (5, "fr", 12.0)
     orphan = _put_orphan(backend, dev)
+    # A file of the other table whose instant happens to equal the first's rolled-back write
+    # (instants are unique only within a table): not named by that rollback, in no group of
+    # the first table's, so never the first table's orphan.
+    stranger = _put_file(backend, dev, min(load_history(_open(backend, dev).handle).rolled_back))
     # The first write under this fedcore recorded an identity; the folder stays the name.
     upgraded = _open(backend, dev).config
     assert P.TABLE_ID in upgraded
@@ -186,12 +198,14 @@ def test_tables_that_share_a_folder_from_before_never_touch_each_others_files(ba
         assert not {f.path for f in report.orphans} & _files_of(backend, other[0]), report.format()
         deleted = delete_orphans(table.handle, report, timedelta(0))
         assert (deleted == [orphan]) == (path == dev), deleted
+        assert stranger in {f.path for f in report.foreign}, report.format()
         repaired = _open(backend, path).repair()
         assert not repaired.missing_latest, repaired.format()
         _open(backend, path).clean(retained=1)
         assert _rows(_open(backend, path)) == own[1].expected()
         assert _rows(_open(backend, other[0].path)) == other[1].expected()
     assert not backend.exists(orphan)
+    assert backend.exists(stranger)
 
 
 def _data_files(backend: Backend) -> list[str]:
@@ -211,16 +225,24 @@ def _files_of(backend: Backend, table: Table) -> set[str]:
 
 
 def _put_orphan(backend: Backend, path: str) -> str:
-    """A file of the table's rolled-back write left in storage (its deletion failed)."""
+    """A file of the table's rolled-back write left in storage (its deletion failed), in a
+    file group of the table's."""
     table = _open(backend, path)
-    undone = min(load_history(table.handle).rolled_back)
+    return _put_file(backend, path, min(load_history(table.handle).rolled_back), own_group=True)
+
+
+def _put_file(backend: Backend, path: str, instant: str, *, own_group: bool = False) -> str:
+    """A copy of one of the table's base files named after ``instant``, in the file group it
+    belongs to (``own_group``) or in a new one; its physical path."""
+    table = _open(backend, path)
     partition, files = next(iter(table.handle.file_index.files().items()))
     name = next(iter(files.files))
     file_id, token, _ = name.split("_")
-    orphan = table.fs.to_physical(f"{partition}/{file_id}_{token}_{undone}.parquet")
-    fs = filesystem_for(orphan, backend.storage_options)
-    fs.pipe_file(orphan, fs.cat_file(table.fs.to_physical(f"{partition}/{name}")))
-    return orphan
+    group = file_id if own_group else f"{uuid.uuid4()}-0"
+    placed = table.fs.to_physical(f"{partition}/{group}_{token}_{instant}.parquet")
+    fs = filesystem_for(placed, backend.storage_options)
+    fs.pipe_file(placed, fs.cat_file(table.fs.to_physical(f"{partition}/{name}")))
+    return placed
 
 
 def _copy_tree(backend: Backend, source: str, target: str) -> None:
@@ -354,3 +376,42 @@ def test_the_commands_keep_two_tables_of_one_name_apart(tmp_path: Path) -> None:
 
 def _fed_local(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "fedcore", *args], capture_output=True, text=True)
+
+
+def test_a_table_opened_through_a_link_to_its_path_is_the_table_itself(tmp_path: Path) -> None:
+    """A path that resolves to the table's own (a symbolic link, a bind mount) is no copy."""
+    backend = Backend("local", f"file://{tmp_path}/tables/trips", f"file://{tmp_path}/storage", None)
+    model = Model()
+    model.upsert(_create(backend, backend.table_path), [1, 2], 1.0)
+    (tmp_path / "link").symlink_to(tmp_path / "tables")
+    linked = f"file://{tmp_path}/link/trips"
+    model.upsert(_open(backend, linked), [2, 3], 2.0)
+    assert _open(backend, linked).config[P.TABLE_ID_PATH] == backend.table_path  # not re-recorded
+    assert _rows(_open(backend, backend.table_path)) == model.expected()
+
+
+def test_a_table_whose_recorded_path_cannot_be_read_says_how_to_record_a_move(tmp_path: Path) -> None:
+    """The table path its identity records cannot be read from here (a store this caller does
+    not reach: here an endpoint that refuses connections), so a copy cannot be told from a
+    move: the write is refused saying how to record a move, and once that is done, it goes on."""
+    refusing = {"s3": {"key": "k", "secret": "s", "client_kwargs": {"endpoint_url": "http://127.0.0.1:9"}}}
+    backend = Backend("local", f"file://{tmp_path}/tables/trips", f"file://{tmp_path}/storage", refusing)
+    model = Model()
+    model.upsert(_create(backend, backend.table_path), [1], 1.0)
+    stored = Path(tmp_path / "tables/trips/.hoodie/hoodie.properties")
+    recorded = f"{P.TABLE_ID_PATH}=file\\:///{tmp_path}/tables/trips".replace("file\\:////", "file\\:///")
+    assert recorded in stored.read_text(), stored.read_text()
+    stored.write_text(stored.read_text().replace(recorded, f"{P.TABLE_ID_PATH}=s3\\://elsewhere/trips"))
+    with pytest.raises(CopiedTableError) as refused:
+        WriteClient(_open(backend, backend.table_path)).upsert(_trips([2], 2.0))
+    hint = re.search(
+        rf"if it was moved, set ({re.escape(P.TABLE_ID_PATH)})=(\S+) in (\S+)$", str(refused.value)
+    )
+    assert hint is not None, str(refused.value)
+    assert hint[3] == f"{backend.table_path}/.hoodie/hoodie.properties"
+    text = stored.read_text().replace(
+        f"{P.TABLE_ID_PATH}=s3\\://elsewhere/trips", f"{hint[1]}={hint[2]}".replace(":", "\\:")
+    )
+    stored.write_text(text)
+    model.upsert(_open(backend, backend.table_path), [2], 2.0)
+    assert _rows(_open(backend, backend.table_path)) == model.expected()

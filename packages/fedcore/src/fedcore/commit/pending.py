@@ -1,19 +1,18 @@
-"""Writers beside pending table services: a fed writer's are waited for, another writer's refused.
+"""Writers beside pending table services: each waited for, a bounded time, and named if it outlasts it.
 
 A compaction reads a file slice's base and log files and writes the slice that replaces
 them; a clustering rewrites whole file groups. A write that changed those file groups
 meanwhile would be lost once the service completes, and a clean must keep the slices the
 service reads. So while a service is pending:
 
-- a **write** (and a rollback) waits for a service another fed writer runs (an inline
-  compaction: it completes within its run) for at most ``hoodie.fed.write.compaction.wait.ms``,
-  listing the timeline again every moment. One whose writer died is rolled back once its
-  heartbeat expires (``transaction.roll_back_failed_writes``), and the write goes on. Past
-  the bound the write fails with ``CommitConflictError`` naming the instant: retry it.
-- a service **another writer** scheduled (Apache Hudi's compaction or clustering scheduler:
-  it has no heartbeat of fed's) is not waited for: Hudi runs it when its own job does, which
-  may be hours away. The write fails at once with ``CommitConflictError`` naming the instant
-  and who scheduled it; it can be retried once Hudi has run it.
+- a **write** (and a rollback) waits for it to complete, listing the timeline again with
+  growing pauses, for at most ``hoodie.fed.write.compaction.wait.ms``. A service another fed
+  writer runs (an inline compaction) completes within its run; one whose writer died is
+  rolled back once its heartbeat expires (``transaction.roll_back_failed_writes``), and the
+  write goes on. A service another writer scheduled (Apache Hudi's compaction or clustering
+  scheduler: it has no heartbeat of fed's) completes when Hudi's job runs it. Past the bound
+  the write fails with ``CommitConflictError`` naming the instant and whose it is (for
+  Hudi's: run it with Hudi's job); retry it then.
 - a **compaction** or **clean** does not wait: ``refuse_beside_services`` fails it at once
   (the table services a writer runs after its commit skip it instead, and run again after
   the next write).
@@ -21,7 +20,7 @@ service reads. So while a service is pending:
 Who began a pending instant is told by its heartbeat: fed creates it before the instant and
 removes it only after completing or rolling it back. In the moment between a heartbeat's
 removal and its instant's completion (or rollback) a fed service looks like another writer's,
-so such a service is listed again before it is attributed (``_SETTLE``).
+so such a service is listed again before it is named in an error (``_SETTLE``).
 """
 
 from __future__ import annotations
@@ -105,18 +104,20 @@ def wait_for_services(table: TableHandle, timeline: Timeline, doing: str) -> Tim
     start = time.monotonic()
     poll = 0.1
     while True:
-        timeline, services = settled_services(table, timeline)
-        if not services:
+        if not pending_services(table, timeline):
             return timeline
-        refuse_beside_others(table, services, doing)
         waited = time.monotonic() - start
         if waited >= bound:
+            timeline, services = settled_services(table, timeline)  # whose it is, made sure of
+            if not services:
+                return timeline
+            after = f" after {waited:.0f} s ({P.COMPACTION_WAIT_MS} is {bound * 1000:.0f} ms)"
+            refuse_beside_others(table, services, doing, after)
             raise CommitConflictError(
                 f"table {table.name}: {services[0]}, which another fed writer is running, is still "
-                f"pending after {waited:.0f} s ({P.COMPACTION_WAIT_MS} is {bound * 1000:.0f} ms): "
-                f"retry {doing} once it completes"
+                f"pending{after}: retry {doing} once it completes"
             )
-        log.info("%s: %s waits for %s to complete", table.path, doing, services[0])
+        log.info("%s: %s waits for a pending table service to complete", table.path, doing)
         time.sleep(min(poll, bound - waited))
         poll = min(poll * 2, _MAX_POLL_SECONDS)
         timeline = table.timeline()
@@ -135,13 +136,17 @@ def refuse_beside_services(table: TableHandle, timeline: Timeline, doing: str) -
         )
 
 
-def refuse_beside_others(table: TableHandle, services: list[PendingService], doing: str) -> None:
-    """Fail ``doing`` if one of ``services`` is another writer's (Apache Hudi's)."""
+def refuse_beside_others(
+    table: TableHandle, services: list[PendingService], doing: str, after: str = ""
+) -> None:
+    """Fail ``doing`` if one of ``services`` is another writer's (Apache Hudi's); ``after``:
+    how long ``doing`` waited for it."""
     other = next((service for service in services if not service.by_fed), None)
     if other is None:
         return
     raise CommitConflictError(
-        f"table {table.name}: {other} is pending and was scheduled by another writer than fed (it "
-        f"has no heartbeat of fed's: Apache Hudi's {other.kind} scheduler), and fed does not change "
-        f"the file groups it reads: run it with Apache Hudi's {other.kind} job, then retry {doing}"
+        f"table {table.name}: {other} is pending{after} and was scheduled by another writer than fed "
+        f"(it has no heartbeat of fed's: Apache Hudi's {other.kind} scheduler), and fed does not "
+        f"change the file groups it reads: run it with Apache Hudi's {other.kind} job, then retry "
+        f"{doing}"
     )

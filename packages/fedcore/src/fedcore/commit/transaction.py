@@ -284,6 +284,9 @@ class Transaction:
                     holder = read_object(self._fs, path).decode()
                 except FileNotFoundError:
                     continue  # released since (its holder rolled back): take it again
+                if holder == self.time:  # this instant's own: a create retried after its answer was lost
+                    self.claims.append(name)
+                    return
                 if attempt < 3 and roll_back_if_failed(self.table, holder):
                     continue  # the holder was a dead writer: its claim is released now
                 raise CommitConflictError(

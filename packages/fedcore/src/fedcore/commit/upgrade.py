@@ -62,7 +62,9 @@ def upgrade_config(table: TableHandle) -> dict[str, tuple[str, str]]:
     with the handle's older copy. A change the handle cannot write on with (record keys,
     partitioning, table type, storage keys, a table version fed does not write) is refused.
     ``hoodie.properties`` is replaced in one write (a reader sees the old file or the new
-    one, whole); two writers upgrading at once write the same keys."""
+    one, whole); two writers upgrading at once write the same keys, but for the id a table
+    made before ids gets: each draws one, and the last written stays (nothing was named
+    after the other)."""
     config = upgraded = _stored_config(table)
     check_not_a_copy(table.path, config, table.strategy, table.storage_options)
     changed: dict[str, tuple[str, str]] = {}

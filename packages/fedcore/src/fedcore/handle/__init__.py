@@ -158,11 +158,14 @@ class TableHandle:
             if key in known:
                 continue
             if key in P.TABLE_KEYS or key in P.WRITE_DEFINITION_KEYS:
+                held = defined_value(self.config, key)
+                if given[key].strip() == held:
+                    continue  # the table's own definition, repeated (as Hudi's jobs pass it)
                 raise ConfigError(
                     key,
-                    f"is part of table {self.name}'s definition, fixed in its {P.PROPERTIES_FILE} when "
-                    "it was created: a write's options cannot change it (a new table, made with "
-                    "`fed migrate`, can have another)",
+                    f"is {held!r} in table {self.name}'s definition, fixed in its {P.PROPERTIES_FILE} "
+                    f"when it was created: a write's options cannot change it; give {held!r} or leave "
+                    "the option out (a new table, made with `fed migrate`, can have another)",
                 )
             raise P.unknown_key(key, known, "is not an option fedcore reads when opening or writing a table")
         check_storage_properties(self.strategy, self.config, given)
@@ -363,6 +366,22 @@ def check_supported(config: TableConfig, strategy: StorageStrategy) -> None:
         raise MetadataTableRequiredError(
             P.METADATA_ENABLE, f"is false, but the {strategy.display_name()} layout needs the metadata table"
         )
+
+
+def defined_value(config: TableConfig, key: str) -> str:
+    """What a table's config says for a key of its definition (``properties.TABLE_KEYS``), or
+    for the Hudi write option that sets one (``properties.WRITE_DEFINITION_KEYS``), as Hudi
+    spells it; "" when unset."""
+    named = {
+        "hoodie.datasource.write.recordkey.field": ",".join(config.record_key_fields),
+        "hoodie.datasource.write.partitionpath.field": ",".join(config.partition_fields),
+        "hoodie.datasource.write.precombine.field": config.precombine_field or "",
+        "hoodie.datasource.write.keygenerator.class": P.key_generator(config),
+        "hoodie.datasource.write.table.type": config.table_type,
+        P.TABLE_TYPE: config.table_type,
+        "hoodie.datasource.write.table.name": config.name,
+    }
+    return named[key] if key in named else config.get(key, "").strip()
 
 
 def persisted_storage_properties(strategy: StorageStrategy, requested: Mapping[str, str]) -> dict[str, str]:

@@ -35,6 +35,14 @@ def table_checksum(table_name: str, database: str = "") -> int:
 _BACKUP_SUFFIX = ".backup"
 
 
+def check_table_name(name: str) -> None:
+    """Refuse a new table's name that Hudi's and Hive's rules (and a folder name) cannot hold."""
+    if not _TABLE_NAME_RE.fullmatch(name or ""):
+        raise InvalidTableConfigError(
+            P.TABLE_NAME, f"{name!r} must start with a letter or '_' and hold only letters, digits, '_'"
+        )
+
+
 def properties_path(table_path: str) -> str:
     return f"{table_path}/{P.HOODIE_FOLDER}/{P.PROPERTIES_FILE}"
 
@@ -61,10 +69,7 @@ class TableConfig(Mapping[str, str]):
     ) -> TableConfig:
         """A new table's config: Hudi's defaults for a copy-on-write table, then ``properties``;
         ``federated``: its data is not under its table path (the type is stored as federated)."""
-        if not _TABLE_NAME_RE.fullmatch(name or ""):
-            raise InvalidTableConfigError(
-                P.TABLE_NAME, f"{name!r} must start with a letter or '_' and hold only letters, digits, '_'"
-            )
+        check_table_name(name)
         if not record_key_fields or any(not field.strip() for field in record_key_fields):
             raise InvalidTableConfigError(P.RECORD_KEY_FIELDS, "at least one record key field is required")
         props: dict[str, str] = {

@@ -12,7 +12,13 @@ path beside it (``properties.TABLE_ID_PATH``). Two things rest on it:
   delete files the source still reads. So a table opened at a path other than the one its
   identity records is checked: if the recorded path still holds a table of the same id, this
   one is a copy, and fed refuses to write or delete through it (``CopiedTableError``); if not,
-  the table was moved, and the next write records its new path. Reads of a copy are fine.
+  the table was moved, and the next write records its new path. A copy reads as its source
+  did when it was copied, until the source's cleans delete files it references.
+
+What it cannot tell: a table copied before it had an id (each side's first write draws its
+own), or a copy and its source both moved before either wrote. Such tables share a folder;
+whose file is whose is then told by their timelines (``services.history``), and ``fed
+upgrade`` on every federated table made before gives each its id now.
 
 A Hive-layout table keeps its data under its table path, so a copy of it is a table of its
 own: only layouts whose data lives elsewhere are checked.
@@ -25,10 +31,10 @@ import uuid
 from collections.abc import Mapping
 
 from fedcore import properties as P
-from fedcore.exceptions import CopiedTableError, TableNotFoundError
-from fedcore.handle.config import TableConfig
+from fedcore.exceptions import CopiedTableError, FedError, TableNotFoundError
+from fedcore.handle.config import TableConfig, properties_path
 from fedcore.io.filesystems import StorageOptions, filesystem_for
-from fedcore.io.uris import protocol_of
+from fedcore.io.uris import normalize_uri, protocol_of
 from fedcore.storage.base import StorageStrategy
 
 #: Schemes that name one store: Hadoop's connectors spell S3 three ways.
@@ -47,15 +53,26 @@ def folder_for(name: str, table_id: str) -> str:
 
 
 def same_location(first: str, second: str) -> bool:
-    """Whether two normalised table paths name one place: ``s3a://b/t`` is ``s3://b/t``, and a
-    local path is compared with its links resolved."""
+    """Whether two table paths name one place: ``s3a://b/t`` is ``s3://b/t``; local paths are
+    one if their ``hoodie.properties`` is one file (links, bind mounts and case-insensitive
+    disks resolved)."""
+    first, second = _store_uri(first), _store_uri(second)
     if first == second:
         return True
-    a, b = protocol_of(first), protocol_of(second)
-    if a == b == "file":
-        return os.path.realpath(first[len("file://") :]) == os.path.realpath(second[len("file://") :])
-    rest_a, rest_b = first.split("://", 1)[1], second.split("://", 1)[1]
-    return _SAME_STORE.get(a, a) == _SAME_STORE.get(b, b) and rest_a == rest_b
+    if protocol_of(first) == protocol_of(second) == "file":
+        paths = [properties_path(uri).removeprefix("file://") for uri in (first, second)]
+        try:
+            return os.path.samefile(*paths)
+        except OSError:
+            return False
+    return False
+
+
+def _store_uri(uri: str) -> str:
+    """``uri`` normalised, in the scheme fed's filesystems use for its store."""
+    normal = normalize_uri(uri)
+    scheme, _, rest = normal.partition("://")
+    return f"{_SAME_STORE.get(scheme, scheme)}://{rest}"
 
 
 def copied_from(
@@ -69,10 +86,18 @@ def copied_from(
     recorded = config.get(P.TABLE_ID_PATH)
     if strategy.data_under_table_path or not recorded or same_location(recorded, table_path):
         return None
+    source_path = _store_uri(recorded)
     try:
-        source = TableConfig.load(filesystem_for(recorded, storage_options), recorded)
+        source = TableConfig.load(filesystem_for(source_path, storage_options), source_path)
     except TableNotFoundError:
         return None  # moved: nothing is left at the old path
+    except FedError as exc:
+        raise CopiedTableError(
+            f"the table at {table_path} was made at {recorded} ({P.TABLE_ID_PATH}), which cannot be "
+            f"read from here ({exc}), so fed cannot tell whether this table is a copy of one still "
+            f"there (whose data files it would share) or was moved: if it was moved, set "
+            f"{P.TABLE_ID_PATH}={table_path} in {properties_path(table_path)}"
+        ) from exc
     return recorded if source.get(P.TABLE_ID) == config.get(P.TABLE_ID) else None
 
 

@@ -54,6 +54,11 @@ class History:
     pending: set[str] = field(default_factory=set)
     #: (partition, file name) of every file a completed clean deleted.
     cleaned: set[tuple[str, str]] = field(default_factory=set)
+    #: (partition, file name) of every file a completed rollback deleted (or tried to).
+    undone: set[tuple[str, str]] = field(default_factory=set)
+    #: Whether the table's folders are its own (``StorageStrategy.folders_of_its_own``): if
+    #: not, another table's files may share them, and ``judge`` asks more of an orphan.
+    own_folders: bool = True
     #: (write instant, Avro schema) of the newest write that recorded a schema.
     schema: tuple[str, str] | None = None
     #: The instants a timeline listed after storage was (``listed_again``) holds that
@@ -78,10 +83,11 @@ class History:
           instant completes.
         - ``orphan``: the table's own and referenced by nothing: a rolled-back write's, a failed
           task attempt's or a cleaned file whose deletion failed. Safe to delete.
-        - ``foreign``: not this table's: its instant is on none of this table's timelines, or
-          its file group is none a write of the table made. Another table's in a folder they share (tables
-          created before each got a folder of its own), or the source's of a copied table, made
-          since the copy. Never deleted, never adopted.
+        - ``foreign``: not this table's: its instant is on none of this table's timelines (the
+          source's of a copied table, written since the copy), or, in a folder another table
+          may share (tables created before each got a folder of its own), it is neither a
+          file a rollback of the table named nor in a file group the table's writes made.
+          Never deleted, never adopted.
         """
         if (partition, name) in self.files:
             return "unrecorded"
@@ -91,11 +97,15 @@ class History:
             return "foreign"
         if instant in self.pending or instant in self.later:
             return "in flight"
-        if instant in self.rolled_back:
+        if instant not in self.rolled_back and instant not in self.written:
+            return "foreign"
+        if self.own_folders:
             return "orphan"
-        # A completed write's file that it did not record (a failed task attempt's) or a clean
-        # deleted and storage kept: its group is one the table's writes made.
-        return "orphan" if instant in self.written and data_file_id(name) in self.file_ids else "foreign"
+        # A folder another table may share, whose instants may equal this table's: a rolled-back
+        # write's file its rollback named, or a file of a group the table's writes made (a failed
+        # task attempt's, a cleaned file storage kept).
+        known = (partition, name) in self.undone or data_file_id(name) in self.file_ids
+        return "orphan" if known else "foreign"
 
     @cached_property
     def file_ids(self) -> frozenset[str]:
@@ -165,11 +175,14 @@ def load_history(table: TableHandle, timeline: Timeline | None = None) -> Histor
         timeline,
         upto=completed[-1].time if completed else None,
         pending={i.time for i in timeline.instants if i.state != COMPLETED},
+        own_folders=table.strategy.folders_of_its_own,
     )
     rolled_back = history.rolled_back
     for time, (action, data) in bodies.items():
         if action == ROLLBACK:
             rolled_back.update(rolled_back_instants(data))
+            for partition, names in deleted_files(data, failed_too=True).items():
+                history.undone.update((partition, name) for name in names)
         elif action == CLEAN:
             for partition, names in deleted_files(data).items():
                 history.cleaned.update((partition, name.rpartition("/")[2]) for name in names)

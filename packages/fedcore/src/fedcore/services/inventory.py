@@ -146,13 +146,17 @@ def _modified(entry: dict[str, Any]) -> float:
 def writer_instant(table: TableHandle, stored: StoredFile) -> str | None:
     """The instant that wrote a stored data file. A base file's name carries it; a log file's
     name carries only the slice it was written onto, so its blocks are read (a file nothing
-    references is rare: an orphan, a write's in flight, another table's). None when they
-    cannot be read (a write torn mid-file)."""
+    references is rare: an orphan, a write's in flight, another table's). None when they do
+    not decode (a write torn mid-file): it is judged by its slice's instant then."""
     if not stored.name.startswith("."):
         return file_instant(stored.name)
     logical = f"{stored.partition}/{stored.name}" if stored.partition else stored.name
     try:
-        blocks = read_blocks(read_object(table.fs, logical), logical)
-    except (FedError, FileNotFoundError):
+        data = read_object(table.fs, logical)
+    except FileNotFoundError:
+        return None  # gone since the listing
+    try:  # a storage fault is raised, typed: a file is never judged by a read that failed
+        blocks = read_blocks(data, logical)
+    except FedError:
         return None
     return next((block.instant for block in blocks if block.instant), None)

@@ -82,6 +82,14 @@ class StorageStrategy(ABC):
     def roots(self) -> tuple[str, ...]:
         """Every root a location can fall under; rebuilding the file list from storage would list these."""
 
+    @property
+    def folders_of_its_own(self) -> bool:
+        """Whether every folder this strategy puts files in is the table's alone: its table path,
+        or a folder named with its id (``STORAGE_TABLE_FOLDER``). Not so for a table created
+        before tables had ids (its folder is its bare name: another table of that name on the
+        same storage may share it), nor for a custom strategy that does not take that key."""
+        return self.data_under_table_path or P.STORAGE_TABLE_FOLDER in self._properties
+
     def properties(self) -> dict[str, str]:
         """The storage keys that define this layout, as persisted in the table config.
 

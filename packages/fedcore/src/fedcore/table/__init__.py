@@ -32,7 +32,7 @@ from fedcore.handle import (
     persisted_storage_properties,
     storage_checksum,
 )
-from fedcore.handle.config import TableConfig
+from fedcore.handle.config import TableConfig, check_table_name
 from fedcore.handle.identity import folder_for, new_identity
 from fedcore.io.errors import storage_errors
 from fedcore.io.federated import FederatedFileSystem
@@ -305,6 +305,7 @@ def create_table(
     as a SQL ``CREATE TABLE`` gives them): reads of the empty table return them, and the first
     write evolves them like any later one."""
     table_path = normalize_uri(path)
+    check_table_name(name)  # before it names a folder
     requested = {str(k): str(v) for k, v in (properties or {}).items()}
     if schema is not None:
         data = pa.schema([f for f in schema if f.name not in META_COLUMNS])

@@ -207,12 +207,14 @@ def action_body(data: bytes) -> dict[str, Any]:
     return body
 
 
-def deleted_files(data: bytes) -> dict[str, list[str]]:
-    """partition -> file names a clean (or rollback) deleted, from its metadata."""
+def deleted_files(data: bytes, *, failed_too: bool = False) -> dict[str, list[str]]:
+    """partition -> file names a clean (or rollback) deleted, from its metadata; ``failed_too``:
+    and those it failed to delete."""
+    keys = ("successDeleteFiles", "failedDeleteFiles") if failed_too else ("successDeleteFiles",)
     try:
         partitions = action_body(data).get("partitionMetadata") or {}
         return {
-            p: [str(name).rpartition("/")[2] for name in body.get("successDeleteFiles") or []]
+            p: [str(name).rpartition("/")[2] for key in keys for name in body.get(key) or []]
             for p, body in partitions.items()
         }
     except (ValueError, AttributeError, TypeError) as exc:

@@ -38,18 +38,11 @@ def service_kind(action: str, requested: bytes) -> str | None:
         return "compaction"
     if action == LOG_COMPACTION:
         return "log compaction"
-    if action == REPLACE_COMMIT and _clustering_plan(requested) is not None:
-        return "clustering"
+    if action == REPLACE_COMMIT:
+        records = _records(requested)
+        if records and records[0].get("operationType") == CLUSTER:
+            return "clustering"
     return None
-
-
-def _clustering_plan(requested: bytes) -> dict[str, Any] | None:
-    """A replace commit's clustering plan, if its requested metadata is a clustering's."""
-    records = _records(requested)
-    if not records or records[0].get("operationType") != CLUSTER:
-        return None
-    plan = records[0].get("clusteringPlan")
-    return plan if isinstance(plan, dict) else {}
 
 
 def _records(data: bytes) -> list[dict[str, Any]]:

@@ -497,11 +497,12 @@ class WriteJob:
         )
 
     def _touches(self, instant: Instant, file_id: str | None) -> bool:
-        """Whether a completed write wrote into, or replaced, the file group ``file_id``."""
+        """Whether a completed write wrote a new base file of the file group ``file_id`` (a log
+        file appended onto it replaces nothing), or replaced the group."""
         if file_id is None:
             return False
         metadata = self.table.commit_metadata(instant)
-        return any(stat.file_id == file_id for stat in metadata.stats) or any(
+        return any(stat.file_id == file_id and not stat.is_log for stat in metadata.stats) or any(
             file_id in file_ids for file_ids in metadata.replaced.values()
         )
 
