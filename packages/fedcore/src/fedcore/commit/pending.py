@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, NoReturn
 
 from fedcore import properties as P
 from fedcore.commit.transaction import last_beat, roll_back_failed_writes
@@ -111,11 +111,11 @@ def wait_for_services(table: TableHandle, timeline: Timeline, doing: str) -> Tim
             timeline, services = settled_services(table, timeline)  # whose it is, made sure of
             if not services:
                 return timeline
-            after = f" after {waited:.0f} s ({P.COMPACTION_WAIT_MS} is {bound * 1000:.0f} ms)"
-            refuse_beside_others(table, services, doing, after)
-            raise CommitConflictError(
-                f"table {table.name}: {services[0]}, which another fed writer is running, is still "
-                f"pending{after}: retry {doing} once it completes"
+            refuse(
+                table,
+                services,
+                doing,
+                f" after {waited:.0f} s ({P.COMPACTION_WAIT_MS} is {bound * 1000:.0f} ms)",
             )
         log.info("%s: %s waits for a pending table service to complete", table.path, doing)
         time.sleep(min(poll, bound - waited))
@@ -128,22 +128,19 @@ def wait_for_services(table: TableHandle, timeline: Timeline, doing: str) -> Tim
 def refuse_beside_services(table: TableHandle, timeline: Timeline, doing: str) -> None:
     """Fail ``doing`` (a compaction, a clean) at once while a table service is pending."""
     _, services = settled_services(table, timeline)
-    refuse_beside_others(table, services, doing)
     if services:
-        raise CommitConflictError(
-            f"table {table.name}: {services[0]}, which another fed writer is running, is pending: "
-            f"retry {doing} once it completes"
-        )
+        refuse(table, services, doing)
 
 
-def refuse_beside_others(
-    table: TableHandle, services: list[PendingService], doing: str, after: str = ""
-) -> None:
-    """Fail ``doing`` if one of ``services`` is another writer's (Apache Hudi's); ``after``:
-    how long ``doing`` waited for it."""
+def refuse(table: TableHandle, services: list[PendingService], doing: str, after: str = "") -> NoReturn:
+    """Fail ``doing`` beside pending ``services`` (``CommitConflictError``), naming another
+    writer's (Apache Hudi's) first, and what to run; ``after``: how long ``doing`` waited."""
     other = next((service for service in services if not service.by_fed), None)
     if other is None:
-        return
+        raise CommitConflictError(
+            f"table {table.name}: {services[0]}, which another fed writer is running, is "
+            f"{'still ' if after else ''}pending{after}: retry {doing} once it completes"
+        )
     raise CommitConflictError(
         f"table {table.name}: {other} is pending{after} and was scheduled by another writer than fed "
         f"(it has no heartbeat of fed's: Apache Hudi's {other.kind} scheduler), and fed does not "

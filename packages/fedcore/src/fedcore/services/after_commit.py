@@ -71,16 +71,12 @@ def run_table_services(table: TableHandle) -> list[str]:
         state["timeline"] = table.timeline()
 
     def run_table_compaction() -> None:
-        if pending_services(table, state["timeline"]):
-            return  # another writer's compaction runs now: it folds these log files too
         wanted = P.COMPACT_INLINE_MAX_DELTA_COMMITS.of(options)
         due = delta_commits_since_compaction(state["timeline"]) >= wanted
         if due and compact_table(table, timeline=state["timeline"]) is not None:
             state["timeline"] = table.timeline()
 
     def run_clean() -> None:
-        if pending_services(table, state["timeline"]):
-            return  # it would need the slices a pending compaction reads: after the next write
         retained = P.CLEANER_COMMITS_RETAINED.of(options)
         # The writer rolled back failed writes before it began.
         if clean(table, retained, recover=False, timeline=state["timeline"]) is not None:
@@ -95,9 +91,17 @@ def run_table_services(table: TableHandle) -> list[str]:
     service("listing the timeline", load)
     if "timeline" not in state:
         return warnings
-    if table.config.merge_on_read and P.COMPACT_INLINE.of(options):
+    # Beside another writer's pending compaction (or a clustering) neither runs: that one folds
+    # these log files, and a clean would need the slices it reads. After the next write.
+    looked: list[bool] = []  # whether any is pending, once looked (a failure to look: neither runs)
+    service(
+        "looking for pending table services",
+        lambda: looked.append(bool(pending_services(table, state["timeline"]))),
+    )
+    idle = looked == [False]
+    if table.config.merge_on_read and P.COMPACT_INLINE.of(options) and idle:
         service("compaction", run_table_compaction)
-    if P.CLEAN_AUTOMATIC.of(options):
+    if P.CLEAN_AUTOMATIC.of(options) and idle:
         service("clean", run_clean)
     service("metadata-table compaction", run_metadata_compaction)
     if P.ARCHIVE_AUTOMATIC.of(options):
