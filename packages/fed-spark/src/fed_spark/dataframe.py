@@ -26,12 +26,12 @@ from collections.abc import Iterator, Mapping
 from typing import Literal
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 
 from fed_spark.errors import one_line
 from fed_spark.filters import exact
 from fed_spark.options import AS_OF_INSTANT, QUERY_TYPE, WriteOptions
-from fed_spark.session import registered
+from fed_spark.session import AnySession, registered
 from fed_spark.source import spark_schema
 from fed_spark.upsert import rewrite_by_file_group
 from fed_spark.write import (
@@ -54,7 +54,7 @@ _JVM_SCHEMES = {"file": "file", "s3": "s3a"}
 
 
 def read(
-    spark: SparkSession,
+    spark: AnySession,
     path: str,
     where: str | None = None,
     *,
@@ -80,19 +80,16 @@ def read(
     table = load_table(path, storage_options=registered(spark).storage_options)
     found = table.scan(as_of=as_of, query_type=query_type)
     found = found.update(filters=tuple(_pruning(where, found.schema())))
-    files: list[str] | None = None
+    frame = None
     if scan != "python":
         try:
-            files = _native_files(spark, found)
+            frame = _native_scan(spark, found)
         except UnsupportedTableError:
             if scan == "native":
                 raise
-    if files is None:
+    if frame is None:
         reader = spark.read.format("fed").option(QUERY_TYPE, query_type)  # the same storage options
         frame = reader.options(**({AS_OF_INSTANT: as_of} if as_of else {})).load(path)
-    else:
-        schema = spark_schema(found.schema())
-        frame = spark.read.schema(schema).parquet(*files) if files else spark.createDataFrame([], schema)
     return frame.where(where) if where else frame
 
 
@@ -108,32 +105,41 @@ def _pruning(where: str | None, schema: pa.Schema) -> list[Filter]:
         return []
 
 
-def _native_files(spark: SparkSession, found: DataScan) -> list[str]:
-    """The scan's files as the JVM addresses them, where Spark's Parquet reader returns
-    exactly the rows fedcore does (``DataScan.parquet_files``) and Hadoop has a filesystem for
-    their scheme; else ``UnsupportedTableError`` says why."""
-    out = []
+def _native_scan(spark: AnySession, found: DataScan) -> DataFrame:
+    """Spark's Parquet reader over the scan's files, where it returns exactly the rows
+    fedcore does (``DataScan.parquet_files``) and Hadoop, as Spark's readers use it, has a
+    filesystem for their scheme; else ``UnsupportedTableError`` says why.
+
+    Whether it has one is asked of Spark itself: the frame is analysed here (which a classic
+    session does as it is made, and a Spark Connect client on asking its schema), and Spark
+    resolves the files' filesystem as it analyses a file source. Nothing of the JVM is
+    touched from Python, so a Spark Connect client takes the same way."""
+    schema = spark_schema(found.schema())
+    files = []
     for uri in found.parquet_files():
         scheme, _, rest = uri.partition("://")
         jvm = _JVM_SCHEMES.get(scheme)
-        if jvm is None or not _jvm_reads(spark, jvm):
-            raise UnsupportedTableError(
-                f"a native scan of table {found.table.name} is not possible: the JVM has no filesystem "
-                f"for {scheme}:// (add hadoop-aws for s3a)"
-            )
-        out.append(f"{jvm}://{rest}")
-    return out
-
-
-def _jvm_reads(spark: SparkSession, scheme: str) -> bool:
-    """Whether Hadoop, as Spark's readers use it, has a filesystem for ``scheme``."""
+        if jvm is None:
+            raise UnsupportedTableError(f"a native scan of table {found.table.name} cannot read {scheme}://")
+        files.append(f"{jvm}://{rest}")
+    if not files:
+        return spark.createDataFrame([], schema)
     try:
-        jvm = spark._jvm
-        hadoop = spark._jsc.hadoopConfiguration()
-        jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(scheme, hadoop)
-    except Exception:
-        return False
-    return True
+        frame = spark.read.schema(schema).parquet(*files)
+        frame.schema  # noqa: B018 - analysed now, so a missing filesystem is told here
+    except Exception as error:
+        if not any(sign in str(error) for sign in _NO_FILESYSTEM):
+            raise
+        scheme = files[0].partition("://")[0]
+        raise UnsupportedTableError(
+            f"a native scan of table {found.table.name} is not possible: the JVM has no filesystem "
+            f"for {scheme}:// (add hadoop-aws for s3a)"
+        ) from None
+    return frame
+
+
+#: How Hadoop says it has no filesystem for a scheme (or not the class configured for it).
+_NO_FILESYSTEM = ("No FileSystem for scheme", "UnsupportedFileSystemException", "S3AFileSystem not found")
 
 
 def write(

@@ -1,21 +1,36 @@
-"""``fed_spark.register(spark)``: the ``fed`` source in a session's DataFrame API and SQL."""
+"""``fed_spark.register(spark)``: the ``fed`` source in a session's DataFrame API and SQL.
+
+A session is a classic one (the JVM in this process, or a driver this process runs) or a
+Spark Connect client (``SparkSession.builder.remote(...)``), which reaches the server only
+through the DataFrame API and SQL: fed-spark uses nothing else on either. Where the two
+differ (how a session is told apart, how many tasks a scan of the cluster gets) it is
+decided here, once.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from pyspark.sql import SparkSession
+from pyspark.sql.functions import max as max_of
+from pyspark.sql.functions import spark_partition_id
 
 from fed_spark.options import DEFAULT_MAX_PARTITION_BYTES, DEFAULT_OPEN_COST_BYTES, SessionSettings
 from fed_spark.source import FedDataSource
 from fedcore.engine import StorageOptions
 from fedcore.exceptions import ConfigError
 
+if TYPE_CHECKING:
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+#: A classic session or a Spark Connect client's: fed-spark takes either.
+AnySession: TypeAlias = "SparkSession | ConnectSession"
+
 MAX_PARTITION_BYTES = "spark.sql.files.maxPartitionBytes"
 OPEN_COST_BYTES = "spark.sql.files.openCostInBytes"
 
 
-def register(spark: SparkSession, storage_options: StorageOptions | None = None) -> type[FedDataSource]:
+def register(spark: AnySession, storage_options: StorageOptions | None = None) -> type[FedDataSource]:
     """Make ``format("fed")`` and ``USING fed`` available in ``spark``.
 
     Args:
@@ -30,7 +45,7 @@ def register(spark: SparkSession, storage_options: StorageOptions | None = None)
     # Without it Spark never offers a Python source its filters, and nothing is pruned.
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     settings = settings_of(spark, storage_options)
-    _registered[spark.sparkContext.applicationId] = settings
+    _registered[session_key(spark)] = settings
     # A subclass carries the settings: Spark pickles the class it registers (by value, as
     # it is made here) and instantiates it in its Python workers.
     source: type[FedDataSource] = type("FedDataSource", (FedDataSource,), {"settings": settings})
@@ -39,27 +54,61 @@ def register(spark: SparkSession, storage_options: StorageOptions | None = None)
     return source
 
 
-#: What each session (by application id) was registered with: fed_spark.read and write use it.
+#: What each session was registered with (``session_key``): fed_spark.read and write use it.
 _registered: dict[str, SessionSettings] = {}
 
 
-def registered(spark: SparkSession) -> SessionSettings:
+def is_connect(spark: AnySession) -> bool:
+    """Whether ``spark`` is a Spark Connect client's session (no JVM, no SparkContext here)."""
+    return not isinstance(spark, SparkSession)
+
+
+def session_key(spark: AnySession) -> str:
+    """What tells sessions apart: a classic session's application (its sessions share the
+    registration, as they share the JVM), a Spark Connect session's id (each is a session
+    of its own on the server, its data sources its own)."""
+    if is_connect(spark):
+        return f"connect:{spark.session_id}"
+    return str(spark.sparkContext.applicationId)
+
+
+def registered(spark: AnySession) -> SessionSettings:
     """The settings ``register`` bound to ``spark`` (``ConfigError`` if it was not called)."""
-    found = _registered.get(spark.sparkContext.applicationId)
+    found = _registered.get(session_key(spark))
     if found is None:
         raise ConfigError("fed_spark.register", "call fed_spark.register(spark) before reading or writing")
     return found
 
 
-def settings_of(spark: SparkSession, storage_options: StorageOptions | None) -> SessionSettings:
+def settings_of(spark: AnySession, storage_options: StorageOptions | None) -> SessionSettings:
     """What a session tells fed's reads and writes."""
     conf = spark.conf
     return SessionSettings(
         storage_options=storage_options,
-        parallelism=spark.sparkContext.defaultParallelism,
+        parallelism=parallelism(spark),
         max_partition_bytes=_bytes(conf.get(MAX_PARTITION_BYTES), DEFAULT_MAX_PARTITION_BYTES),
         open_cost_bytes=_bytes(conf.get(OPEN_COST_BYTES), DEFAULT_OPEN_COST_BYTES),
     )
+
+
+def parallelism(spark: AnySession) -> int:
+    """How many tasks a scan is spread over at least, as Spark's file sources take it:
+    ``spark.sql.files.minPartitionNum``, else the leaf nodes' default parallelism (the
+    cluster's cores, unless configured). A Spark Connect client cannot ask the cluster its
+    cores: it counts the partitions of a range the server splits by that default (one
+    small job, at registration; every partition of a range at least as long holds a row)."""
+    for key in (
+        "spark.sql.files.minPartitionNum",
+        "spark.sql.leafNodeDefaultParallelism",
+        "spark.default.parallelism",
+    ):
+        value = spark.conf.get(key, None)
+        if value:
+            return max(1, int(value))
+    if not is_connect(spark):
+        return int(spark.sparkContext.defaultParallelism)
+    counted = spark.range(1 << 16).select(spark_partition_id().alias("p")).agg(max_of("p")).first()
+    return int(counted[0]) + 1 if counted is not None and counted[0] is not None else 1
 
 
 def _bytes(text: Any, default: int) -> int:

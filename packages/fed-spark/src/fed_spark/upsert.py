@@ -24,13 +24,14 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql.types import StringType, StructField, StructType
 
 from fed_spark.errors import one_line
+from fed_spark.session import AnySession, is_connect
 from fed_spark.write import STATS_SCHEMA, stat_batch, stats_from, task_ids
 from fedcore.engine import DELETE, BaseFile, WriteJob, WritePlanner, WriteStat
-from fedcore.exceptions import DataFileMissingError, InvalidRecordsError
+from fedcore.exceptions import ConfigError, DataFileMissingError, InvalidRecordsError
 
 PARTITION = "_fed_partition_path"
 KEY = "_fed_record_key"
@@ -44,16 +45,19 @@ class Route(NamedTuple):
     """Where one partition's rows go, by record key: the keys (distinct), where each key's
     destinations start in ``files`` and ``targets`` (``offsets``, one more than the keys),
     and per destination the file group whose base file holds the key (None: an insert) and
-    the file group written (None: nowhere, a delete of a key the table does not hold)."""
+    the file group written (None: nowhere, a delete of a key the table does not hold), each
+    as a position in ``ids`` (the partition's file ids, then None at -1): the routes travel
+    with the tasks, so a key costs a few bytes in them, not its file id's."""
 
     keys: pa.Array
     offsets: np.ndarray
+    ids: np.ndarray
     files: np.ndarray
     targets: np.ndarray
 
 
 def rewrite_by_file_group(
-    spark: SparkSession, data: DataFrame, job: WriteJob, begin: Callable[[], None], *, cached: bool
+    spark: AnySession, data: DataFrame, job: WriteJob, begin: Callable[[], None], *, cached: bool
 ) -> list[WriteStat]:
     """Run an upsert or delete of ``data`` in Spark; the write stats of every file written.
 
@@ -72,7 +76,7 @@ def rewrite_by_file_group(
 
 
 def _rewrite(
-    spark: SparkSession, data: DataFrame, planner: WritePlanner, begin: Callable[[], None]
+    spark: AnySession, data: DataFrame, planner: WritePlanner, begin: Callable[[], None]
 ) -> list[WriteStat]:
     job = planner.job
     keys_schema = StructType([StructField(PARTITION, StringType()), StructField(KEY, StringType())])
@@ -94,11 +98,13 @@ def _rewrite(
     by_partition = _keys_by_partition(wanted)
     slices = planner.latest_base_files(sorted(by_partition))
     parallelism = max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or 1))
+    _check_plan_size(spark, by_partition)
     # The key index holds the input's keys only, so it is as small as the input's keys: it
-    # comes to the driver, which sends it back to the tasks with the inserts' file groups.
+    # comes to the driver, which sends it back to the tasks with the inserts' file groups,
+    # in the routing function itself (Spark ships a task's function to each executor once
+    # per stage, as a broadcast would; a Spark Connect client has no broadcast of its own).
     found = _key_index(spark, planner, slices, by_partition, parallelism)
     routes = _routes(planner, found, by_partition, slices, inserting=job.operation != DELETE)
-    shared = spark.sparkContext.broadcast(routes)
     begin()  # the rewrite tasks below write the instant's files
 
     @one_line
@@ -112,7 +118,7 @@ def _rewrite(
             targets: list[np.ndarray] = []
             for partition in np.unique(partitions):
                 mine = np.flatnonzero(partitions == partition)
-                known = shared.value.get(partition)
+                known = routes.get(partition)
                 at = pc.index_in(keys.take(pa.array(mine)), value_set=known.keys) if known else None
                 if known is None or at is None or at.null_count:
                     raise InvalidRecordsError(
@@ -125,8 +131,8 @@ def _rewrite(
                 runs = np.repeat(first - np.cumsum(np.r_[0, counts[:-1]]), counts)
                 positions = runs + np.arange(int(counts.sum()))
                 taken.append(np.repeat(mine, counts))
-                files.append(known.files[positions])
-                targets.append(known.targets[positions])
+                files.append(known.ids[known.files[positions]])
+                targets.append(known.ids[known.targets[positions]])
             if not taken:
                 continue
             target = pa.array(np.concatenate(targets), pa.string())
@@ -153,8 +159,8 @@ def _rewrite(
     )
     # One shuffle partition per file group written at most: Spark's default of 200 tasks for
     # a write touching 16 groups is 184 empty tasks, each scheduled and each a Python worker.
-    groups = {(p, t) for p, r in routes.items() for t in r.targets if t is not None}
-    tasks = max(1, min(parallelism, len(groups)))
+    groups = sum(len(np.unique(r.targets[r.targets >= 0])) for r in routes.values())
+    tasks = max(1, min(parallelism, groups))
     routed = data.mapInArrow(route, routed_schema).repartition(tasks, PARTITION, TARGET)
 
     data_columns = list(data.columns)
@@ -191,8 +197,33 @@ def _rewrite(
     return stats_from(routed.mapInArrow(rewrite, STATS_SCHEMA).collect())
 
 
+#: What a Spark Connect plan may hold by default (``spark.connect.grpc.maxInboundMessageSize``
+#: on the server, the client's channel alike).
+CONNECT_MESSAGE_BYTES = 128 * 2**20
+
+
+def _check_plan_size(spark: AnySession, wanted: dict[str, pa.Array]) -> None:
+    """Over Spark Connect the input's keys and their routes travel in the plans the client
+    sends, which the server takes up to its message size: past it, a typed error says what
+    to do before the instant begins (rather than gRPC's ``RESOURCE_EXHAUSTED`` after). A
+    route costs a key's bytes and 16 more (its offset, file group and target)."""
+    if not is_connect(spark):
+        return  # a classic driver broadcasts a large function itself
+    size = sum(keys.nbytes + 16 * len(keys) for keys in wanted.values())
+    key = "spark.connect.grpc.maxInboundMessageSize"
+    limit = int(spark.conf.get(key, None) or CONNECT_MESSAGE_BYTES)
+    if size > limit * 0.9:
+        raise ConfigError(
+            key,
+            f"is {limit / 2**20:.0f} MB, and the routes of this write's "
+            f"{sum(len(k) for k in wanted.values()):,} keys take {size / 2**20:.0f} MB of a Spark Connect "
+            "plan: write the input in parts, raise it on the server (and the client's channel), or "
+            "write from a classic session on the cluster",
+        )
+
+
 def _key_index(
-    spark: SparkSession,
+    spark: AnySession,
     planner: WritePlanner,
     slices: dict[tuple[str, str], BaseFile],
     wanted: dict[str, pa.Array],
@@ -211,20 +242,18 @@ def _key_index(
             return _found_table(planner.found_keys(slices, wanted))
         except DataFileMissingError as error:  # a concurrent writer's doing, or a lost file
             raise planner.job.missing_file(error) from error
-    shared = spark.sparkContext.broadcast(wanted)
     named = sorted(slices)  # (partition, file id) of each file to look in
-    # Spread over tasks as they are made: a repartition would be a shuffle stage of its own.
-    spread = spark.sparkContext.parallelize(named, max(1, min(parallelism, len(named))))
-    files = spark.createDataFrame(spread, "partition string, file string")
+    # Spread over tasks as a range is made (each task the files at its positions): a
+    # repartition would be a shuffle stage of its own. The wanted keys travel with the function.
+    files = spark.range(0, len(named), 1, max(1, min(parallelism, len(named))))
     schema = StructType([StructField(name, StringType()) for name in (PARTITION, KEY, FILE)])
 
     @one_line
     def keys_of(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            named = zip(*(c.to_pylist() for c in batch.columns), strict=True)
-            mine = {(p, f): slices[(p, f)] for p, f in named}
+            mine = {named[i]: slices[named[i]] for i in batch.column(0).to_pylist()}
             try:
-                found = planner.found_keys(mine, shared.value)
+                found = planner.found_keys(mine, wanted)
             except DataFileMissingError as error:  # a concurrent writer's doing, or a lost file
                 raise planner.job.missing_file(error) from error
             yield from _found_table(found).to_batches()
@@ -301,13 +330,21 @@ def _routes(
         nowhere = np.full(len(new), None, dtype=object)
         placed = nowhere
         if inserting and len(new):
-            targets = planner.insert_targets(planner.insert_candidates(partition, slices), len(new))
-            ids = np.asarray([t.file_id for t in targets], dtype=object)
-            placed = np.repeat(ids, [t.rows for t in targets])
+            chosen = planner.insert_targets(planner.insert_candidates(partition, slices), len(new))
+            placed = np.repeat(
+                np.asarray([t.file_id for t in chosen], dtype=object), [t.rows for t in chosen]
+            )
+        files = np.concatenate([holding, nowhere])
+        targets = np.concatenate([holding, placed])
+        # Both as positions in one dictionary of the partition's file ids (None: -1).
+        coded = pa.array(np.concatenate([files, targets]), pa.string()).dictionary_encode()
+        positions = coded.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32)
+        ids = coded.dictionary.to_numpy(zero_copy_only=False).astype(object)
         routes[partition] = Route(
             pa.concat_arrays([held, new]),
             np.r_[offsets, offsets[-1] + np.arange(1, len(new) + 1)].astype(np.int64),
-            np.concatenate([holding, nowhere]),
-            np.concatenate([holding, placed]),
+            np.concatenate([ids, np.array([None], dtype=object)]),
+            positions[: len(files)],
+            positions[len(files) :],
         )
     return routes
