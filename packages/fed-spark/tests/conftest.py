@@ -85,8 +85,12 @@ def spark(
             # Spark Connect client when SPARK_REMOTE is set.
             os.environ["SPARK_REMOTE"] = server.url
             remote = SparkSession.builder.getOrCreate()
-            yield remote
-            remote.stop()
+            try:
+                yield remote
+            finally:
+                remote.stop()
+                for name in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED"):
+                    os.environ.pop(name, None)
 
 
 def _classic(conf: dict[str, str]) -> Iterator[SparkSession]:

@@ -44,6 +44,17 @@ def test_every_clause_in_any_order_with_quoting_comments_and_escapes() -> None:
     assert found.storage == {"endpoint_url": "http://127.0.0.1:9000"}
 
 
+def test_a_path_option_is_the_location_and_external_tables_are_taken() -> None:
+    assert (
+        ddl(
+            "CREATE TABLE t (k STRING) USING fed OPTIONS (PATH '/a/t') TBLPROPERTIES (primaryKey='k')"
+        )._location
+        == "/a/t"
+    )
+    external = "CREATE EXTERNAL TABLE t (k STRING) USING fed LOCATION '/b/t' TBLPROPERTIES (primaryKey='k')"
+    assert ddl(external)._location == "/b/t"
+
+
 def test_the_session_catalog_may_be_named() -> None:
     found = ddl("CREATE TABLE spark_catalog.sales.rides (k STRING) USING fed TBLPROPERTIES (primaryKey='k')")
     assert (found.database, found.table) == ("sales", "rides")
@@ -62,6 +73,8 @@ def test_the_session_catalog_may_be_named() -> None:
         ("CREATE TABLE t (k STRING) USING fed TBLPROPERTIES (primaryKey='k') § ", "cannot be read at '§"),
         ("CREATE TABLE a.b.c.d (k STRING) USING fed", "live in the session catalog"),
         ("CREATE TABLE t (k STRING) USING delta TBLPROPERTIES (primaryKey='k')", "creates tables USING fed"),
+        ("CREATE TABLE t (k STRING) USING fed OPTIONS (path '/a') LOCATION '/b'", "both name a location"),
+        ("CREATE EXTERNAL TABLE t (k STRING) USING fed TBLPROPERTIES (primaryKey='k')", "needs a LOCATION"),
     ],
 )
 def test_statements_fed_does_not_take_are_refused_saying_why(statement: str, message: str) -> None:

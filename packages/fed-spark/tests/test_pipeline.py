@@ -20,9 +20,10 @@ import fed_spark
 from fed_dev.servers import LoopbackS3
 from fed_dev.testing import Backend
 from fed_spark import upsert
+from fed_spark.session import is_connect
 from fedcore import load_table
 from fedcore import properties as P
-from fedcore.exceptions import FedError
+from fedcore.exceptions import ConfigError, FedError
 from fedcore.write.checkpoints import SINK_CHECKPOINT_KEY
 
 Row = tuple[int, str, int, float]
@@ -72,12 +73,17 @@ def latest(path: str, backend: Backend) -> str:
 
 
 def test_batch_writes_reads_and_sql(
-    spark: Any, backend: Backend, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+    spark: Any,
+    spark_target: str,
+    backend: Backend,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A table created in Overwrite mode, distributed upserts with new keys and a delete
     (``fed_spark.write``, its key index read by the driver and by tasks), ``format("fed")``'s
     upsert, insert, delete and insert_overwrite (Append mode); snapshot, time travel,
     incremental, pruned reads (native and Python scans) and SQL over a catalog table."""
+    assert is_connect(spark) == (spark_target == "connect")
     fed_spark.register(spark, storage_options=backend.storage_options)
     path = f"{backend.table_path}-pipeline"
     model: dict[int, Row] = {}
@@ -100,7 +106,9 @@ def test_batch_writes_reads_and_sql(
     second = latest(path, backend)
     at_second = dict(model)
 
-    fed_spark.write(keys_of(spark, range(0, 50)), path, {"hoodie.datasource.write.operation": "delete"})
+    # Keys the table holds, and keys it never held (routed nowhere), in the same partitions.
+    gone = keys_of(spark, range(0, 50)).union(keys_of(spark, range(5000, 5010)))
+    fed_spark.write(gone, path, {"hoodie.datasource.write.operation": "delete"})
     for i in range(0, 50):
         del model[i]
     check()
@@ -180,6 +188,30 @@ def test_batch_writes_reads_and_sql(
         assert [key for key in fetched if "/region=r1/" in key]
         assert len({key for key in fetched if "/region=r1/" not in key}) <= 1, fetched
         assert not [p for p in s3.requests.listed if p.startswith(bucket)]  # storage never listed
+
+
+def test_an_upsert_too_large_for_a_connect_plan_is_refused_before_it_begins(
+    spark: Any, spark_target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over Spark Connect the routes travel in the plan: past the message size the write is
+    refused with a typed error and nothing of it exists; a classic driver writes it."""
+    fed_spark.register(spark)
+    backend = Backend("local", f"file://{tmp_path}/tables/x", f"file://{tmp_path}/storage", None)
+    path = f"{tmp_path}/tables/small"
+    bulk = {**options(backend, "small"), "hoodie.datasource.write.operation": "bulk_insert"}
+    fed_spark.write(frame(spark, 0, 100, 1), path, bulk)
+    timeline = sorted(p.name for p in Path(path, ".hoodie").iterdir())
+    monkeypatch.setattr(upsert, "CONNECT_MESSAGE_BYTES", 1000)  # 100 keys' routes take about 2 KB
+    if spark_target == "connect":
+        with pytest.raises(ConfigError, match="maxInboundMessageSize"):
+            fed_spark.write(frame(spark, 50, 150, 2), path)
+        assert sorted(p.name for p in Path(path, ".hoodie").iterdir()) == timeline
+        assert got(spark.read.format("fed").load(path)) == expected(model_rows(0, 100, 1))
+    else:
+        fed_spark.write(frame(spark, 50, 150, 2), path)
+        assert got(spark.read.format("fed").load(path)) == expected(
+            model_rows(0, 100, 1) | model_rows(50, 150, 2)
+        )
 
 
 def test_sql_ddl_inserts_and_overwrites(spark: Any, tmp_path: Path) -> None:

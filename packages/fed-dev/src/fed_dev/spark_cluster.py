@@ -32,10 +32,15 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).parent
 
 
+#: What would make Spark's launchers or a session here a Spark Connect client instead.
+_CONNECT_VARIABLES = ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE", "SPARK_API_MODE")
+
+
 def spark_env() -> dict[str, str]:
-    """The environment Spark's launch scripts need here: loopback, this Python."""
+    """The environment Spark's launch scripts need here: loopback, this Python (and none of
+    a Connect client's variables: ``spark-submit`` refuses a master beside ``SPARK_REMOTE``)."""
     return {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k not in _CONNECT_VARIABLES},
         "SPARK_HOME": str(spark_home()),
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYSPARK_PYTHON": sys.executable,
@@ -45,12 +50,18 @@ def spark_env() -> dict[str, str]:
 
 def _wait(ready: object, server: ProcessServer, what: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
+
+    def exited() -> bool:
+        return server._process is not None and server._process.poll() is not None
+
     while not ready():  # type: ignore[operator]
-        if server._process is not None and server._process.poll() is not None:
+        if exited():
             raise server.failed(f"{what} (it exited)")
         if time.monotonic() > deadline:
             raise server.failed(f"{what} (within {timeout:.0f} s)")
         time.sleep(0.3)
+    if exited():  # its port answered, but not for it
+        raise server.failed(f"{what} (it exited)")
 
 
 class _Master(ProcessServer):
@@ -140,8 +151,10 @@ class SparkCluster:
         return self
 
     def stop(self) -> None:
-        self._worker.stop()
-        self._master.stop()
+        try:
+            self._worker.stop()  # it stops its executors
+        finally:
+            self._master.stop()
 
     def __enter__(self) -> SparkCluster:
         return self.start()

@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
@@ -254,7 +255,9 @@ class _Reader:
         return out
 
     def statement(self, kind: type[_Statement]) -> _Statement:
-        if not self.take("CREATE") or self.take("OR", "REPLACE") or not self.take("TABLE"):
+        created = self.take("CREATE") and not self.take("OR", "REPLACE")
+        external = created and self.take("EXTERNAL")
+        if not created or not self.take("TABLE"):
             what = " ".join(t.text for t in self.tokens[:3])
             raise ConfigError(
                 "statement",
@@ -305,6 +308,8 @@ class _Reader:
                     "is not a clause fed_spark.create_table reads (it would be ignored): USING, OPTIONS, "
                     "PARTITIONED BY, LOCATION, COMMENT, TBLPROPERTIES",
                 )
+        if external and location is None and "path" not in options:
+            raise ConfigError("CREATE EXTERNAL TABLE", "needs a LOCATION (as in Spark)")
         return kind(
             self.source, name, if_not_exists, columns, provider, options, properties, partitioning, location
         )
@@ -346,6 +351,11 @@ class _Ddl:
                 raise ConfigError("PARTITIONED BY", f"{described}: fed partitions by column values only")
             self.partition_fields.append(item[0].value)
         given = dict(statement.properties) | dict(statement.options)
+        # As Spark's parser does: OPTIONS (path ...) is the LOCATION, and not both.
+        path = statement.options.get("path")
+        given.pop("path", None)
+        if path is not None and statement.location is not None:
+            raise ConfigError("LOCATION", "and OPTIONS (path ...) both name a location: give one")
         self.storage_options = {k: v for k, v in given.items() if k.startswith(STORAGE_PREFIX)}
         self.storage = {k[len(STORAGE_PREFIX) :]: v for k, v in self.storage_options.items()}
         keys = given.pop(PRIMARY_KEY, None) or given.pop("hoodie.datasource.write.recordkey.field", None)
@@ -369,13 +379,13 @@ class _Ddl:
                 "type, hoodie.* keys, and fed.storage.* options",
             )
         self.hoodie = {k: v for k, v in given.items() if k.startswith("hoodie.")}
-        self._location = statement.location
+        self._location = statement.location if path is None else path
 
     def schema(self, spark: AnySession) -> StructType:
         """The column list, parsed by Spark as a DDL schema (``id BIGINT NOT NULL COMMENT '...'``)."""
         try:
             return spark.createDataFrame([], self.columns or "").schema
-        except Exception as error:  # Spark's ParseException: its first line says where
+        except (ParseException, AnalysisException) as error:  # its first line says where
             first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise ConfigError("CREATE TABLE", f"the columns ({self.columns}) do not parse: {first}") from None
 
@@ -385,5 +395,7 @@ class _Ddl:
         if self._location is not None:
             return self._location
         database = self.database or spark.catalog.currentDatabase()
+        if not spark.catalog.databaseExists(database):
+            raise ConfigError("CREATE TABLE", f"there is no database {database!r} in the catalog")
         base = str(spark.catalog.getDatabase(database).locationUri)
         return f"{base.rstrip('/')}/{self.table.lower()}"

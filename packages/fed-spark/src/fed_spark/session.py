@@ -86,8 +86,8 @@ def settings_of(spark: AnySession, storage_options: StorageOptions | None) -> Se
     return SessionSettings(
         storage_options=storage_options,
         parallelism=parallelism(spark),
-        max_partition_bytes=_bytes(conf.get(MAX_PARTITION_BYTES), DEFAULT_MAX_PARTITION_BYTES),
-        open_cost_bytes=_bytes(conf.get(OPEN_COST_BYTES), DEFAULT_OPEN_COST_BYTES),
+        max_partition_bytes=bytes_of(conf.get(MAX_PARTITION_BYTES), DEFAULT_MAX_PARTITION_BYTES),
+        open_cost_bytes=bytes_of(conf.get(OPEN_COST_BYTES), DEFAULT_OPEN_COST_BYTES),
     )
 
 
@@ -111,7 +111,7 @@ def parallelism(spark: AnySession) -> int:
     return int(counted[0]) + 1 if counted is not None and counted[0] is not None else 1
 
 
-def _bytes(text: Any, default: int) -> int:
+def bytes_of(text: Any, default: int) -> int:
     """Spark's byte sizes: ``134217728``, ``128m``, ``128MB``."""
     if text is None:
         return default

@@ -28,7 +28,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import StringType, StructField, StructType
 
 from fed_spark.errors import one_line
-from fed_spark.session import AnySession, is_connect
+from fed_spark.session import AnySession, bytes_of, is_connect
 from fed_spark.write import STATS_SCHEMA, stat_batch, stats_from, task_ids
 from fedcore.engine import DELETE, BaseFile, WriteJob, WritePlanner, WriteStat
 from fedcore.exceptions import ConfigError, DataFileMissingError, InvalidRecordsError
@@ -211,14 +211,14 @@ def _check_plan_size(spark: AnySession, wanted: dict[str, pa.Array]) -> None:
         return  # a classic driver broadcasts a large function itself
     size = sum(keys.nbytes + 16 * len(keys) for keys in wanted.values())
     key = "spark.connect.grpc.maxInboundMessageSize"
-    limit = int(spark.conf.get(key, None) or CONNECT_MESSAGE_BYTES)
+    # The client's channel takes as much as PySpark's default at most, whatever the server's.
+    limit = min(bytes_of(spark.conf.get(key, None), CONNECT_MESSAGE_BYTES), CONNECT_MESSAGE_BYTES)
     if size > limit * 0.9:
         raise ConfigError(
             key,
-            f"is {limit / 2**20:.0f} MB, and the routes of this write's "
+            f"(with the client's channel) takes {limit / 2**20:.0f} MB, and the routes of this write's "
             f"{sum(len(k) for k in wanted.values()):,} keys take {size / 2**20:.0f} MB of a Spark Connect "
-            "plan: write the input in parts, raise it on the server (and the client's channel), or "
-            "write from a classic session on the cluster",
+            "plan: write the input in parts, or from a classic session on the cluster",
         )
 
 
