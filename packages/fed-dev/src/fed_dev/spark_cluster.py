@@ -16,7 +16,7 @@ import os
 import sys
 import time
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from fed_dev.process import ProcessServer, free_ports, listening
@@ -48,13 +48,13 @@ def spark_env() -> dict[str, str]:
     }
 
 
-def _wait(ready: object, server: ProcessServer, what: str, timeout: float) -> None:
+def _wait(ready: Callable[[], bool], server: ProcessServer, what: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
 
     def exited() -> bool:
         return server._process is not None and server._process.poll() is not None
 
-    while not ready():  # type: ignore[operator]
+    while not ready():
         if exited():
             raise server.failed(f"{what} (it exited)")
         if time.monotonic() > deadline:

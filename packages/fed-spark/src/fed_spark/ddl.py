@@ -146,7 +146,6 @@ class _Statement:
     """The clauses of a ``CREATE TABLE``, read as Spark's grammar has them (the clauses
     after ``USING`` in any order, each at most once)."""
 
-    source: str
     name: list[str]
     if_not_exists: bool
     columns: str | None
@@ -158,7 +157,7 @@ class _Statement:
 
     @classmethod
     def parse(cls, source: str) -> _Statement:
-        return _Reader(_tokens(source), source).statement(cls)
+        return _Reader(_tokens(source), source).statement()
 
 
 def _tokens(source: str) -> list[_Token]:
@@ -254,7 +253,7 @@ class _Reader:
                 break
         return out
 
-    def statement(self, kind: type[_Statement]) -> _Statement:
+    def statement(self) -> _Statement:
         created = self.take("CREATE") and not self.take("OR", "REPLACE")
         external = created and self.take("EXTERNAL")
         if not created or not self.take("TABLE"):
@@ -310,9 +309,7 @@ class _Reader:
                 )
         if external and location is None and "path" not in options:
             raise ConfigError("CREATE EXTERNAL TABLE", "needs a LOCATION (as in Spark)")
-        return kind(
-            self.source, name, if_not_exists, columns, provider, options, properties, partitioning, location
-        )
+        return _Statement(name, if_not_exists, columns, provider, options, properties, partitioning, location)
 
 
 def _split(tokens: list[_Token]) -> list[list[_Token]]:

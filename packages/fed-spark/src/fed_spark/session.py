@@ -69,7 +69,7 @@ def session_key(spark: AnySession) -> str:
     of its own on the server, its data sources its own)."""
     if is_connect(spark):
         return f"connect:{spark.session_id}"
-    return str(spark.sparkContext.applicationId)
+    return str(spark.conf.get("spark.app.id"))
 
 
 def registered(spark: AnySession) -> SessionSettings:
