@@ -163,7 +163,8 @@ def test_malformed_requests_get_the_error_model_not_a_crash(served: Served) -> N
             assert '"error"' in answer, answer
 
 
-def test_requests_without_a_valid_token_are_refused(served: Served) -> None:
+def test_requests_without_a_valid_token_are_refused(served: Served, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("WARNING", logger="fedcore.rest_catalog")
     for token in (None, "wrong", ""):
         status, body = served.call("GET", "/v1/namespaces/lake/tables/trips", token=token)
         assert status == 401
@@ -173,6 +174,15 @@ def test_requests_without_a_valid_token_are_refused(served: Served) -> None:
         RestCatalog("fed", uri=served.uri, token="wrong").load_table("lake.trips")
     status, _ = served.call("GET", "/v1/config")
     assert status == 200
+    # Each refusal logged: what, from where, why; never a token, given or configured.
+    refusals = [r.getMessage() for r in caplog.records if r.name == "fedcore.rest_catalog"]
+    assert "refused GET /v1/namespaces/lake/tables/trips from 127.0.0.1: no bearer token" in refusals
+    assert (
+        "refused GET /v1/namespaces/lake/tables/trips from 127.0.0.1: its bearer token is not valid"
+        in refusals
+    )
+    assert len(refusals) == 4  # three by hand, one by PyIceberg
+    assert not any("wrong" in r or TOKEN in r for r in refusals)
 
 
 def test_errors_follow_the_specs_model(served: Served) -> None:

@@ -40,6 +40,13 @@ def parser() -> argparse.ArgumentParser:
     demo.add_argument("--plot", metavar="PNG", help="also draw files per prefix into this file")
     docker = commands.add_parser("docker", help="write the docker/ stack's service configuration files")
     docker.add_argument("--out", default="docker", help="the stack's folder (default: %(default)s)")
+    stack = commands.add_parser(
+        "stack",
+        help="the docker/ stack on this machine's own images: `up` starts a Docker engine if none runs, "
+        "builds the images, starts the services and waits until they are healthy; `down` removes it all",
+    )
+    stack.add_argument("action", choices=["up", "down"])
+    stack.add_argument("--folder", default="docker", help="the stack's folder (default: %(default)s)")
     job = commands.add_parser(
         "pipeline", help="the end-to-end PySpark job: write a table through fed-spark, publishing each commit"
     )
@@ -48,6 +55,7 @@ def parser() -> argparse.ArgumentParser:
     job.add_argument("--metastore", required=True, help="thrift://HOST:PORT")
     job.add_argument("--s3-endpoint", help="the S3 server's URL (default: AWS)")
     job.add_argument("--database", default="lake", help="the metastore database (default: %(default)s)")
+    job.add_argument("--again", action="store_true", help="one more upsert into the table a run wrote before")
     return parser
 
 
@@ -63,6 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "pipeline":
         return _pipeline(args)
+    if args.command == "stack":
+        return _stack(args)
     with tqdm(total=0, unit="file", desc="writing", disable=None, file=sys.stderr, leave=False) as bar:
 
         def progress(done: int, total: int) -> None:
@@ -79,12 +89,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _stack(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from fed_dev import dockerd, images
+    from fed_dev.compose import Stack
+
+    folder = Path(args.folder)
+    if not (folder / "compose.yaml").is_file():
+        print(f"fed-dev: error: no compose.yaml in {folder} (give --folder)", file=sys.stderr)
+        return 2
+    try:
+        dockerd.engine()
+        if args.action == "up":
+            images.build_all(say=lambda line: print(line, file=sys.stderr, flush=True))
+        stack = Stack(folder, env_file=folder / "local.env")
+        if args.action == "down":
+            stack.down()
+            return 0
+        print("starting the stack (compose up) and waiting until it is healthy", file=sys.stderr, flush=True)
+        stack.up("trino", "hiveserver2")
+    except dockerd.DockerUnavailableError as exc:
+        print(f"fed-dev: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"up; compose as: {' '.join(stack.command)}")
+    return 0
+
+
 def _pipeline(args: argparse.Namespace) -> int:
     import os
 
+    from pyspark.errors import PySparkException
     from pyspark.sql import SparkSession
 
     from fed_dev import pipeline
+    from fed_spark.__main__ import one_line
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -104,12 +143,13 @@ def _pipeline(args: argparse.Namespace) -> int:
             storage_options=options,
             database=args.database,
             after_write=done,
+            writes=pipeline.again() if args.again else None,
         )
         for warning in warnings:
             print(f"fed-dev: warning: {warning}", file=sys.stderr)
         print("\n".join(pipeline.report(spark, table)))
-    except FedError as exc:
-        print(f"fed-dev: error: {exc}", file=sys.stderr)
+    except (FedError, PySparkException) as exc:  # a task's fedcore error arrives as Spark's
+        print(f"fed-dev: error: {one_line(exc)}", file=sys.stderr)
         return 2
     finally:
         spark.stop()

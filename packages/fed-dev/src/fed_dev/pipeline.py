@@ -57,6 +57,12 @@ def batches(rows: int = 60) -> list[tuple[str, list[tuple[Any, ...]]]]:
     ]
 
 
+def again() -> list[tuple[str, list[tuple[Any, ...]]]]:
+    """One more write, on a table the job wrote before: an upsert of two keys it holds and
+    three new ones, all in ``sf``."""
+    return [("upsert", [(i, "sf", 4, 3000.0 + i) for i in (0, 3, 60, 61, 62)])]
+
+
 def run(
     spark: SparkSession,
     table_path: str,
@@ -66,25 +72,28 @@ def run(
     storage_options: StorageOptions | None = None,
     database: str = DATABASE,
     after_write: Callable[[str, Table], None] | None = None,
+    writes: list[tuple[str, list[tuple[Any, ...]]]] | None = None,
 ) -> tuple[Table, list[str]]:
-    """Run the job: each write through ``fed_spark.write``, then ``after_write(operation,
-    table)``; after the first, the table is registered for Hive (the later commits' own syncs
-    keep that form). The table, and the writes' warnings (a sync that failed after its commit:
-    the commit stands, the engines see it after the next sync)."""
+    """Run the job: each write (``batches()`` unless ``writes`` are given) through
+    ``fed_spark.write``, then ``after_write(operation, table)``; after the first of
+    ``batches()``, the table is registered for Hive (the later commits' own syncs keep that
+    form). The table, and the writes' warnings (a sync that failed after its commit: the commit
+    stands, the engines see it after the next sync)."""
     import fed_spark
 
     fed_spark.register(spark, storage_options=storage_options)
     options = write_options(storage_path, metastore, database)
     table: Table | None = None
     warnings: list[str] = []
-    for n, (operation, rows) in enumerate(batches()):
+    registers = writes is None
+    for n, (operation, rows) in enumerate(batches() if writes is None else writes):
         frame = spark.createDataFrame(rows, SCHEMA)
         summary = fed_spark.write(
             frame, table_path, {**options, "hoodie.datasource.write.operation": operation}
         )
         warnings += [f"{operation}: {warning}" for warning in summary.warnings]
         table = load_table(table_path, storage_options=storage_options)
-        if n == 0:
+        if n == 0 and registers:
             try:
                 sync(table, SyncTarget((metastore,), database, TABLE, hive=True))
             except FedError as exc:  # the write stands: Hive reads the table once this is redone

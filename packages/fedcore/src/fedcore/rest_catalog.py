@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import logging
 import secrets
 import threading
 import time
@@ -46,6 +47,9 @@ from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import StorageOptions, filesystem_for
 from fedcore.io.uris import normalize_uri
 from fedcore.table import Table, load_table
+
+#: Refused requests are logged here (what was asked, by which address, why; never a token).
+LOG = logging.getLogger("fedcore.rest_catalog")
 
 try:  # the server stack and PyIceberg are extras: fedcore[serve]
     from starlette.applications import Starlette
@@ -467,6 +471,14 @@ class _Guard:
                 )
             elif scope["path"] != "/v1/oauth/tokens" and not self.catalog.authorized(request):
                 refusal = _error(401, "NotAuthorizedException", "a valid bearer token is required")
+                given = "authorization" in request.headers
+                LOG.warning(
+                    "refused %s %s from %s: %s",
+                    request.method,
+                    scope["path"],
+                    request.client.host if request.client else "an unknown address",
+                    "its bearer token is not valid" if given else "no bearer token",
+                )
             if refusal is not None:
                 await refusal(scope, receive, send)
                 return

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import json
+import logging
 import os
 import re
 import socket
@@ -265,7 +266,7 @@ def _serve(args: argparse.Namespace) -> int:
     try:  # the server stack is an extra
         import uvicorn
 
-        from fedcore.rest_catalog import Access, ServedTable, Warehouse, catalog_app, parse_served
+        from fedcore.rest_catalog import LOG, Access, ServedTable, Warehouse, catalog_app, parse_served
     except ImportError as exc:
         raise MissingDependencyError(
             f"fed serve needs fedcore[serve]: pip install 'fedcore[serve]' ({exc})"
@@ -296,6 +297,11 @@ def _serve(args: argparse.Namespace) -> int:
         f"fed serve: {len(served)} table(s){where} at http://{args.host}:{args.port} (Ctrl-C stops)",
         flush=True,
     )
+    # Refusals (fedcore.rest_catalog's warnings) on stderr, one line each.
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("fed serve: %(message)s"))
+    LOG.addHandler(handler)
+    LOG.propagate = False
     uvicorn.run(
         app, host=args.host, port=args.port, log_level="warning", timeout_keep_alive=5, limit_concurrency=64
     )
