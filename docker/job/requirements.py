@@ -15,5 +15,6 @@ for name, extras in PACKAGES.items():
     for extra in extras:
         wanted += project.get("optional-dependencies", {})[extra]
     for requirement in wanted:
-        if re.split(r"[\s\[<>=!~;]", requirement, maxsplit=1)[0] not in PACKAGES:
+        named = re.split(r"[\s\[<>=!~;]", requirement, maxsplit=1)[0]
+        if re.sub(r"[-_.]+", "-", named).lower() not in PACKAGES:  # (names compare normalized)
             print(requirement)

@@ -4,8 +4,9 @@ file as users run it with those images named (``docker/local.env``). The job wri
 in its container; Trino (``iceberg`` on the metastore, ``fed`` on fed's REST catalog) and
 HiveServer2 (beeline) answer the documented queries in theirs, each equal to fedcore's own read
 of the table through the S3 port the stack publishes on loopback. Then: another write seen by
-every engine, restarts that lose nothing, a wrong token refused and no secret logged, the job
-against a stopped S3 server failing in one line, and ``down -v`` leaving nothing behind.
+every engine; the metastore and the REST catalog replaced by new containers, losing nothing; a
+wrong token refused and no secret logged; the job against a stopped S3 server failing in one
+line; and ``down -v`` leaving nothing behind.
 
 The tests run in file order, each on the state the one before left."""
 
@@ -21,6 +22,8 @@ import pytest
 
 from fed_dev import docker, dockerd, images, pipeline
 from fed_dev.compose import Stack
+from fed_dev.dockerd import StackError
+from fed_dev.maven import MissingToolError
 from fed_dev.process import free_port
 from fedcore import Table, load_table
 
@@ -28,34 +31,41 @@ DOCKER = Path(__file__).resolve().parents[2] / "docker"
 TABLE = "s3://lake-tables/lake/rides"
 #: A Trino catalog on the REST catalog with a token that is not the catalog's.
 WRONG_TOKEN = "not-the-catalog-token"
+#: The compose file's published ports (each a free one here).
+PORTS = ("FED_S3_PORT", "FED_METASTORE_PORT", "FED_HIVESERVER2_PORT", "FED_CATALOG_PORT", "FED_TRINO_PORT")
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    engine = dockerd.engine()
-    images.build_all(say=lambda line: print(line, flush=True))
-    catalogs = tmp_path_factory.mktemp("trino-catalogs")
-    for path in (DOCKER / "conf" / "trino" / "catalog").iterdir():
-        shutil.copy(path, catalogs / path.name)
-    wrong = (catalogs / "fed.properties").read_text().replace(docker.CATALOG_TOKEN, WRONG_TOKEN)
-    (catalogs / "wrongtoken.properties").write_text(wrong)
-    ports = {
-        name: str(free_port())
-        for name in (
-            "FED_S3_PORT",
-            "FED_METASTORE_PORT",
-            "FED_HIVESERVER2_PORT",
-            "FED_CATALOG_PORT",
-            "FED_TRINO_PORT",
-        )
-    }
-    compose = Stack(DOCKER, env_file=DOCKER / "local.env", env={**ports, "FED_TRINO_CATALOGS": str(catalogs)})
-    compose.down()  # a run cut short before
+    """The stack up on the images built here, under a project of its own (``fed-test``: a
+    stack of the user's, ``fed``, is left alone), its ports free ones on loopback."""
     try:
+        engine = dockerd.engine()
+    except StackError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    compose: Stack | None = None
+    try:
+        images.build_all(say=lambda line: print(line, flush=True))
+        catalogs = tmp_path_factory.mktemp("trino-catalogs")
+        for path in (DOCKER / "conf" / "trino" / "catalog").iterdir():
+            shutil.copy(path, catalogs / path.name)
+        wrong = (catalogs / "fed.properties").read_text().replace(docker.CATALOG_TOKEN, WRONG_TOKEN)
+        (catalogs / "wrongtoken.properties").write_text(wrong)
+        ports = {name: str(free_port()) for name in PORTS}
+        compose = Stack(
+            DOCKER,
+            env_file=DOCKER / "local.env",
+            env={**ports, "FED_TRINO_CATALOGS": str(catalogs)},
+            project="fed-test",
+        )
+        compose.down()  # a run cut short before
         compose.up("trino", "hiveserver2")
         yield compose
+    except (StackError, MissingToolError) as exc:
+        pytest.fail(str(exc), pytrace=False)
     finally:
-        compose.down()
+        if compose is not None:
+            compose.down()
         engine.stop()
 
 
@@ -164,12 +174,13 @@ def test_another_upsert_from_the_job_is_seen_by_every_engine(stack: Stack) -> No
         assert got == want, engine
 
 
-def test_restarting_the_metastore_or_the_catalog_loses_nothing(stack: Stack) -> None:
+def test_replacing_the_metastore_or_the_catalog_container_loses_nothing(stack: Stack) -> None:
+    """Each container replaced by a new one (a restart keeps more: the old file system)."""
     want = pipeline.expected(_table(stack))
-    stack.restart("metastore")
+    stack.recreate("metastore")
     assert trino_all(stack, "iceberg", pipeline.QUERIES) == want
     assert beeline_all(stack, pipeline.QUERIES) == want
-    stack.restart("catalog")
+    stack.recreate("catalog")
     assert trino_all(stack, "fed", pipeline.QUERIES) == want
 
 

@@ -43,7 +43,8 @@ def parser() -> argparse.ArgumentParser:
     stack = commands.add_parser(
         "stack",
         help="the docker/ stack on this machine's own images: `up` starts a Docker engine if none runs, "
-        "builds the images, starts the services and waits until they are healthy; `down` removes it all",
+        "builds the images, starts the services and waits until they are healthy; `down` removes the "
+        "stack's containers, network and volumes (the engine and the images stay)",
     )
     stack.add_argument("action", choices=["up", "down"])
     stack.add_argument("--folder", default="docker", help="the stack's folder (default: %(default)s)")
@@ -90,29 +91,31 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _stack(args: argparse.Namespace) -> int:
+    import subprocess
     from pathlib import Path
 
     from fed_dev import dockerd, images
     from fed_dev.compose import Stack
+    from fed_dev.maven import MissingToolError
 
     folder = Path(args.folder)
     if not (folder / "compose.yaml").is_file():
         print(f"fed-dev: error: no compose.yaml in {folder} (give --folder)", file=sys.stderr)
         return 2
     try:
-        dockerd.engine()
-        if args.action == "up":
-            images.build_all(say=lambda line: print(line, file=sys.stderr, flush=True))
-        stack = Stack(folder, env_file=folder / "local.env")
         if args.action == "down":
-            stack.down()
+            if dockerd.answers():  # else there is nothing to remove (the engine stays as it is)
+                Stack(folder, env_file=folder / "local.env").down()
             return 0
-        print("starting the stack (compose up) and waiting until it is healthy", file=sys.stderr, flush=True)
+        dockerd.engine()
+        images.build_all(say=lambda line: print(line, file=sys.stderr, flush=True))
+        stack = Stack(folder, env_file=folder / "local.env")
+        print("starting the stack and waiting until it is healthy", file=sys.stderr, flush=True)
         stack.up("trino", "hiveserver2")
-    except dockerd.DockerUnavailableError as exc:
+    except (dockerd.StackError, MissingToolError, subprocess.SubprocessError, OSError) as exc:
         print(f"fed-dev: error: {exc}", file=sys.stderr)
         return 2
-    print(f"up; compose as: {' '.join(stack.command)}")
+    print(f"the stack is up; run compose as: {' '.join(stack.command)} ...")
     return 0
 
 

@@ -1,27 +1,43 @@
-"""The ``docker/`` stack run by compose on this machine: ``Stack(folder).up()`` builds what
-compose builds (the job's image), starts the services asked for with the ones they depend on,
-and waits for every started service with a health check to be healthy; ``run``, ``exec``,
-``restart`` and ``down`` are compose's. Works with ``docker compose`` (v2) and
-``docker-compose`` (1.29): only the commands and flags both have."""
+"""The ``docker/`` stack run by compose on this machine: ``Stack(folder).up(...)`` (re)builds
+the job's image, starts the services asked for with the ones they depend on, and waits until
+every service is healthy; ``run``, ``exec``, ``recreate`` and ``down`` are compose's. Works with
+``docker compose`` (v2) and ``docker-compose`` (1.29): only the commands and flags both have."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
-from fed_dev.dockerd import DockerUnavailableError, compose_command
+from fed_dev.dockerd import StackError, compose_command
 
 #: The compose project's name (what ``-p`` gives; the compose file names none, as 1.29 wants).
 PROJECT = "fed"
+#: Services that run to their end (the buckets are made, then it exits 0).
+ONE_SHOT = frozenset({"buckets"})
+
+
+@dataclass(frozen=True)
+class State:
+    """A service's container: ``running``, ``exited``...; its health (``healthy``,
+    ``starting``, ``unhealthy``, or ``none`` without a check); its exit code once ended."""
+
+    status: str
+    health: str
+    exit_code: int
+
+    @property
+    def ready(self) -> bool:
+        return self.status == "running" and self.health in ("healthy", "none")
 
 
 class Stack:
     """The compose file in ``folder``, its images named by ``env_file`` (``local.env`` for the
     images ``fed_dev.images`` builds; None: the public images), more variables in ``env``
-    (published ports, say)."""
+    (published ports, say), under the compose project ``project``."""
 
     def __init__(
         self,
@@ -43,89 +59,79 @@ class Stack:
     def compose(
         self, *args: str, timeout: float = 900.0, check: bool = True
     ) -> subprocess.CompletedProcess[str]:
-        """One compose command; its output. ``check``: a failure is a ``DockerUnavailableError``
-        carrying the end of what compose said."""
-        done = subprocess.run(
-            [*self.command, *args],
-            capture_output=True,
-            text=True,
-            env=self._env,
-            timeout=timeout,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-        if check and done.returncode != 0:
-            raise DockerUnavailableError(
-                f"compose {args[0]} failed: {(done.stderr or done.stdout).strip()[-2000:]}"
+        """One compose command; its output. ``check``: a failure is a ``StackError`` carrying
+        the end of what compose said."""
+        try:
+            done = subprocess.run(
+                [*self.command, *args],
+                capture_output=True,
+                text=True,
+                env=self._env,
+                timeout=timeout,
+                check=False,
+                stdin=subprocess.DEVNULL,
             )
+        except subprocess.TimeoutExpired as exc:
+            raise StackError(f"compose {args[0]} did not end within {timeout:.0f} s") from exc
+        if check and done.returncode != 0:
+            said = (done.stderr or done.stdout).strip()[-2000:]
+            raise StackError(f"compose {args[0]} failed: {said}")
         return done
 
     def up(self, *services: str, timeout: float = 600.0) -> None:
         """Start ``services`` (and what they depend on), the job's image (re)built first
-        (Docker's layer cache keeps that quick when nothing changed); return once every running
-        service with a health check is healthy."""
+        (Docker's layer cache keeps that quick when nothing changed); return once every
+        service started is healthy (a one-shot: ended with 0)."""
         self.compose("up", "-d", "--build", *services)
-        self.wait_healthy(timeout)
+        self.wait_ready(timeout)
 
-    def containers(self) -> dict[str, str]:
-        """Each running service's container id."""
-        done = self.compose("ps", "-q")
-        ids = done.stdout.split()
-        out = {}
-        for container in ids:
-            inspected = subprocess.run(
-                [
-                    "docker",
-                    "inspect",
-                    "--format",
-                    '{{index .Config.Labels "com.docker.compose.service"}}',
-                    container,
-                ],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            if inspected.returncode == 0:
-                out[inspected.stdout.strip()] = container
-        return out
-
-    def health(self, service: str) -> str:
-        """``healthy``, ``starting``, ``unhealthy``; ``none`` without a health check; ``exited``
-        for a container that ended; ``missing`` when the service has none."""
-        container = self.containers().get(service)
-        if container is None:
-            return "missing"
-        done = subprocess.run(
-            [
-                "docker",
-                "inspect",
-                "--format",
-                "{{.State.Status}} {{if .State.Health}}{{.State.Health.Status}}{{else}}none{{end}}",
-                container,
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
+    def states(self) -> dict[str, State]:
+        """Each service's container state (ended ones too; not ``run``'s one-off containers)."""
+        ids = self.compose("ps", "-a", "-q").stdout.split()
+        if not ids:
+            return {}
+        form = (
+            '{{index .Config.Labels "com.docker.compose.oneoff"}} '
+            '{{index .Config.Labels "com.docker.compose.service"}} {{.State.Status}} '
+            "{{if .State.Health}}{{.State.Health.Status}}{{else}}none{{end}} {{.State.ExitCode}}"
         )
-        state, _, health = done.stdout.strip().partition(" ")
-        return health if state == "running" else state
+        done = subprocess.run(
+            ["docker", "inspect", "--format", form, *ids], capture_output=True, text=True, check=False
+        )
+        states = {}
+        for line in done.stdout.splitlines():
+            oneoff, service, status, health, code = line.split()
+            if oneoff != "True":
+                states[service] = State(status, health, int(code))
+        return states
 
-    def wait_healthy(self, timeout: float = 600.0, services: Sequence[str] | None = None) -> None:
-        """Wait until each of ``services`` (every running one when None) is healthy (or runs
-        without a health check); an unhealthy or ended one is an error naming it, with its log."""
+    def wait_ready(self, timeout: float = 600.0, services: frozenset[str] | None = None) -> None:
+        """Wait until each of ``services`` (every service with a container when None) is ready:
+        healthy, or running without a check, or, for a one-shot, ended with 0. One that ended
+        otherwise, turned unhealthy or is still waiting at ``timeout`` is a ``StackError``
+        naming it, with the end of its log."""
         deadline = time.monotonic() + timeout
         while True:
-            names = list(services) if services is not None else list(self.containers())
-            states = {name: self.health(name) for name in names}
-            waiting = {n: s for n, s in states.items() if s not in ("healthy", "none")}
-            if services is None:  # one-shot services (buckets) end by design
-                waiting = {n: s for n, s in waiting.items() if s != "exited"}
+            states = self.states()
+            names = states.keys() if services is None else services
+            waiting = {}
+            for name in names:
+                state = states.get(name, State("missing", "none", 0))
+                if name in ONE_SHOT and state.status == "exited" and state.exit_code == 0:
+                    continue
+                if not state.ready:
+                    waiting[name] = state
             if not waiting:
                 return
-            bad = {n: s for n, s in waiting.items() if s in ("unhealthy", "exited", "dead", "missing")}
-            if bad or time.monotonic() > deadline:
-                name = next(iter(bad or waiting))
-                raise DockerUnavailableError(f"service {name} is {waiting[name]}: {self.logs(name)[-3000:]}")
+            failed = {
+                n: s for n, s in waiting.items() if s.status in ("exited", "dead") or s.health == "unhealthy"
+            }
+            if failed or time.monotonic() > deadline:
+                name, state = next(iter((failed or waiting).items()))
+                said = f"{state.status}, {state.health}" + (
+                    f", exit code {state.exit_code}" if failed else ""
+                )
+                raise StackError(f"service {name} is {said}: {self.logs(name)[-3000:]}")
             time.sleep(1.0)
 
     def run(
@@ -139,17 +145,14 @@ class Stack:
         """A command in the service's running container: its exit code and output."""
         return self.compose("exec", "-T", service, *command, timeout=timeout, check=False)
 
-    def restart(self, service: str, timeout: float = 300.0) -> None:
-        """Restart the service's container (its volumes and file system kept); wait until healthy."""
-        self.compose("restart", service)
-        self.wait_healthy(timeout, [service])
+    def recreate(self, service: str, timeout: float = 300.0) -> None:
+        """Replace the service's container with a new one (what its volumes hold is all that
+        stays); wait until it is ready."""
+        self.compose("up", "-d", "--no-deps", "--force-recreate", service)
+        self.wait_ready(timeout, frozenset({service}))
 
     def stop(self, service: str) -> None:
         self.compose("stop", service)
-
-    def start(self, service: str, timeout: float = 300.0) -> None:
-        self.compose("start", service)
-        self.wait_healthy(timeout, [service])
 
     def logs(self, service: str) -> str:
         """The service's log (stdout and stderr)."""

@@ -31,7 +31,9 @@ CATALOG_TOKEN = "fed-catalog-token"
 def files() -> dict[str, str]:
     """Each generated file's path under ``docker/`` and its text."""
     metastore = stack.metastore_site(
-        database="/opt/hive/data/metastore_db",
+        # In the warehouse folder: the one folder the apache/hive image gives its user (hive)
+        # under /opt/hive/data, where the stack keeps the metastore's volume.
+        database="/opt/hive/data/warehouse/metastore_db",
         warehouse="/opt/hive/data/warehouse",
         host="0.0.0.0",
         port=9083,

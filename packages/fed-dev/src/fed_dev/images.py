@@ -20,11 +20,12 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterable
+from importlib.abc import Traversable
 from importlib.resources import files
 from pathlib import Path
 
-from fed_dev import dockerd, hive, maven, stack, trino
-from fed_dev.dockerd import DockerUnavailableError
+from fed_dev import hive, maven, stack, trino
+from fed_dev.dockerd import StackError, apt_install
 
 DOCKERFILES = files("fed_dev") / "dockerfiles"
 BASE = "fed-local/debian:bookworm"
@@ -54,15 +55,14 @@ _TRINO_CLI = f"io.trino:trino-cli:{stack.TRINO_VERSION}:jar:executable"
 Say = Callable[[str], None]
 
 
-def build_all(say: Say = print) -> dict[str, str]:
-    """Build (or find up to date) every local image; the compose variables naming them."""
+def build_all(say: Say = print) -> None:
+    """Build (or find up to date) every local image (``VARIABLES`` names them for compose)."""
     _base(say)
     _build(PYTHON, "python", {"BASE": BASE}, say)
     _build(JAVA, "java", {"BASE": BASE}, say)
     _build(SEAWEEDFS, "seaweedfs", {"BASE": PYTHON, "VERSION": SEAWEEDFS_VERSION}, say)
     _build(HIVE, "hive", {"BASE": JAVA}, say, stage=_stage_hive)
     _build(TRINO, "trino", {"BASE": BASE}, say, stage=_stage_trino)
-    return dict(VARIABLES)
 
 
 def _inspect_label(tag: str) -> str | None:
@@ -83,7 +83,7 @@ def _image_id(tag: str) -> str:
         check=False,
     )
     if done.returncode != 0:
-        raise DockerUnavailableError(f"no image {tag}")
+        raise StackError(f"no image {tag}")
     return done.stdout.strip()
 
 
@@ -100,7 +100,7 @@ def _base(say: Say) -> None:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="fed-debian-") as folder:
         root = Path(folder) / "root"
-        dockerd.debootstrap(root)
+        _debootstrap(root)
         # This machine's own certificate authorities (an egress proxy's, say): builds reach
         # Debian's mirror, PyPI and Maven Central through the same network as the host.
         trusted = root / "usr" / "local" / "share" / "ca-certificates"
@@ -108,16 +108,20 @@ def _base(say: Say) -> None:
         for path in authorities:
             shutil.copy2(path, trusted / path.name)
         tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
-        done = subprocess.run(
-            ["docker", "import", "--change", f"LABEL {_LABEL}={inputs}", "-", BASE],
-            stdin=tar.stdout,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        assert tar.stdout is not None  # (a pipe)
+        with tar.stdout:  # closed here too, so an import that stops early ends tar (SIGPIPE)
+            done = subprocess.run(
+                ["docker", "import", "--change", f"LABEL {_LABEL}={inputs}", "-", BASE],
+                stdin=tar.stdout,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+        if done.returncode != 0:
+            tar.kill()
         tar.wait()
     if done.returncode != 0 or tar.returncode != 0:
-        raise DockerUnavailableError(f"docker import of {BASE} failed: {done.stderr.strip()[-500:]}")
+        raise StackError(f"docker import of {BASE} failed: {done.stderr.strip()[-500:]}")
     say(f"built {BASE} in {time.monotonic() - started:.0f} s")
 
 
@@ -139,10 +143,12 @@ def _build(tag: str, name: str, args: dict[str, str], say: Say, stage: Stage | N
         for path in sorted(context.rglob("*")):
             if path.is_file() and not any(path.is_relative_to(s) for s in staged):
                 digest.update(str(path.relative_to(context)).encode() + b"\0" + path.read_bytes())
-        for tree in staged:  # large trees: names, sizes and times
+        for tree in staged:  # large trees: their files' names, sizes and times
             for path in sorted(tree.rglob("*")):
-                info = path.lstat()
-                digest.update(f"{path.relative_to(context)}\0{info.st_size}\0{int(info.st_mtime)}\n".encode())
+                if path.is_file() or path.is_symlink():
+                    info = path.lstat()
+                    line = f"{path.relative_to(context)}\0{info.st_size}\0{int(info.st_mtime)}\n"
+                    digest.update(line.encode())
         inputs = digest.hexdigest()[:16]
         if _inspect_label(tag) == inputs:
             return
@@ -155,7 +161,7 @@ def _build(tag: str, name: str, args: dict[str, str], say: Say, stage: Stage | N
             [*command, str(context)], capture_output=True, text=True, check=False, env=_quiet_env()
         )
     if done.returncode != 0:
-        raise DockerUnavailableError(f"docker build of {tag} failed: {done.stderr.strip()[-1500:]}")
+        raise StackError(f"docker build of {tag} failed: {done.stderr.strip()[-1500:]}")
     say(f"built {tag} in {time.monotonic() - started:.0f} s")
 
 
@@ -170,10 +176,7 @@ def _scratch() -> Path:
     return folder
 
 
-def _copy_entry(entry: object, target: Path) -> None:
-    from importlib.abc import Traversable
-
-    assert isinstance(entry, Traversable)
+def _copy_entry(entry: Traversable, target: Path) -> None:
     if entry.is_dir():
         target.mkdir()
         for child in entry.iterdir():
@@ -241,3 +244,27 @@ def _stage_trino(context: Path) -> list[Path]:
     jdk = _tree(Path(trino.java_home()).resolve(), context / "jdk")
     shutil.copy2(maven.artifact(_TRINO_CLI, "Trino's CLI"), context / "trino-cli")
     return [server, jdk]
+
+
+def _debootstrap(folder: Path, suite: str = "bookworm") -> None:
+    """A minimal Debian ``suite`` root in ``folder``, from the mirror apt uses here."""
+    if shutil.which("debootstrap") is None:
+        apt_install("debootstrap", why="the stack's base image is made with debootstrap")
+    command = ["debootstrap", "--variant=minbase", suite, str(folder), _mirror()]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        last = (done.stdout.strip().splitlines() or ["no output"])[-1]
+        raise StackError(f"debootstrap failed: {last}")
+
+
+def _mirror() -> str:
+    """The Debian mirror apt is configured with (deb.debian.org when none is found)."""
+    for path in (Path("/etc/apt/sources.list.d/debian.sources"), Path("/etc/apt/sources.list")):
+        if path.exists():
+            for line in path.read_text().splitlines():
+                words = line.split()
+                if words[:1] == ["URIs:"] and len(words) > 1 and "security" not in words[1]:
+                    return words[1]
+                if words[:1] == ["deb"] and len(words) > 2 and "security" not in line:
+                    return next(w for w in words[1:] if "://" in w)
+    return "http://deb.debian.org/debian"

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from fedcore import Table, load_table
 from fedcore import properties as P
 from fedcore.engine import StorageOptions
-from fedcore.exceptions import FedError
+from fedcore.exceptions import FedError, TableNotFoundError
 from fedcore.iceberg import SyncTarget, sync
 
 if TYPE_CHECKING:
@@ -31,6 +31,8 @@ QUERIES = {
     "full count": f"SELECT count(*) FROM {TABLE}",
 }
 CITIES = ("sf", "ny", "la")
+#: Writes in order: (operation, rows of ``SCHEMA``).
+Writes = list[tuple[str, list[tuple[Any, ...]]]]
 
 
 def write_options(storage_path: str, metastore: str, database: str = DATABASE) -> dict[str, str]:
@@ -48,7 +50,7 @@ def write_options(storage_path: str, metastore: str, database: str = DATABASE) -
     }
 
 
-def batches(rows: int = 60) -> list[tuple[str, list[tuple[Any, ...]]]]:
+def batches(rows: int = 60) -> Writes:
     """The job's writes in order: (operation, rows of ``SCHEMA``)."""
     return [
         ("bulk_insert", [(i, CITIES[i % 3], 1, float(i)) for i in range(rows)]),
@@ -57,7 +59,7 @@ def batches(rows: int = 60) -> list[tuple[str, list[tuple[Any, ...]]]]:
     ]
 
 
-def again() -> list[tuple[str, list[tuple[Any, ...]]]]:
+def again() -> Writes:
     """One more write, on a table the job wrote before: an upsert of two keys it holds and
     three new ones, all in ``sf``."""
     return [("upsert", [(i, "sf", 4, 3000.0 + i) for i in (0, 3, 60, 61, 62)])]
@@ -72,20 +74,24 @@ def run(
     storage_options: StorageOptions | None = None,
     database: str = DATABASE,
     after_write: Callable[[str, Table], None] | None = None,
-    writes: list[tuple[str, list[tuple[Any, ...]]]] | None = None,
+    writes: Writes | None = None,
 ) -> tuple[Table, list[str]]:
     """Run the job: each write (``batches()`` unless ``writes`` are given) through
-    ``fed_spark.write``, then ``after_write(operation, table)``; after the first of
-    ``batches()``, the table is registered for Hive (the later commits' own syncs keep that
-    form). The table, and the writes' warnings (a sync that failed after its commit: the commit
-    stands, the engines see it after the next sync)."""
+    ``fed_spark.write``, then ``after_write(operation, table)``; after the write that creates
+    the table, it is registered for Hive (the later commits' own syncs keep that form). The
+    table, and the writes' warnings (a sync that failed after its commit: the commit stands,
+    the engines see it after the next sync)."""
     import fed_spark
 
     fed_spark.register(spark, storage_options=storage_options)
     options = write_options(storage_path, metastore, database)
     table: Table | None = None
     warnings: list[str] = []
-    registers = writes is None
+    try:
+        load_table(table_path, storage_options=storage_options)
+        registers = False
+    except TableNotFoundError:
+        registers = True
     for n, (operation, rows) in enumerate(batches() if writes is None else writes):
         frame = spark.createDataFrame(rows, SCHEMA)
         summary = fed_spark.write(

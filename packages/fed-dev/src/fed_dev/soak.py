@@ -24,8 +24,10 @@ the rules are checked:
 - every failure is a ``CommitConflictError``: any other error is a violation, reported with
   its message;
 - every conflict names the concurrent change it lost to: a committed write of another writer
-  to the partition it writes, or a completed compaction of a file group it names. A write
-  refused for anything else (a compaction merely pending, a write to other partitions, no
+  to the partition it writes, a completed compaction of a file group it names, or a compaction
+  that held the file-group version the write claimed and then lost a claim of its own (rolled
+  back: two claimants that each take one version first can both lose; nothing is lost). A
+  write refused for anything else (a compaction merely planned, a write to other partitions, no
   instant at all) is misattributed: a violation, reported with what the instants it names are;
 - the table's rows, read whole as a multiset, equal the replay of the committed writes in
   instant order (a key held twice, a failed write's row, a committed write's row missing:
@@ -73,8 +75,8 @@ from fedcore.io.filesystems import StorageOptions
 from fedcore.services.archival import read_archive
 from fedcore.services.verify import verify_table
 from fedcore.table import Table, create_table, load_table
-from fedcore.timeline import CLEAN, COMMIT, parse_instant_file
-from fedcore.timeline.commit_metadata import CommitMetadata
+from fedcore.timeline import CLEAN, COMMIT, COMPACTION, ROLLBACK, parse_instant_file
+from fedcore.timeline.commit_metadata import CommitMetadata, rolled_back_actions
 from fedcore.write.client import WriteClient
 from fedcore.write.job import BULK_INSERT, DELETE, INSERT, UPSERT, Operation
 
@@ -113,6 +115,8 @@ COLUMNS: Final = ["id", "p", "ts", "tag"]
 #: An instant time a message names, outside file names (a file version's or a log file's name
 #: holds the instant it was written at).
 _NAMED_INSTANT: Final = re.compile(r"(?<![\w.])\d{17}(?!\w|\.\w)")
+#: How a write that finds the file-group version it claims held by another instant is refused.
+_CLAIM_CONFLICT: Final = "both change file group version"
 #: A file group's id, as a message names it.
 _FILE_ID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}-\d+")
 #: Seconds a writer process gets beyond its share of the soak before it is killed.
@@ -362,12 +366,16 @@ class _History:
     archived: set[str]
     #: Every completed compaction: the file ids of the groups it compacted.
     compactions: dict[str, set[str]]
+    #: Compactions a completed rollback undid.
+    rolled_back_compactions: set[str]
 
 
 def _history(table: Table) -> _History:
     timeline = table.timeline()
     actions = {i.time: i.action for i in timeline.completed()}
     commits = {i.time: table.commit_metadata(i) for i in timeline.completed([COMMIT])}
+    fs = table.handle.fs.table_fs
+    rollbacks = [fs.cat_file(f"{table.path}/.hoodie/{i.file_name()}") for i in timeline.completed([ROLLBACK])]
     archived = set()
     for row in read_archive(table.handle).to_pylist():
         archived.add(row["instant"])
@@ -376,17 +384,21 @@ def _history(table: Table) -> _History:
             actions[instant.time] = instant.action
             if instant.action == COMMIT:
                 commits[instant.time] = CommitMetadata.from_bytes(row["content"], row["file"])
+            if instant.action == ROLLBACK:
+                rollbacks.append(row["content"])
     compactions = {t: {fid for _, fid in m.file_groups()} for t, m in commits.items() if m.compacted}
-    return _History(actions, archived, compactions)
+    undone = {t for data in rollbacks for t, a in rolled_back_actions(data).items() if a == COMPACTION}
+    return _History(actions, archived, compactions, undone)
 
 
 def _check_attribution(report: SoakReport, history: _History) -> list[str]:
     """A write refused as a conflict lost to a concurrent change of the same data: its message
     names (outside file names) the instant of a committed write of another writer to the
     partition it writes, or of a completed compaction of a file group it names (Hudi's writers
-    conflict with a compaction of a file group they write, too). Refused for anything else (a
-    compaction merely pending, a write to other partitions, its own earlier write, no instant
-    at all): misattributed."""
+    conflict with a compaction of a file group they write, too), or of a compaction that held
+    the version the write claimed and was then rolled back, having lost a claim itself.
+    Refused for anything else (a compaction merely planned, a write to other partitions, its
+    own earlier write, no instant at all): misattributed."""
     writes = {o.instant: o for o in report.outcomes if o.committed}
     problems = []
     for o in report.outcomes:
@@ -399,6 +411,8 @@ def _check_attribution(report: SoakReport, history: _History) -> list[str]:
             continue
         if any(history.compactions.get(t, set()) & groups for t in named):
             continue
+        if _CLAIM_CONFLICT in o.message and any(t in history.rolled_back_compactions for t in named):
+            continue  # the compaction held the version the write claimed, then lost one itself
         report.misattributed.add(o.tag)
         what = ", ".join(f"{t} ({_instant_kind(t, writes, history)})" for t in named) or "no instant"
         problems.append(
@@ -414,6 +428,8 @@ def _instant_kind(time_: str, writes: Mapping[str | None, WriteOutcome], history
         return f"writer {write.writer}'s {write.kind} to {write.partition}"
     if time_ in history.compactions:
         return "a compaction of other file groups"
+    if time_ in history.rolled_back_compactions:
+        return "a compaction rolled back"
     if time_ in history.actions:
         return f"a completed {history.actions[time_]}"
     return "no completed instant"

@@ -472,8 +472,8 @@ class _Guard:
             elif scope["path"] != "/v1/oauth/tokens" and not self.catalog.authorized(request):
                 refusal = _error(401, "NotAuthorizedException", "a valid bearer token is required")
                 given = "authorization" in request.headers
-                LOG.warning(
-                    "refused %s %s from %s: %s",
+                LOG.warning(  # the path quoted: a decoded %0A cannot start a line of its own
+                    "refused %s %r from %s: %s",
                     request.method,
                     scope["path"],
                     request.client.host if request.client else "an unknown address",

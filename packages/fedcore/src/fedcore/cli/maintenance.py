@@ -298,10 +298,11 @@ def _serve(args: argparse.Namespace) -> int:
         flush=True,
     )
     # Refusals (fedcore.rest_catalog's warnings) on stderr, one line each.
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("fed serve: %(message)s"))
-    LOG.addHandler(handler)
-    LOG.propagate = False
+    if not LOG.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("fed serve: %(message)s"))
+        LOG.addHandler(handler)
+        LOG.propagate = False
     uvicorn.run(
         app, host=args.host, port=args.port, log_level="warning", timeout_keep_alive=5, limit_concurrency=64
     )
