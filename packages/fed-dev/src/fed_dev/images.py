@@ -75,6 +75,14 @@ def _inspect_label(tag: str) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
+def _up_to_date(tag: str, inputs: str, say: Say) -> bool:
+    """Whether ``tag`` exists, built from ``inputs`` (its digest); else says it is built now."""
+    if _inspect_label(tag) == inputs:
+        return True
+    say(f"building {tag}")
+    return False
+
+
 def _image_id(tag: str) -> str:
     done = subprocess.run(
         ["docker", "image", "inspect", "--format", "{{.Id}}", tag],
@@ -94,9 +102,8 @@ def _base(say: Say) -> None:
     for path in authorities:
         digest.update(path.read_bytes())
     inputs = digest.hexdigest()[:16]
-    if _inspect_label(BASE) == inputs:
+    if _up_to_date(BASE, inputs, say):
         return
-    say(f"building {BASE} (debootstrap)")
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="fed-debian-") as folder:
         root = Path(folder) / "root"
@@ -150,9 +157,8 @@ def _build(tag: str, name: str, args: dict[str, str], say: Say, stage: Stage | N
                     line = f"{path.relative_to(context)}\0{info.st_size}\0{int(info.st_mtime)}\n"
                     digest.update(line.encode())
         inputs = digest.hexdigest()[:16]
-        if _inspect_label(tag) == inputs:
+        if _up_to_date(tag, inputs, say):
             return
-        say(f"building {tag}")
         started = time.monotonic()
         command = ["docker", "build", "-q", "--label", f"{_LABEL}={inputs}", "-t", tag]
         for key, value in args.items():
