@@ -101,7 +101,7 @@ def rest_catalog(served_table: Table, rest_warehouse: str, s3_server: LoopbackS3
     """fed's Iceberg REST catalog (``fed serve``) on loopback, serving ``served_table`` as
     ``lake.trips`` and the tables of ``rest_warehouse``."""
     from fed_dev.catalog import ServedCatalog  # fedcore[serve]: the engine suites only
-    from fedcore.rest_catalog import Access, ServedTable, Warehouse
+    from fedcore.catalog.rest import Access, ServedTable, Warehouse
 
     with ServedCatalog(
         [ServedTable(("lake",), "trips", served_table)],

@@ -21,7 +21,7 @@ import time
 from tqdm import tqdm
 
 from fedcore.commit.transaction import Transaction
-from fedcore.metadata.compaction import compact_metadata
+from fedcore.metadata.folding import compact_metadata
 from fedcore.metadata.format import ADD, Op
 from fedcore.metadata.table import MetadataTable
 from fedcore.table import Table, create_table

@@ -21,8 +21,8 @@ import uuid
 from fed_dev.servers import LoopbackS3
 from fedcore import properties as P
 from fedcore.files.filenames import base_file_name, log_file_name
-from fedcore.io.federated import FederatedFileSystem
 from fedcore.storage import load_storage_strategy
+from fedcore.storage.federated import FederatedFileSystem
 
 TARGET_NS = 2_000
 TABLE = "s3://lake-tables/trips"

@@ -42,7 +42,7 @@ from tqdm import tqdm
 from fed_dev.servers import LoopbackS3
 from fedcore import properties as P
 from fedcore.io.filesystems import StorageOptions, filesystem_for
-from fedcore.metadata.compaction import compact_metadata
+from fedcore.metadata.folding import compact_metadata
 from fedcore.table import Table, create_table, load_table
 
 PARTITIONS = 4

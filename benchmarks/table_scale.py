@@ -80,7 +80,6 @@ from tqdm import tqdm
 
 from fed_dev.servers import LoopbackS3
 from fedcore import properties as P
-from fedcore.avro_schema import to_avro_json
 from fedcore.commit.file_writer import stats_columns
 from fedcore.commit.transaction import Transaction
 from fedcore.files.filenames import base_file_name
@@ -89,6 +88,7 @@ from fedcore.io.filesystems import filesystem_for
 from fedcore.io.parquet import file_stats
 from fedcore.metadata.format import ADD, Op
 from fedcore.read.planner import ScanPlanner
+from fedcore.schema.avro import to_avro_json
 from fedcore.services.after_commit import run_table_services
 from fedcore.table import Table, create_table, load_table
 from fedcore.timeline import COMMIT

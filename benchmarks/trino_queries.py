@@ -69,7 +69,8 @@ from fed_dev.servers import LoopbackS3
 from fed_dev.trino import TrinoServer
 from fedcore import create_table
 from fedcore import properties as P
-from fedcore.iceberg import SyncTarget, current_view, sync
+from fedcore.catalog import SyncTarget, sync
+from fedcore.iceberg import current_view
 from fedcore.iceberg import view as iceberg_view
 from fedcore.iceberg.fileio import FedFileIO
 from fedcore.io.filesystems import filesystem_for

@@ -25,7 +25,7 @@ from fed_dev.metastore import HiveMetastore
 from fed_dev.servers import ACCESS_KEY, REGION, SECRET_KEY, LoopbackS3
 from fed_dev.trino import TrinoServer
 from fedcore import Table
-from fedcore.iceberg.metastore import HIVE_STORAGE_HANDLER, Metastore
+from fedcore.catalog.metastore import HIVE_STORAGE_HANDLER, Metastore
 
 Engine = Callable[[str], list[tuple[Any, ...]]]
 

@@ -20,8 +20,8 @@ from fed_dev.servers import LoopbackS3
 from fed_dev.testing import ENGINE_LAYOUTS, query, trips, trips_rows, trips_table
 from fedcore import Table
 from fedcore import properties as P
-from fedcore.iceberg import SyncTarget, sync
-from fedcore.iceberg.metastore import HIVE_STORAGE_HANDLER, Metastore
+from fedcore.catalog import SyncTarget, sync
+from fedcore.catalog.metastore import HIVE_STORAGE_HANDLER, Metastore
 
 COLUMNS = "trip_id, country, ts, fare"
 _names = itertools.count()

@@ -25,7 +25,7 @@ from fed_spark.__main__ import one_line
 from fed_spark.source import FedReader
 from fedcore import properties as P
 from fedcore.exceptions import FedError
-from fedcore.keygen.records import META_COLUMNS
+from fedcore.schema.meta import META_COLUMNS
 from fedcore.table import Table, create_table, load_table
 
 # Spark pickles the recording source below to its Python workers, which cannot import tests.

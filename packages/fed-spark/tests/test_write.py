@@ -23,7 +23,7 @@ from fed_spark.write import FedWriter
 from fedcore import ObjectStoreStorageStrategy
 from fedcore import properties as P
 from fedcore.exceptions import FedError
-from fedcore.keygen.records import META_COLUMNS
+from fedcore.schema.meta import META_COLUMNS
 from fedcore.table import Table, load_table
 
 # Spark pickles the fault-injecting sources below to its Python workers by value.

@@ -21,7 +21,7 @@ from fed_dev.testing import ENGINE_LAYOUTS, query, trips, trips_rows, trips_tabl
 from fed_dev.trino import TrinoServer
 from fedcore import Table
 from fedcore import properties as P
-from fedcore.iceberg import SyncTarget, sync
+from fedcore.catalog import SyncTarget, sync
 from fedcore.iceberg import view as view_module
 from fedcore.services.archival import archive
 from fedcore.services.cleaning import clean

@@ -9,7 +9,7 @@ import pytest
 from fed_dev.testing import Backend
 from fedcore import properties as P
 from fedcore.exceptions import InstantNotRetainedError, StorageFileNotFoundError
-from fedcore.metadata.compaction import compact_metadata
+from fedcore.metadata.folding import compact_metadata
 from fedcore.services.archival import archive, read_archive
 from fedcore.services.verify import verify_table
 from fedcore.steps import observe_steps

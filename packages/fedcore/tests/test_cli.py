@@ -112,8 +112,8 @@ def test_errors_are_one_line_and_exit_2(
 def test_the_layout_plot_labels_prefixes_with_whole_numbers(prefixes: int) -> None:
     import matplotlib.pyplot as plt
 
+    from fedcore.storage.layout import preview_layout
     from fedcore.storage.loader import load_storage_strategy
-    from fedcore.table.layout import preview_layout
 
     properties = {
         "hoodie.table.name": "trips",

@@ -18,7 +18,7 @@ from fedcore import properties as P
 from fedcore.commit.markers import marker_folder
 from fedcore.commit.transaction import STEPS, Transaction
 from fedcore.exceptions import CommitConflictError
-from fedcore.metadata.compaction import compact_metadata
+from fedcore.metadata.folding import compact_metadata
 from fedcore.metadata.format import ADD, Op
 from fedcore.metadata.table import MetadataTable
 from fedcore.steps import observe_steps

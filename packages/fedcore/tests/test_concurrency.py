@@ -18,7 +18,7 @@ from fedcore.commit.transaction import is_failed, roll_back_failed_writes, roll_
 from fedcore.engine import WriteJob, WritePlanner
 from fedcore.exceptions import CommitConflictError, RollbackError, StorageError
 from fedcore.io.atomic import create_exclusive
-from fedcore.metadata.compaction import compact_metadata
+from fedcore.metadata.folding import compact_metadata
 from fedcore.metadata.table import MetadataTable
 from fedcore.services.archival import archive, read_archive
 from fedcore.services.cleaning import clean, plan_clean

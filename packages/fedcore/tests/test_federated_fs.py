@@ -14,10 +14,10 @@ from fed_dev.testing import Backend
 from fedcore import properties as P
 from fedcore.exceptions import InvalidFileNameError, InvalidPathError, ListingNotSupportedError
 from fedcore.files.filenames import base_file_name, log_file_name, new_file_id
-from fedcore.io.federated import FederatedFileSystem
 from fedcore.io.filesystems import filesystem_for, read_object, read_objects
 from fedcore.io.uris import normalize_uri
 from fedcore.storage import load_storage_strategy
+from fedcore.storage.federated import FederatedFileSystem
 
 INSTANT = "20260101120000123"
 

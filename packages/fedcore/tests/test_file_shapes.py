@@ -17,7 +17,7 @@ from fed_dev.testing import Backend, rows, trips
 from fedcore import properties as P
 from fedcore.exceptions import InvalidTableConfigError, UnsupportedTableError
 from fedcore.files.file_slice import VIRTUAL_META_COLUMNS
-from fedcore.keygen.records import META_COLUMNS
+from fedcore.schema.meta import META_COLUMNS
 from fedcore.table import Table, create_table
 
 from .test_writes import make_table

@@ -19,11 +19,12 @@ from fed_dev.glue import check_table_versions, loopback_target
 from fed_dev.servers import ACCESS_KEY, REGION, SECRET_KEY, LoopbackS3
 from fed_dev.testing import Backend
 from fedcore import properties as P
+from fedcore.catalog import GlueTarget, sync
+from fedcore.catalog.entry import INSTANT_PARAMETER, METADATA_LOCATION, TABLE_PATH_PARAMETER
+from fedcore.catalog.glue import Glue
 from fedcore.cli.main import main
 from fedcore.exceptions import ConfigError, MetastoreError
-from fedcore.iceberg import GlueTarget, current_view, publish, sync
-from fedcore.iceberg.entry import INSTANT_PARAMETER, METADATA_LOCATION, TABLE_PATH_PARAMETER
-from fedcore.iceberg.glue import Glue
+from fedcore.iceberg import current_view, publish
 from fedcore.table import create_table
 
 from .test_hive_sync import cli_options

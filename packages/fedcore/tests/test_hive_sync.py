@@ -15,15 +15,15 @@ from fed_dev.metastore import HiveMetastore
 from fed_dev.servers import SECRET_KEY, LoopbackS3
 from fed_dev.testing import Backend
 from fedcore import properties as P
-from fedcore.cli.main import main
-from fedcore.iceberg import current_view
-from fedcore.iceberg.metastore import (
+from fedcore.catalog.metastore import (
     HIVE_STORAGE_HANDLER,
     INSTANT_PARAMETER,
     METADATA_LOCATION,
     STORAGE_HANDLER_PARAMETER,
     Metastore,
 )
+from fedcore.cli.main import main
+from fedcore.iceberg import current_view
 from fedcore.table import load_table
 
 from .test_iceberg_view import iceberg, make, ordered
@@ -142,7 +142,7 @@ def test_racing_syncs_leave_the_newest_version_registered(backend: Backend, meta
         try:
             handle = load_table(backend.table_path, storage_options=backend.storage_options)
             args_table = handle.with_options(sync_options(metastore, name))
-            from fedcore.iceberg.meta_sync import SyncTarget, sync
+            from fedcore.catalog.meta_sync import SyncTarget, sync
 
             target = SyncTarget.of(args_table, args_table.options)
             assert target is not None

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 import pytest
 
 from fedcore.exceptions import FedError, InvalidColumnsError, UnsupportedTableError
-from fedcore.log.format import BlockType, read_blocks
+from fedcore.log.blocks import BlockType, read_blocks
 from fedcore.table import load_table
 
 HUDI_RS_TABLES = Path(__file__).resolve().parents[3] / "tests" / "data" / "hudi-rs"

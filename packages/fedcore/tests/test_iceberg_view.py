@@ -24,9 +24,9 @@ from fedcore.exceptions import UnsupportedTableError
 from fedcore.iceberg import current_view, publish
 from fedcore.iceberg import view as view_module
 from fedcore.iceberg.locations import FOLDER
-from fedcore.iceberg.schema import iceberg_schema
 from fedcore.iceberg.view import INSTANT_KEY, _bucket, _gap
 from fedcore.io.filesystems import filesystem_for
+from fedcore.schema.iceberg import iceberg_schema
 from fedcore.services.archival import archive
 from fedcore.services.cleaning import clean
 from fedcore.services.rollback import rollback

@@ -14,8 +14,8 @@ from scipy.stats import chisquare
 
 from fedcore import properties as P
 from fedcore.files.filenames import base_file_name, log_file_name
-from fedcore.io.federated import FederatedFileSystem
 from fedcore.storage import load_storage_strategy
+from fedcore.storage.federated import FederatedFileSystem
 
 TABLE = "s3://lake-tables/trips"
 

@@ -17,9 +17,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fedcore.avro_schema import to_avro_json
 from fedcore.exceptions import UnsupportedLogBlockError
-from fedcore.log.format import (
+from fedcore.log.blocks import (
     BlockType,
     HeaderKey,
     avro_data_block,
@@ -31,6 +30,7 @@ from fedcore.log.format import (
     rollback_block,
     wrapper_of,
 )
+from fedcore.schema.avro import to_avro_json
 
 from .test_log_merge import HUDI_DELETE_SCHEMA, frame
 

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 
 from fedcore.exceptions import CorruptLogFileError, UnsupportedLogBlockError
-from fedcore.log.format import (
+from fedcore.log.blocks import (
     BlockType,
     HeaderKey,
     LogBlock,

@@ -24,7 +24,7 @@ from fedcore.exceptions import (
     RollbackError,
 )
 from fedcore.files.filenames import LOG_FILE_RE
-from fedcore.log.format import BlockType, data_records, read_blocks
+from fedcore.log.blocks import BlockType, data_records, read_blocks
 from fedcore.services.cleaning import clean
 from fedcore.services.repair import repair_metadata
 from fedcore.services.rollback import rollback
@@ -716,9 +716,9 @@ def test_keys_another_writer_put_in_log_files_are_found_not_inserted_again(tmp_p
     """A merge-on-read table fed did not write (no fed metadata table) may hold keys in log
     files only (Hudi with an index that can index log files puts inserts there): an upsert
     of such a key updates it, never adds a second row."""
-    from fedcore.avro_schema import to_avro_json
-    from fedcore.keygen.records import with_meta_fields
-    from fedcore.log.format import parquet_data_block
+    from fedcore.log.blocks import parquet_data_block
+    from fedcore.schema.avro import to_avro_json
+    from fedcore.schema.meta import with_meta_fields
     from fedcore.timeline.commit_metadata import CommitMetadata
 
     path = f"file://{tmp_path}/t"

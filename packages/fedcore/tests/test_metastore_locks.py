@@ -30,11 +30,11 @@ from thrift.transport import TSocket, TTransport
 
 from fed_dev.metastore import HiveMetastore
 from fed_dev.testing import Backend
+from fedcore.catalog.metastore import INSTANT_PARAMETER, METADATA_LOCATION, Metastore
 from fedcore.cli.main import main
 from fedcore.exceptions import MetastoreBusyError
 from fedcore.iceberg import current_view, publish
 from fedcore.iceberg.locations import version_of
-from fedcore.iceberg.metastore import INSTANT_PARAMETER, METADATA_LOCATION, Metastore
 
 from .test_iceberg_view import make, ordered
 from .test_writes import trips

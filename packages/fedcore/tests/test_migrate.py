@@ -17,8 +17,8 @@ from fed_dev.servers import LoopbackS3
 from fed_dev.testing import Backend
 from fedcore import properties as P
 from fedcore.exceptions import ConfigError, FedError, TableAlreadyExistsError, TableNotFoundError
-from fedcore.keygen.records import META_COLUMNS
 from fedcore.migrate import migrate
+from fedcore.schema.meta import META_COLUMNS
 from fedcore.services.verify import verify_table
 from fedcore.table import load_table
 from fedcore.write.client import WriteClient

@@ -24,8 +24,8 @@ from fedcore import properties as P
 from fedcore import timeline as timeline_module
 from fedcore.commit.transaction import Transaction
 from fedcore.exceptions import MetadataTableError
-from fedcore.metadata.cache import BoundedCache
-from fedcore.metadata.compaction import compact_metadata
+from fedcore.io.cache import BoundedCache
+from fedcore.metadata.folding import compact_metadata
 from fedcore.metadata.format import ADD, REMOVE, Manifest, Op, footer_bytes, unpack_footer
 from fedcore.metadata.table import IndexCache, MetadataTable
 from fedcore.services.rollback import rollback

@@ -28,8 +28,8 @@ from fed_dev.process import free_port, listening
 from fed_dev.servers import ACCESS_KEY, REGION, SECRET_KEY, LoopbackS3
 from fed_dev.testing import trips_table
 from fedcore import properties as P
+from fedcore.catalog.rest import MAX_BODY_BYTES, Access, ServedTable, Warehouse
 from fedcore.cli.main import main
-from fedcore.rest_catalog import MAX_BODY_BYTES, Access, ServedTable, Warehouse
 from fedcore.table import Table, create_table
 
 from .test_writes import trips
@@ -164,7 +164,7 @@ def test_malformed_requests_get_the_error_model_not_a_crash(served: Served) -> N
 
 
 def test_requests_without_a_valid_token_are_refused(served: Served, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level("WARNING", logger="fedcore.rest_catalog")
+    caplog.set_level("WARNING", logger="fedcore.catalog.rest")
     for token in (None, "wrong", ""):
         status, body = served.call("GET", "/v1/namespaces/lake/tables/trips", token=token)
         assert status == 401
@@ -175,7 +175,7 @@ def test_requests_without_a_valid_token_are_refused(served: Served, caplog: pyte
     status, _ = served.call("GET", "/v1/config")
     assert status == 200
     # Each refusal logged: what, from where, why; never a token, given or configured.
-    refusals = [r.getMessage() for r in caplog.records if r.name == "fedcore.rest_catalog"]
+    refusals = [r.getMessage() for r in caplog.records if r.name == "fedcore.catalog.rest"]
     asked = "refused GET '/v1/namespaces/lake/tables/trips' from 127.0.0.1"
     assert f"{asked}: no bearer token" in refusals
     assert f"{asked}: its bearer token is not valid" in refusals

@@ -14,8 +14,8 @@ from fed_dev.testing import Backend
 from fedcore import properties as P
 from fedcore.exceptions import InvalidColumnsError, UnsupportedTableError
 from fedcore.io.filesystems import filesystem_for
-from fedcore.keygen.records import META_COLUMNS
 from fedcore.read.scan import DataScan
+from fedcore.schema.meta import META_COLUMNS
 from fedcore.write.client import WriteClient
 
 from .test_merge_on_read_writes import mor_table

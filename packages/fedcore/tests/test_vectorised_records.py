@@ -19,9 +19,10 @@ from hypothesis import strategies as st
 
 from fedcore import properties as P
 from fedcore.exceptions import FedError, InvalidPartitionValueError, InvalidRecordsError
-from fedcore.keygen import records
+from fedcore.keygen import grouping
+from fedcore.keygen.grouping import PartitionedRows, latest_per_key, partition_rows
+from fedcore.keygen.keys import record_keys
 from fedcore.keygen.partitioning import PartitionScheme, value_text
-from fedcore.keygen.records import PartitionedRows, latest_per_key, partition_rows, record_keys
 
 # --- the per-row definitions (the oracle) ------------------------------------------------
 
@@ -150,15 +151,15 @@ def test_partition_paths_equal_the_per_row_definition(
 @settings(max_examples=100, deadline=None)
 @given(codes=st.lists(st.integers(0, 4), min_size=1, max_size=60))
 def test_rows_grouped_over_count_slices_are_each_partitions_rows_ascending(codes: list[int]) -> None:
-    """Rows are counted a slice at a time (``records._COUNT_SLICE``, shrunk here to 7 rows):
+    """Rows are counted a slice at a time (``grouping._COUNT_SLICE``, shrunk here to 7 rows):
     each partition's rows are still exactly those of its code, ascending."""
     paths = [f"p{code}" for code in range(5)]
-    original = records._COUNT_SLICE
-    records._COUNT_SLICE = 7  # type: ignore[misc]
+    original = grouping._COUNT_SLICE
+    grouping._COUNT_SLICE = 7  # type: ignore[misc]
     try:
         groups = PartitionedRows(np.array(codes, np.int32), paths).groups()
     finally:
-        records._COUNT_SLICE = original  # type: ignore[misc]
+        grouping._COUNT_SLICE = original  # type: ignore[misc]
     expected = {f"p{code}": [row for row, c in enumerate(codes) if c == code] for code in set(codes)}
     assert {path: rows.tolist() for path, rows in groups.items()} == expected
 

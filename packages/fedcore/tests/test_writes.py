@@ -22,7 +22,7 @@ from fedcore.exceptions import (
     SchemaMismatchError,
 )
 from fedcore.io.filesystems import filesystem_for
-from fedcore.keygen.records import META_COLUMNS
+from fedcore.schema.meta import META_COLUMNS
 from fedcore.services.rollback import rollback
 from fedcore.services.verify import verify_table
 from fedcore.table import Table, create_table, load_table

@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 from fed_dev.glue import check_table_versions, loopback_target
 from fed_dev.servers import ACCESS_KEY, REGION, SECRET_KEY, LoopbackS3
 from fed_dev.testing import trips, trips_rows, trips_table
-from fedcore.iceberg import sync
+from fedcore.catalog import sync
 
 
 @pytest.fixture(scope="module")

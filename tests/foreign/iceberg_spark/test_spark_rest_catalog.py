@@ -16,7 +16,7 @@ from foreign.layouts import COUNTRY, LAYOUTS, Written, fedcore_reads, write_samp
 from pyspark.sql import SparkSession
 
 from fed_dev.catalog import ServedCatalog
-from fedcore.rest_catalog import Access, ServedTable
+from fedcore.catalog.rest import Access, ServedTable
 from fedcore.table import load_table
 
 TOKEN = "spark-reads-fed"

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from types import TracebackType
 
 from fed_dev.process import free_port
-from fedcore.rest_catalog import Access, ServedTable, Warehouse, catalog_app
+from fedcore.catalog.rest import Access, ServedTable, Warehouse, catalog_app
 
 
 class ServedCatalog:

@@ -20,9 +20,9 @@ import pyarrow as pa
 
 from fed_dev.servers import LoopbackS3
 from fedcore import properties as P
+from fedcore import table_layout
 from fedcore.exceptions import FedError
 from fedcore.table import Table, create_table
-from fedcore.table.layout import table_layout
 from fedcore.write.client import Operation, WriteClient
 
 COUNTRIES = ("usa", "bra", "deu", "ind", "jpn")

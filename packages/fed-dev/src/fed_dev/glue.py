@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 from fed_dev.servers import ACCESS_KEY, REGION, SECRET_KEY, S3Endpoint
-from fedcore.iceberg.glue import GlueTarget
+from fedcore.catalog.glue import GlueTarget
 
 _installed = False
 _install = threading.Lock()

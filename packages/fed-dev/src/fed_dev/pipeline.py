@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from fedcore import Table, load_table
 from fedcore import properties as P
+from fedcore.catalog import SyncTarget, sync
 from fedcore.engine import StorageOptions
 from fedcore.exceptions import FedError, TableNotFoundError
-from fedcore.iceberg import SyncTarget, sync
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -8,9 +8,9 @@ from typing import Any
 from pyhive import hive
 
 import fedcore
+from fedcore.catalog import FreshCursor, ReadYourWrites, SyncResult, SyncTarget, sync
 from fedcore.engine import StorageOptions
 from fedcore.exceptions import ConfigError
-from fedcore.iceberg import FreshCursor, ReadYourWrites, SyncResult, SyncTarget, sync
 
 
 def register(

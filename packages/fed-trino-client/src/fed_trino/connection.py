@@ -7,9 +7,9 @@ from typing import Any
 
 import trino.dbapi
 
+from fedcore.catalog import FreshCursor, ReadYourWrites
 from fedcore.engine import StorageOptions
 from fedcore.exceptions import ConfigError
-from fedcore.iceberg import FreshCursor, ReadYourWrites
 
 
 class FedConnection(trino.dbapi.Connection):  # type: ignore[misc,unused-ignore]

@@ -3,7 +3,6 @@
 from fedcore.files.file_slice import FileSlice
 from fedcore.handle import TableHandle
 from fedcore.handle.config import TableConfig
-from fedcore.io.federated import FederatedFileSystem
 from fedcore.migrate import MigrationReport
 from fedcore.read.planner import ScanPlan
 from fedcore.read.scan import DataScan
@@ -17,8 +16,9 @@ from fedcore.storage import (
     StorageStrategy,
     load_storage_strategy,
 )
-from fedcore.table import Table, create_table, load_table
-from fedcore.table.layout import LayoutReport, table_layout
+from fedcore.storage.federated import FederatedFileSystem
+from fedcore.storage.layout import LayoutReport
+from fedcore.table import Table, create_table, load_table, table_layout
 from fedcore.write.client import WriteClient, WriteResult
 
 __version__ = "0.1.0"

@@ -32,10 +32,10 @@ from __future__ import annotations
 
 from fedcore.files.file_slice import QUERY_TYPES, FileSlice, QueryType
 from fedcore.io.filesystems import StorageOptions, filesystem_for, storage_options_of
-from fedcore.keygen.records import META_COLUMNS
 from fedcore.read.filters import Filter, parse_where
 from fedcore.read.planner import ScanPlan
 from fedcore.read.scan import DataScan
+from fedcore.schema.meta import META_COLUMNS
 from fedcore.timeline.commit_metadata import WriteStat
 from fedcore.write.checkpoints import last_committed_batch, recover_writer, sink_checkpoint
 from fedcore.write.job import (

@@ -71,8 +71,8 @@ from fedcore.handle.config import TableConfig
 from fedcore.io.filesystems import StorageOptions, filesystem_for, open_sized
 from fedcore.io.parquet import file_stats, read_parquet_metadata
 from fedcore.io.uris import is_within, normalize_uri
-from fedcore.keygen.records import META_COLUMNS
 from fedcore.read.planner import ScanPlanner
+from fedcore.schema.meta import META_COLUMNS
 from fedcore.steps import reached
 from fedcore.table import Table, create_table, load_table
 from fedcore.timeline.commit_metadata import WriteStat

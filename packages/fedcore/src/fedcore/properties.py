@@ -273,7 +273,7 @@ LOG_DATA_BLOCK_FORMAT: Final = ChoiceOption(
     "hoodie.logfile.data.block.format", "parquet", {"parquet": "parquet", "avro": "avro"}
 )
 #: Hudi's Hive sync, done fed's way: after each commit, the Iceberg view is published and
-#: registered in a Hive metastore (``fedcore.iceberg.meta_sync``). Only the metastore mode exists;
+#: registered in a Hive metastore (``fedcore.catalog.meta_sync``). Only the metastore mode exists;
 #: the URIs are tried in order; the table name defaults to the fed table's.
 HIVE_SYNC_ENABLE: Final = BoolOption("hoodie.datasource.hive_sync.enable", False)
 HIVE_SYNC_MODE: Final = ChoiceOption("hoodie.datasource.hive_sync.mode", "hms", {"hms": "hms"})

@@ -16,8 +16,9 @@ from fedcore import properties as P
 from fedcore.cli.maintenance import maintenance_commands
 from fedcore.cli.table import non_negative_int, open_table, parse_pairs, positive_int, table_commands
 from fedcore.exceptions import FedError
+from fedcore.storage.layout import preview_layout
 from fedcore.storage.loader import load_storage_strategy, named_strategy_class
-from fedcore.table.layout import preview_layout, table_layout
+from fedcore.table import table_layout
 
 EXIT_ERROR = 2
 

@@ -236,8 +236,8 @@ def _upgrade(args: argparse.Namespace) -> int:
 
 def _sync(args: argparse.Namespace) -> int:
     try:  # PyIceberg is an extra
-        from fedcore.iceberg.glue import GlueTarget
-        from fedcore.iceberg.meta_sync import SyncTarget, sync
+        from fedcore.catalog.glue import GlueTarget
+        from fedcore.catalog.meta_sync import SyncTarget, sync
     except ImportError as exc:
         raise MissingDependencyError(
             f"fed sync needs fedcore[iceberg]: pip install 'fedcore[iceberg]' ({exc})"
@@ -266,7 +266,7 @@ def _serve(args: argparse.Namespace) -> int:
     try:  # the server stack is an extra
         import uvicorn
 
-        from fedcore.rest_catalog import LOG, Access, ServedTable, Warehouse, catalog_app, parse_served
+        from fedcore.catalog.rest import LOG, Access, ServedTable, Warehouse, catalog_app, parse_served
     except ImportError as exc:
         raise MissingDependencyError(
             f"fed serve needs fedcore[serve]: pip install 'fedcore[serve]' ({exc})"
@@ -297,7 +297,7 @@ def _serve(args: argparse.Namespace) -> int:
         f"fed serve: {len(served)} table(s){where} at http://{args.host}:{args.port} (Ctrl-C stops)",
         flush=True,
     )
-    # Refusals (fedcore.rest_catalog's warnings) on stderr, one line each.
+    # Refusals (fedcore.catalog.rest's warnings) on stderr, one line each.
     if not LOG.handlers:
         handler = logging.StreamHandler()
         handler.setFormatter(logging.Formatter("fed serve: %(message)s"))

@@ -26,24 +26,24 @@ import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
 from fedcore import properties as P
-from fedcore.avro_schema import to_avro_json
 from fedcore.files.filenames import base_file_name, log_file_name, new_file_id
 from fedcore.handle import TableHandle
 from fedcore.io.filesystems import open_sized
 from fedcore.io.parquet import file_stats, open_parquet
-from fedcore.keygen.records import (
+from fedcore.keygen.keys import record_keys
+from fedcore.log.blocks import avro_data_block, delete_block, parquet_data_block
+from fedcore.log.merge import MergeRules, merge_into_base
+from fedcore.schema.avro import to_avro_json
+from fedcore.schema.evolution import conform_to
+from fedcore.schema.meta import (
     COMMIT_SEQNO,
     COMMIT_TIME,
     FILE_NAME,
     META_COLUMNS,
     PARTITION_PATH,
     RECORD_KEY,
-    conform_to,
-    record_keys,
     with_meta_fields,
 )
-from fedcore.log.format import avro_data_block, delete_block, parquet_data_block
-from fedcore.log.merge import MergeRules, merge_into_base
 from fedcore.timeline import Timeline
 from fedcore.timeline.commit_metadata import WriteStat
 

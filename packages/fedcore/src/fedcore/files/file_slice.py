@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from fedcore.keygen.records import COMMIT_TIME, FILE_NAME, PARTITION_PATH, RECORD_KEY
+from fedcore.schema.meta import COMMIT_TIME, FILE_NAME, PARTITION_PATH, RECORD_KEY
 
 #: Hudi's query types: a merge-on-read snapshot merges log files onto base files; a
 #: read-optimized query reads base files only (on copy-on-write tables both are the same).

@@ -22,7 +22,6 @@ from typing import Any, Protocol, TypeVar
 import pyarrow as pa
 
 from fedcore import properties as P
-from fedcore.avro_schema import arrow_schema
 from fedcore.exceptions import (
     ConfigError,
     MetadataTableRequiredError,
@@ -32,24 +31,20 @@ from fedcore.exceptions import (
 )
 from fedcore.files.filenames import BASE_FILE_RE
 from fedcore.handle.config import TableConfig
-from fedcore.io.federated import FederatedFileSystem
+from fedcore.io.cache import BoundedCache
 from fedcore.io.filesystems import StorageOptions, filesystem_for, open_sized, read_object
 from fedcore.io.parquet import read_parquet_schema
 from fedcore.io.uris import normalize_uri
+from fedcore.keygen.keys import stored_key_columns, stored_keys
 from fedcore.keygen.partitioning import PartitionScheme
-from fedcore.keygen.records import (
-    META_COLUMNS,
-    evolve,
-    stored_key_columns,
-    stored_keys,
-    strip_meta,
-    with_meta_fields,
-)
 from fedcore.metadata import FileIndex, ListingFileIndex, MetadataTable
-from fedcore.metadata.cache import BoundedCache
 from fedcore.metadata.format import folder_of
 from fedcore.metadata.table import IndexCache
+from fedcore.schema.avro import arrow_schema
+from fedcore.schema.evolution import evolve
+from fedcore.schema.meta import META_COLUMNS, strip_meta, with_meta_fields
 from fedcore.storage.base import StorageStrategy
+from fedcore.storage.federated import FederatedFileSystem
 from fedcore.storage.loader import load_storage_strategy, named_strategy_class, strategy_spec
 from fedcore.timeline import (
     MERGE_ON_READ_WRITE_ACTIONS,

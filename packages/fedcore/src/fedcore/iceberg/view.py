@@ -85,15 +85,15 @@ from fedcore.exceptions import (
 from fedcore.files.filenames import BASE_FILE_RE
 from fedcore.handle import HasHandle, TableHandle, handle_of
 from fedcore.iceberg.data_files import DataFiles, parse_stats, partition_spec
+from fedcore.iceberg.expiry import CLEAN_EVERY, clean_view
 from fedcore.iceberg.fileio import FedFileIO, HeldOutput
 from fedcore.iceberg.locations import HINT, metadata_file, metadata_folder, version_of
-from fedcore.iceberg.retention import CLEAN_EVERY, clean_view
-from fedcore.iceberg.schema import iceberg_schema, name_mapping_json, same_fields
 from fedcore.io.atomic import create_exclusive
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import open_sized, read_found, read_object
 from fedcore.io.parquet import file_stats, read_parquet_metadata
-from fedcore.keygen.records import with_meta_fields
+from fedcore.schema.iceberg import iceberg_schema, name_mapping_json, same_fields
+from fedcore.schema.meta import with_meta_fields
 from fedcore.timeline import ROLLBACK, Instant
 from fedcore.timeline.commit_metadata import CommitMetadata
 

@@ -32,8 +32,7 @@ import pyarrow.compute as pc
 
 from fedcore import properties as P
 from fedcore.exceptions import UnsupportedTableError
-from fedcore.keygen.records import RECORD_KEY
-from fedcore.log.format import (
+from fedcore.log.blocks import (
     BlockType,
     LogBlock,
     check_applicable,
@@ -41,6 +40,7 @@ from fedcore.log.format import (
     delete_records,
     wrapper_of,
 )
+from fedcore.schema.meta import RECORD_KEY
 
 IS_DELETED: Final = "_hoodie_is_deleted"
 #: Payload classes whose merge fedcore reproduces, by what decides a base record's update.

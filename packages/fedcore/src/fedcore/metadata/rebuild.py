@@ -7,8 +7,8 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 
 from fedcore.io.atomic import create_exclusive, replace_atomic
-from fedcore.metadata.compaction import write_partitions, write_shards
 from fedcore.metadata.file_index import PartitionFiles
+from fedcore.metadata.folding import write_partitions, write_shards
 from fedcore.metadata.format import Manifest
 from fedcore.metadata.table import MetadataTable
 

@@ -1,6 +1,6 @@
 """The metadata table's lookups: partition -> files as of an instant, and the deltas each
 instant writes (the format: ``metadata.format``; compaction, the repair tool's rebuild and
-the cleanup after archival: ``metadata.compaction``, ``metadata.rebuild``, ``metadata.cleanup``).
+the cleanup after archival: ``metadata.folding``, ``metadata.rebuild``, ``metadata.cleanup``).
 
 A lookup as of instant T starts from the newest manifest at or before T and
 applies the deltas of the completed instants it does not cover, oldest first.
@@ -11,7 +11,7 @@ A long-lived reader (a Spark driver, a service planning many queries) shares one
 ``IndexCache`` between lookups: manifests, shard footers, the shard rows of the partitions
 it looked up and deltas are immutable once written, so a lookup fetches only what the cache
 lacks. Each of them is
-bounded in bytes and entries (``metadata.cache``: the least recently used go first, and a
+bounded in bytes and entries (``io.cache``: the least recently used go first, and a
 delta goes once the manifest in use holds it), so the cache's memory does not grow with the
 table or its history. The manifest in use is kept while every instant after it is still
 on the active timeline: an older manifest plus more deltas is then the same state as a
@@ -42,9 +42,10 @@ from fsspec import AbstractFileSystem
 from fedcore import properties as P
 from fedcore.exceptions import MetadataTableError, TimelineMovedError
 from fedcore.io.atomic import create_exclusive
+from fedcore.io.cache import BoundedCache
 from fedcore.io.filesystems import read_existing, read_found, read_object, read_objects, remove_files
 from fedcore.io.parquet import open_parquet, read_row_groups
-from fedcore.metadata.cache import BoundedCache
+from fedcore.io.ranged import RangedFile, ReadStats
 from fedcore.metadata.catch_up import instant_ops
 from fedcore.metadata.file_index import FileIndex, PartitionFiles
 from fedcore.metadata.format import (
@@ -70,7 +71,6 @@ from fedcore.metadata.format import (
     shard_of,
     split_by_partition,
 )
-from fedcore.metadata.ranged import RangedFile, ReadStats
 from fedcore.timeline import MANIFEST_POINTER_PREFIX, Timeline, instant_path
 from fedcore.timeline.archived import ArchivedInstant, hudi_archive_files, read_hudi_archive
 from fedcore.timeline.retention import archived_through, check_not_cleaned

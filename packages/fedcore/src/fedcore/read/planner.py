@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from fedcore import properties as P
-from fedcore.avro_schema import field_types
 from fedcore.exceptions import (
     InvalidColumnsError,
     InvalidFilterError,
@@ -26,11 +25,13 @@ from fedcore.exceptions import (
 )
 from fedcore.files.file_slice import QUERY_TYPES, VIRTUAL_META_COLUMNS, FileSlice, QueryType
 from fedcore.io.parquet import ColumnStats, read_file_stats
-from fedcore.keygen.records import META_COLUMNS, conform_to
 from fedcore.log.merge import merge_rules
 from fedcore.metadata import FileIndex, MetadataTable
 from fedcore.read.filters import UNARY, Filter, FilterSpec, may_match, stats_may_match, typed
 from fedcore.read.slice_reader import Committed, SliceReader
+from fedcore.schema.avro import field_types
+from fedcore.schema.evolution import conform_to
+from fedcore.schema.meta import META_COLUMNS
 from fedcore.timeline import (
     COMPACTION,
     Timeline,

@@ -27,9 +27,10 @@ from fedcore.exceptions import InvalidColumnsError, MissingDependencyError, Unsu
 from fedcore.files.file_slice import FileSlice, QueryType
 from fedcore.io.filesystems import open_sized
 from fedcore.io.parquet import read_parquet_metadata
-from fedcore.keygen.records import COMMIT_TIME, META_COLUMNS, conform_to, widens
 from fedcore.read.filters import Filter, FilterSpec
 from fedcore.read.planner import ScanPlan, ScanPlanner
+from fedcore.schema.evolution import conform_to, widens
+from fedcore.schema.meta import COMMIT_TIME, META_COLUMNS
 from fedcore.timeline import parse_instant_time
 
 if TYPE_CHECKING:

@@ -25,17 +25,11 @@ from fedcore.exceptions import UnsupportedTableError
 from fedcore.files.file_slice import VIRTUAL_META_COLUMNS, FileSlice
 from fedcore.io.filesystems import open_sized, read_object
 from fedcore.io.parquet import open_parquet, read_parquet, read_row_groups
-from fedcore.keygen.records import (
-    COMMIT_TIME,
-    FILE_NAME,
-    META_COLUMNS,
-    PARTITION_PATH,
-    RECORD_KEY,
-    conform_to,
-)
-from fedcore.log.format import LogBlock, read_blocks
+from fedcore.log.blocks import LogBlock, read_blocks
 from fedcore.log.merge import IS_DELETED, LogRecords, MergeRules, applicable_blocks, merge
 from fedcore.read.filters import Filter, filter_rows, matching_row_groups
+from fedcore.schema.evolution import conform_to
+from fedcore.schema.meta import COMMIT_TIME, FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY
 
 if TYPE_CHECKING:
     from fedcore.handle import TableHandle

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from fedcore import properties as P
 from fedcore.commit.pending import pending_services
 from fedcore.exceptions import CommitConflictError, MissingDependencyError, TimelineMovedError
-from fedcore.metadata.compaction import compact_metadata
+from fedcore.metadata.folding import compact_metadata
 from fedcore.metadata.table import MetadataTable
 from fedcore.services.archival import archive
 from fedcore.services.cleaning import clean
@@ -113,10 +113,10 @@ def run_table_services(table: TableHandle) -> list[str]:
 
 
 def _meta_sync(table: TableHandle, tool: str) -> None:
-    """Hudi's meta sync with ``tool``, fed's way (``fedcore.iceberg.meta_sync``)."""
+    """Hudi's meta sync with ``tool``, fed's way (``fedcore.catalog.meta_sync``)."""
     try:  # PyIceberg is an extra: a table that syncs nowhere needs none of it
-        from fedcore.iceberg.glue import GlueTarget
-        from fedcore.iceberg.meta_sync import SyncTarget, sync
+        from fedcore.catalog.glue import GlueTarget
+        from fedcore.catalog.meta_sync import SyncTarget, sync
     except ImportError as exc:
         raise MissingDependencyError(
             f"syncing a table's Iceberg view needs fedcore[iceberg]: pip install 'fedcore[iceberg]' ({exc})"

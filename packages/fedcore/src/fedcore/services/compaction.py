@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any, Final
 import fastavro
 import pyarrow as pa
 
-from fedcore.avro_schema import to_avro_json
 from fedcore.commit.file_writer import (
     encode_base_file,
     file_names,
@@ -42,9 +41,10 @@ from fedcore.commit.transaction import Transaction, roll_back_failed_writes, sta
 from fedcore.exceptions import UnsupportedTableError
 from fedcore.files.file_slice import FileSlice
 from fedcore.files.filenames import LOG_FILE_RE, base_file_name
-from fedcore.keygen.records import FILE_NAME
 from fedcore.metadata.format import ADD, Op
 from fedcore.read.planner import ScanPlanner
+from fedcore.schema.avro import to_avro_json
+from fedcore.schema.meta import FILE_NAME
 from fedcore.steps import observers_now
 from fedcore.timeline import COMMIT, COMPACTION, DELTA_COMMIT, Timeline
 from fedcore.timeline.commit_metadata import CommitMetadata, WriteStat

@@ -30,7 +30,7 @@ from fedcore.exceptions import FedError, InvalidPathError
 from fedcore.files.filenames import file_instant
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import read_object
-from fedcore.log.format import read_blocks
+from fedcore.log.blocks import read_blocks
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem

@@ -42,7 +42,7 @@ from fedcore.handle import HasHandle, handle_of
 from fedcore.handle.identity import check_not_a_copy
 from fedcore.io.filesystems import open_sized, read_object, remove_files
 from fedcore.io.parquet import file_stats, open_parquet, read_file_stats
-from fedcore.log.format import read_blocks
+from fedcore.log.blocks import read_blocks
 from fedcore.metadata.table import IndexCache, MetadataTable
 from fedcore.services.history import load_history, require_metadata_table
 from fedcore.services.inventory import Inventory, StoredFile, take_inventory, writer_instant

@@ -17,7 +17,6 @@ import pyarrow as pa
 from fsspec import AbstractFileSystem
 
 from fedcore import properties as P
-from fedcore.avro_schema import to_avro_json
 from fedcore.exceptions import (
     ConfigError,
     InvalidPathError,
@@ -28,6 +27,7 @@ from fedcore.exceptions import (
 )
 from fedcore.files.file_slice import FileSlice, QueryType
 from fedcore.handle import (
+    HasHandle,
     TableHandle,
     persisted_storage_properties,
     storage_checksum,
@@ -35,19 +35,22 @@ from fedcore.handle import (
 from fedcore.handle.config import TableConfig, check_table_name
 from fedcore.handle.identity import folder_for, new_identity
 from fedcore.io.errors import storage_errors
-from fedcore.io.federated import FederatedFileSystem
 from fedcore.io.filesystems import StorageOptions, filesystem_for
 from fedcore.io.uris import normalize_uri
 from fedcore.keygen.partitioning import VALUE_ENCODING_KEY_GENERATORS, PartitionScheme
-from fedcore.keygen.records import META_COLUMNS, WriteInput
 from fedcore.read.filters import FilterSpec
 from fedcore.read.scan import DataScan
+from fedcore.schema.avro import to_avro_json
+from fedcore.schema.input import WriteInput
+from fedcore.schema.meta import META_COLUMNS
 from fedcore.services.archival import archive
 from fedcore.services.cleaning import clean
 from fedcore.services.compaction import CompactionResult, compact
 from fedcore.services.repair import RepairReport, repair_metadata
 from fedcore.services.verify import VerifyReport, verify_table
 from fedcore.storage.base import StorageStrategy
+from fedcore.storage.federated import FederatedFileSystem
+from fedcore.storage.layout import LayoutReport, placed_layout
 from fedcore.storage.loader import load_storage_strategy, named_strategy_class
 from fedcore.timeline import Instant, Timeline
 from fedcore.timeline.commit_metadata import CommitMetadata
@@ -470,3 +473,13 @@ def load_table(
             raise ConfigError("properties", "give options= alone (properties= is its old name)")
         options = properties
     return Table(TableHandle.open(path, storage_options).with_options(options))
+
+
+def table_layout(table: HasHandle, samples: int = 3) -> LayoutReport:
+    """Files and bytes per storage location of every file the table's metadata holds."""
+    handle = table.handle
+    index = handle.file_index
+    files = {partition: found.files for partition, found in index.files().items()}
+    return placed_layout(
+        handle.strategy, index.partitions(), files, handle.fs.to_physical, handle.name, samples
+    )

@@ -28,7 +28,7 @@ from fedcore import properties as P
 from fedcore.exceptions import CorruptLogFileError, MetadataTableError, UnsupportedLogBlockError
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import read_objects
-from fedcore.log.format import BlockType, avro_records, read_blocks
+from fedcore.log.blocks import BlockType, avro_records, read_blocks
 from fedcore.timeline import ARCHIVE_FOLDER, CLEAN, COMMIT, DELTA_COMMIT, REPLACE_COMMIT, ROLLBACK
 
 #: Hudi's archive log files: ``.commits_.archive.<version>_<write token>``.

@@ -22,14 +22,9 @@ from fedcore.commit.file_writer import (
 )
 from fedcore.exceptions import ConfigError, DataFileMissingError
 from fedcore.handle import HasHandle, handle_of
-from fedcore.keygen.records import (
-    WriteInput,
-    check_columns,
-    check_keys,
-    partition_rows,
-    record_chunks,
-    to_arrow_table,
-)
+from fedcore.keygen.grouping import partition_rows
+from fedcore.keygen.keys import check_columns, check_keys
+from fedcore.schema.input import WriteInput, record_chunks, to_arrow_table
 from fedcore.timeline.commit_metadata import WriteStat
 from fedcore.write.job import (
     BULK_INSERT,

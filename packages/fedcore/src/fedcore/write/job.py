@@ -33,7 +33,6 @@ from typing import Any, Final, Literal, TypeAlias, get_args
 import pyarrow as pa
 
 from fedcore import properties as P
-from fedcore.avro_schema import to_avro_json
 from fedcore.commit.file_writer import (
     FileGroupWrite,
     FileName,
@@ -63,19 +62,14 @@ from fedcore.exceptions import (
 )
 from fedcore.files.filenames import data_file_id
 from fedcore.handle import HasHandle, TableHandle, handle_of
-from fedcore.keygen.records import (
-    check_keys,
-    check_required_columns,
-    conform,
-    conform_keys,
-    evolve,
-    partition_rows,
-    strip_meta,
-    virtual_key_types_error,
-)
+from fedcore.keygen.grouping import partition_rows
+from fedcore.keygen.keys import check_keys, check_required_columns, virtual_key_types_error
 from fedcore.log.merge import merge_rules
 from fedcore.metadata.file_index import PartitionFiles
 from fedcore.metadata.format import ADD, REPLACE, Op
+from fedcore.schema.avro import to_avro_json
+from fedcore.schema.evolution import conform, conform_keys, evolve
+from fedcore.schema.meta import strip_meta
 from fedcore.services.after_commit import run_table_services
 from fedcore.steps import observers_now
 from fedcore.timeline import COMMIT, DELTA_COMMIT, REPLACE_COMMIT, Instant, Timeline

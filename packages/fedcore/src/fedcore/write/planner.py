@@ -28,8 +28,9 @@ from fedcore.files.filenames import new_file_id
 from fedcore.io.filesystems import open_sized, read_object
 from fedcore.io.parquet import read_parquet
 from fedcore.io.uris import protocol_of
-from fedcore.keygen.records import check_required_columns, latest_per_key, partition_rows, record_keys
-from fedcore.log.format import BlockType, data_records, read_blocks
+from fedcore.keygen.grouping import latest_per_key, partition_rows
+from fedcore.keygen.keys import check_required_columns, record_keys
+from fedcore.log.blocks import BlockType, data_records, read_blocks
 from fedcore.metadata.file_index import PartitionFiles
 from fedcore.write.job import (
     BULK_INSERT,

@@ -23,9 +23,7 @@ import botocore.exceptions
 from pyiceberg.table.metadata import TableMetadata
 
 from fedcore import properties as P
-from fedcore.exceptions import MetastoreError, MissingDependencyError
-from fedcore.handle import TableHandle
-from fedcore.iceberg.entry import (
+from fedcore.catalog.entry import (
     ATTEMPTS,
     METADATA_LOCATION,
     Registration,
@@ -33,6 +31,8 @@ from fedcore.iceberg.entry import (
     sync_names,
     view_parameters,
 )
+from fedcore.exceptions import MetastoreError, MissingDependencyError
+from fedcore.handle import TableHandle
 
 #: The keys of a Glue table that ``UpdateTable`` takes back (``GetTable`` answers more).
 _TABLE_INPUT_KEYS = frozenset(

@@ -53,8 +53,7 @@ from thrift.protocol import TBinaryProtocol
 from thrift.Thrift import TException
 from thrift.transport import TSocket, TTransport
 
-from fedcore.exceptions import MetastoreBusyError, MetastoreError
-from fedcore.iceberg.entry import (
+from fedcore.catalog.entry import (
     ATTEMPTS,
     INSTANT_PARAMETER,
     METADATA_LOCATION,
@@ -63,6 +62,7 @@ from fedcore.iceberg.entry import (
     Registration,
     check_view,
 )
+from fedcore.exceptions import MetastoreBusyError, MetastoreError
 
 __all__ = [
     "HIVE_STORAGE_HANDLER",

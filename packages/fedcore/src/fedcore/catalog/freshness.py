@@ -9,15 +9,15 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from fedcore.exceptions import FedError, MetastoreError
-from fedcore.handle import TableHandle
-from fedcore.iceberg.meta_sync import SyncTarget, registered_tables, sync
-from fedcore.iceberg.metastore import (
+from fedcore.catalog.meta_sync import SyncTarget, registered_tables, sync
+from fedcore.catalog.metastore import (
     HIVE_STORAGE_HANDLER,
     INSTANT_PARAMETER,
     STORAGE_HANDLER_PARAMETER,
     Metastore,
 )
+from fedcore.exceptions import FedError, MetastoreError
+from fedcore.handle import TableHandle
 from fedcore.iceberg.view import latest_instant
 from fedcore.io.filesystems import StorageOptions
 

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pyiceberg.table.metadata import TableMetadata
 
 from fedcore import properties as P
+from fedcore.catalog.entry import INSTANT_PARAMETER, Registration, sync_names
+from fedcore.catalog.glue import Glue, GlueTarget
+from fedcore.catalog.metastore import Metastore
 from fedcore.exceptions import MetastoreBusyError, MetastoreError
 from fedcore.handle import HasHandle, TableHandle, handle_of
-from fedcore.iceberg.entry import INSTANT_PARAMETER, Registration, sync_names
-from fedcore.iceberg.glue import Glue, GlueTarget
 from fedcore.iceberg.locations import version_of
-from fedcore.iceberg.metastore import Metastore
 from fedcore.iceberg.view import PublishResult, publish
 
 

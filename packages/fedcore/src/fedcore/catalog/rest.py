@@ -43,13 +43,13 @@ from urllib.parse import parse_qs
 
 from fedcore import properties as P
 from fedcore.exceptions import ConfigError, FedError, MissingDependencyError
+from fedcore.handle import HasHandle, TableHandle
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import StorageOptions, filesystem_for
 from fedcore.io.uris import normalize_uri
-from fedcore.table import Table, load_table
 
 #: Refused requests are logged here (what was asked, by which address, why; never a token).
-LOG = logging.getLogger("fedcore.rest_catalog")
+LOG = logging.getLogger("fedcore.catalog.rest")
 
 try:  # the server stack and PyIceberg are extras: fedcore[serve]
     from starlette.applications import Starlette
@@ -99,7 +99,7 @@ class ServedTable:
 
     namespace: tuple[str, ...]
     name: str
-    table: Table
+    table: HasHandle
 
 
 def parse_served(spec: str) -> tuple[tuple[str, ...], str, str]:
@@ -220,7 +220,9 @@ class _Catalog:
             with self.state:
                 self.found = found
                 self.scanned_at = time.monotonic()
-                self.opened = {key: t for key, t in self.opened.items() if found.get(key) == t.table.path}
+                self.opened = {
+                    key: t for key, t in self.opened.items() if found.get(key) == t.table.handle.path
+                }
 
     def forget_if_gone(self, key: tuple[tuple[str, ...], str]) -> bool:
         """Whether the warehouse table ``key`` is gone (its folder asked alone: a load of it
@@ -253,7 +255,7 @@ class _Catalog:
         if uri is None:
             return None
         if opened is None:
-            opened = ServedTable(key[0], key[1], load_table(uri, storage_options=self.warehouse_options))
+            opened = ServedTable(key[0], key[1], TableHandle.open(uri, self.warehouse_options))
             with self.state:
                 opened = self.opened.setdefault(key, opened)
         return opened

@@ -13,16 +13,13 @@ import math
 import random
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fedcore.exceptions import FedError, MissingDependencyError
 from fedcore.files.filenames import base_file_name
 from fedcore.storage.base import StorageStrategy
-
-if TYPE_CHECKING:
-    from fedcore.handle import HasHandle
 
 #: Below this many files per prefix a chi-square test says nothing reliable.
 MIN_EXPECTED_PER_PREFIX = 5
@@ -162,23 +159,30 @@ class LayoutReport:
         return figure
 
 
-def table_layout(table: HasHandle, samples: int = 3) -> LayoutReport:
-    """Files and bytes per storage location of every file the table's metadata holds."""
-    table = table.handle
+def placed_layout(
+    strategy: StorageStrategy,
+    partitions: Sequence[str],
+    files_by_partition: Mapping[str, Mapping[str, int]],
+    to_physical: Callable[[str], str],
+    name: str,
+    samples: int = 3,
+) -> LayoutReport:
+    """Files and bytes per storage location of placed files (``files_by_partition``: partition
+    -> file name -> size; ``to_physical``: a logical path's physical one) of table ``name``."""
     files: Counter[str] = Counter()
     sizes: Counter[str] = Counter()
-    report = LayoutReport(table.strategy, table.file_index.partitions(), files, bytes_per_prefix=sizes)
-    for partition, partition_files in table.file_index.files().items():
-        for name, size in partition_files.files.items():
-            logical = f"{partition}/{name}" if partition else name
-            physical = table.fs.to_physical(logical)
+    report = LayoutReport(strategy, partitions, files, bytes_per_prefix=sizes)
+    for partition, partition_files in files_by_partition.items():
+        for file_name, size in partition_files.items():
+            logical = f"{partition}/{file_name}" if partition else file_name
+            physical = to_physical(logical)
             location = physical[: -len(logical) - 1]
             files[location] += 1
             sizes[location] += size
             if len(report.samples) < samples:
                 report.samples.append(Placement(logical, physical))
     if not files:
-        raise FedError(f"table {table.name} has no data files yet")
+        raise FedError(f"table {name} has no data files yet")
     return report
 
 

@@ -35,9 +35,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from fedcore.avro_schema import arrow_type
 from fedcore.exceptions import CorruptLogFileError, UnsupportedLogBlockError
 from fedcore.io.parquet import read_parquet
+from fedcore.schema.avro import arrow_type
 
 MAGIC: Final = b"#HUDI#"
 LOG_FORMAT_VERSION: Final = 1
@@ -448,7 +448,7 @@ def parquet_data_block(records: pa.Table, instant: str, avro_schema: str, compre
 
 def avro_data_block(records: pa.Table, instant: str, avro_schema: str) -> bytes:
     """An Avro data block of ``records`` (meta columns included; ``avro_schema``: their writer
-    schema, each field a ``["null", type]`` union as ``avro_schema.to_avro_json`` makes it):
+    schema, each field a ``["null", type]`` union as ``schema.avro.to_avro_json`` makes it):
     version, count, then each record's length and its Avro binary encoding (Hudi's
     ``HoodieAvroDataBlock``). Encoded over whole columns: every field's bytes are computed
     per column and joined per row; flat schemas of primitive, date and timestamp columns
