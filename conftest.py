@@ -11,17 +11,17 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from fed_dev import stack
-from fed_dev.hive import HiveServer2
-from fed_dev.metastore import HiveMetastore, s3_settings
-from fed_dev.servers import LoopbackS3
-from fed_dev.testing import Backend, trips_table
-from fed_dev.trino import TrinoServer
-from fedcore import Table
+if TYPE_CHECKING:  # fed-dev is imported where a fixture needs it: fedcore's own tests run without it
+    from fed_dev.hive import HiveServer2
+    from fed_dev.metastore import HiveMetastore
+    from fed_dev.servers import LoopbackS3
+    from fed_dev.testing import Backend
+    from fed_dev.trino import TrinoServer
+    from fedcore import Table
 
 #: Apache Hudi's test tables from hudi-rs (``tests/data/hudi-rs/NOTICE.md``).
 HUDI_RS_TABLES = Path(__file__).resolve().parent / "tests" / "data" / "hudi-rs"
@@ -60,6 +60,8 @@ def docs_example() -> Callable[..., dict[str, object]]:
 
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[LoopbackS3]:
+    from fed_dev.servers import LoopbackS3
+
     with LoopbackS3() as server:
         yield server
 
@@ -67,6 +69,8 @@ def s3_server() -> Iterator[LoopbackS3]:
 @pytest.fixture(scope="session")
 def metastore(s3_server: LoopbackS3) -> Iterator[HiveMetastore]:
     """A real Hive 4.0.1 metastore on loopback (the engine suites' catalog)."""
+    from fed_dev.metastore import HiveMetastore
+
     with HiveMetastore(s3_server) as server:
         yield server
 
@@ -74,6 +78,8 @@ def metastore(s3_server: LoopbackS3) -> Iterator[HiveMetastore]:
 @pytest.fixture(scope="session")
 def metastore3(s3_server: LoopbackS3) -> Iterator[HiveMetastore]:
     """A real Hive 3.1.3 metastore on loopback: before 4.0, fed publishes there under locks."""
+    from fed_dev.metastore import HiveMetastore
+
     with HiveMetastore(s3_server, version="3.1.3") as server:
         yield server
 
@@ -85,6 +91,8 @@ REST_TOKEN = "fed-rest-token"
 @pytest.fixture(scope="session")
 def served_table(s3_server: LoopbackS3) -> Table:
     """A trips table on S3 that ``rest_catalog`` serves as ``lake.trips``."""
+    from fed_dev.testing import trips_table
+
     table, _ = trips_table(s3_server, "object_store", "served")
     return table
 
@@ -118,7 +126,10 @@ def trino_server(
     """A real Trino 476: its Iceberg catalog on ``metastore``, catalog ``hive3`` on the Hive 3.1.3
     ``metastore3``, ``fed`` on fed's REST catalog (``rest_catalog``), and ``glue`` on the
     loopback server's AWS Glue."""
+    from fed_dev import stack
     from fed_dev.glue import check_table_versions
+    from fed_dev.metastore import s3_settings
+    from fed_dev.trino import TrinoServer
 
     check_table_versions()  # the loopback server's Glue, as Glue checks updates
     rest = stack.trino_rest_catalog(uri=rest_catalog.uri, token=REST_TOKEN, s3=s3_settings(s3_server))
@@ -132,6 +143,8 @@ def trino_server(
 @pytest.fixture(scope="session")
 def hiveserver2(metastore: HiveMetastore, s3_server: LoopbackS3) -> Iterator[HiveServer2]:
     """A real HiveServer2 4.0.1 on ``metastore``."""
+    from fed_dev.hive import HiveServer2
+
     with HiveServer2(metastore.uri, s3_server) as server:
         yield server
 
@@ -139,12 +152,16 @@ def hiveserver2(metastore: HiveMetastore, s3_server: LoopbackS3) -> Iterator[Hiv
 @pytest.fixture(scope="session")
 def hiveserver2_3(metastore3: HiveMetastore, s3_server: LoopbackS3) -> Iterator[HiveServer2]:
     """A real HiveServer2 3.1.3 on ``metastore3``."""
+    from fed_dev.hive import HiveServer2
+
     with HiveServer2(metastore3.uri, s3_server, version="3.1.3") as server:
         yield server
 
 
 @pytest.fixture(params=["local", "s3"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+    from fed_dev.testing import Backend
+
     if request.param == "local":
         return Backend("local", f"file://{tmp_path}/tables/trips", f"file://{tmp_path}/storage", None)
     server: LoopbackS3 = request.getfixturevalue("s3_server")
