@@ -119,6 +119,48 @@ def test_writers_touching_the_same_file_group_exactly_one_commits(backend: Backe
     assert len(physical_files(backend, backend.storage_path)) == 2, "the loser's file was deleted"
 
 
+def test_a_claim_left_by_a_rolled_back_writer_does_not_block_the_file_group(backend: Backend) -> None:
+    """A claim whose holder's outcome is a rollback can never become a commit: the next writer
+    of that file-group version releases it and commits (before, every later update of the file
+    group failed with a conflict naming an instant that no longer existed)."""
+    table = make_table(backend)
+    WriteClient(table).upsert(trips([1]))
+    (current,) = table.file_slices()
+    handle, ghost = table.handle, "20200101000000000"
+    fs = handle.fs.table_fs
+    fs.pipe_file(handle.outcome_path(ghost), b"rollback\n")
+    claim = handle.claim_path(f"{current.file_id}_{current.base_instant}")
+    fs.pipe_file(claim, ghost.encode())
+    result = WriteClient(table).upsert(trips([1], fare=100.0))
+    assert rows(table) == {1: ("us", 101.0)}
+    assert fs.cat_file(claim).decode() == result.instant
+
+
+def test_a_claim_is_released_when_a_rollback_by_another_process_missed_its_marker(backend: Backend) -> None:
+    """Another process rolls back a live writer it took for dead: it lists the writer's markers,
+    the writer then marks and takes a claim, and the roller deletes the markers. The writer's
+    commit then loses to the rollback's outcome, and its own abort releases the claim no marker
+    names any more."""
+    table = make_table(backend)
+    WriteClient(table).upsert(trips([1]))
+    (current,) = table.file_slices()
+    handle = table.handle
+    name = f"{current.file_id}_{current.base_instant}"
+    writer = Transaction(handle, COMMIT)
+    writer.begin()
+    writer.inflight(b"")
+    fs = handle.fs.table_fs
+    fs.pipe_file(handle.outcome_path(writer.time), b"rollback\n")  # the roller's decision ...
+    writer._claim(name)  # ... the writer's claim after the roller listed its markers ...
+    fs.rm(marker_folder(handle, writer.time), recursive=True)  # ... which the roller then deletes
+    with pytest.raises(CommitConflictError, match="rolled back by another process"):
+        writer.commit(b"{}", [])
+    writer.end(CommitConflictError("lost"))
+    assert not fs.exists(handle.claim_path(name))
+    WriteClient(table).upsert(trips([1], fare=100.0))
+    assert rows(table) == {1: ("us", 101.0)}
+
+
 def test_racing_threads_exactly_one_commits(backend: Backend) -> None:
     table = make_table(backend)
     WriteClient(table).upsert(trips([1]))

@@ -287,6 +287,11 @@ class Transaction:
                 if holder == self.time:  # this instant's own: a create retried after its answer was lost
                     self.claims.append(name)
                     return
+                if is_rolled_back(self.table, holder):
+                    # Its holder can never complete, yet its claim was left behind (see ``abort``):
+                    # released now, as its rollback should have.
+                    release_claim(self.table, name, holder)
+                    continue
                 if attempt < 3 and roll_back_if_failed(self.table, holder):
                     continue  # the holder was a dead writer: its claim is released now
                 raise CommitConflictError(
@@ -320,6 +325,12 @@ class Transaction:
             self.heartbeat.stop()
         if self.instant is not None and not self.instant.is_completed:
             roll_back_pending(self.table, self.instant)
+            if is_rolled_back(self.table, self.time):
+                # A rollback by another process (it took this writer for dead) may have listed
+                # this instant's markers before a claim was marked and deleted them after: the
+                # claims this process took itself are released here, or none would ever be.
+                for name in self.claims:
+                    release_claim(self.table, name, self.time)
 
 
 def is_failed(table: TableHandle, instant: Instant) -> bool:
@@ -363,6 +374,17 @@ def check_begun_by_fed(table: TableHandle, instant: Instant) -> None:
             "fed's): fed does not roll it back. Apache Hudi's writers roll back their failed writes "
             "on their next write (or use hudi-cli's `commit rollback`)"
         )
+
+
+def is_rolled_back(table: TableHandle, instant_time: str) -> bool:
+    """Whether ``instant_time``'s outcome is a rollback: it can never complete (outcomes are
+    created exclusively and never removed)."""
+    path = table.outcome_path(instant_time)
+    try:
+        with storage_errors(path):
+            return read_object(table.fs.table_fs, path).startswith(_ROLLBACK_OUTCOME)
+    except FileNotFoundError:
+        return False
 
 
 def roll_back_if_failed(table: TableHandle, instant_time: str) -> bool:
