@@ -19,9 +19,11 @@ the view does not hold.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from fedcore.exceptions import MetadataTableError
-from fedcore.metadata.format import ADD, REMOVE, REPLACE, Op
+from fedcore.metadata.format import Op
+from fedcore.metadata.operations import commit_ops, removal_ops
 from fedcore.timeline import CLEAN, DELTA_COMMIT, REPLACE_COMMIT, ROLLBACK, WRITE_ACTIONS
 from fedcore.timeline.commit_metadata import (
     CommitMetadata,
@@ -43,7 +45,7 @@ def instant_ops(
         if action in WRITE_ACTIONS | {DELTA_COMMIT}:
             return _write_ops(time, action, data)
         if action == CLEAN:
-            return _removals(data)
+            return removal_ops(deleted_files(data))
         if action == ROLLBACK:
             return _rollback_ops(data, held)
     except MetadataTableError as exc:
@@ -53,25 +55,12 @@ def instant_ops(
 
 def _write_ops(time: str, action: str, data: bytes) -> list[Op]:
     metadata = CommitMetadata.from_bytes(data, f"{time}.{action}")
-    ops = []
     for stat in metadata.stats:
         if stat.file_size <= 0:
             raise MetadataTableError(f"its write stat of {stat.path} records no file size")
-        name = stat.path.rpartition("/")[2]
-        ops.append(Op(stat.partition_path, name, stat.file_size, ADD, stat.column_stats))
-    if action == REPLACE_COMMIT:
-        ops.extend(
-            Op(partition, file_id, int(time), REPLACE)
-            for partition, file_ids in metadata.replaced.items()
-            for file_id in file_ids
-        )
-    return ops
-
-
-def _removals(data: bytes) -> list[Op]:
-    return [
-        Op(partition, name, 0, REMOVE) for partition, names in deleted_files(data).items() for name in names
-    ]
+    if action != REPLACE_COMMIT:
+        metadata = replace(metadata, replaced={})  # only a replace commit retires file groups
+    return commit_ops(time, metadata)
 
 
 def _rollback_ops(data: bytes, held: Callable[[str], bool]) -> list[Op]:
@@ -89,7 +78,7 @@ def _rollback_ops(data: bytes, held: Callable[[str], bool]) -> list[Op]:
             raise MetadataTableError(f"it rolled back the replace commit {undone}")
         if not action:
             raise MetadataTableError(f"its metadata does not say what action {undone} was")
-    return _removals(data)
+    return removal_ops(deleted_files(data))
 
 
 def _refused(time: str, action: str, table: str, why: str) -> MetadataTableError:

@@ -30,7 +30,7 @@ from fedcore.commit.pending import refuse_beside_services
 from fedcore.commit.transaction import Transaction, roll_back_failed_writes
 from fedcore.files.file_group import file_groups
 from fedcore.io.filesystems import read_objects
-from fedcore.metadata.format import REMOVE, Op
+from fedcore.metadata.operations import removal_ops
 from fedcore.timeline import CLEAN, SAVEPOINT, Timeline, instant_path
 from fedcore.timeline.commit_metadata import clean_metadata, savepointed_files
 from fedcore.timeline.retention import last_clean_retained
@@ -148,5 +148,4 @@ def clean(
             deleted={p: list(names) for p, names in doomed.items()},
             took_ms=int((time.monotonic() - start) * 1000),
         )
-        ops = [Op(p, name, size, REMOVE) for p, names in doomed.items() for name, size in names.items()]
-        return transaction.commit(body, ops)
+        return transaction.commit(body, removal_ops(doomed))

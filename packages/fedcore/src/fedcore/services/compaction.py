@@ -41,7 +41,7 @@ from fedcore.commit.transaction import Transaction, roll_back_failed_writes, sta
 from fedcore.exceptions import UnsupportedTableError
 from fedcore.files.file_slice import FileSlice
 from fedcore.files.filenames import LOG_FILE_RE, base_file_name
-from fedcore.metadata.format import ADD, Op
+from fedcore.metadata.operations import commit_ops
 from fedcore.read.planner import ScanPlanner
 from fedcore.schema.avro import to_avro_json
 from fedcore.schema.meta import FILE_NAME
@@ -222,9 +222,7 @@ def compact(table: TableHandle, *, timeline: Timeline | None = None) -> Compacti
         metadata = CommitMetadata(
             operation=COMPACT, stats=stats, schema=to_avro_json(schema, table.name), compacted=True
         )
-        ops = [
-            Op(s.partition_path, s.path.rpartition("/")[2], s.file_size, ADD, s.column_stats) for s in stats
-        ]
+        ops = commit_ops(instant, metadata)
         claims = [claim for s in stats for claim in stat_claims(s, True)]
         transaction.commit(metadata.to_bytes(), ops, claims, metadata.schema)
     except BaseException as error:

@@ -30,7 +30,7 @@ from fedcore.commit.transaction import (
 from fedcore.exceptions import InvalidInstantError, RollbackError
 from fedcore.files.filenames import BASE_FILE_RE
 from fedcore.io.filesystems import read_object
-from fedcore.metadata.format import REMOVE, UNREPLACE, Op
+from fedcore.metadata.operations import undo_ops
 from fedcore.timeline import (
     CLEAN,
     INFLIGHT,
@@ -108,18 +108,14 @@ def _roll_back_completed(table: TableHandle, instant: Instant, metadata: CommitM
     with Transaction(table, ROLLBACK) as transaction:
         transaction.inflight(b"")
         deleted: dict[str, list[str]] = {}
-        ops: list[Op] = []
         merge_on_read = table.config.merge_on_read
         for stat in metadata.stats:
             with contextlib.suppress(FileNotFoundError):
                 table.fs.rm_file(stat.path)
             name = stat.path.rpartition("/")[2]
             deleted.setdefault(stat.partition_path, []).append(name)
-            ops.append(Op(stat.partition_path, name, stat.file_size, REMOVE))
             for file_id, version in stat_claims(stat, merge_on_read):
                 release_claim(table, f"{file_id}_{version}", instant.time)
-        for partition, file_ids in metadata.replaced.items():
-            ops.extend(Op(partition, file_id, 0, UNREPLACE) for file_id in file_ids)
         if metadata.replaced:
             previous = table.file_index.files(metadata.replaced, as_of=_before(table, instant))
             for partition, file_ids in metadata.replaced.items():
@@ -127,6 +123,7 @@ def _roll_back_completed(table: TableHandle, instant: Instant, metadata: CommitM
                 for file_id in file_ids:
                     if file_id in slices:
                         release_claim(table, f"{file_id}_{slices[file_id][0]}", instant.time)
+        ops = undo_ops(instant.time, metadata)
         done = transaction.commit(rollback_body(transaction, instant, deleted, start), ops)
     remove_instant_files(table, instant, (None, INFLIGHT, REQUESTED))
     return done

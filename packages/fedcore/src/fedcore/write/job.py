@@ -66,7 +66,7 @@ from fedcore.keygen.grouping import partition_rows
 from fedcore.keygen.keys import check_keys, check_required_columns, virtual_key_types_error
 from fedcore.log.merge import merge_rules
 from fedcore.metadata.file_index import PartitionFiles
-from fedcore.metadata.format import ADD, REPLACE, Op
+from fedcore.metadata.operations import commit_ops
 from fedcore.schema.avro import to_avro_json
 from fedcore.schema.evolution import conform, conform_keys, evolve
 from fedcore.schema.meta import strip_meta
@@ -316,11 +316,6 @@ class WriteJob:
             replaced, versions = self._replaced({s.partition_path for s in stats})
             supersedes.extend(versions)  # claimed: a concurrent rewrite of one of them conflicts
         replacing = {p: list(ids) for p, ids in (replaced or {}).items()}
-        ops = [
-            Op(s.partition_path, s.path.rpartition("/")[2], s.file_size, ADD, s.column_stats) for s in stats
-        ]
-        for partition, file_ids in replacing.items():
-            ops.extend(Op(partition, file_id, int(self.instant), REPLACE) for file_id in file_ids)
         schema = self.schema if self.schema is not None else self.table_schema
         metadata = CommitMetadata(
             operation=self.operation.upper(),
@@ -329,6 +324,7 @@ class WriteJob:
             replaced=replacing,
             extra=self.extra_metadata,
         )
+        ops = commit_ops(self.instant, metadata)
         transaction.commit(metadata.to_bytes(), ops, supersedes, metadata.schema)
         return WriteResult.of(self.instant, metadata)
 
