@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from fedcore.files.filenames import LOG_FILE_RE, log_file_name
+from fedcore.exceptions import UnsupportedTableVersionError
+from fedcore.files.filenames import LogFileName
 from fedcore.timeline import (
     CLEAN,
     COMMIT,
@@ -22,10 +23,9 @@ from fedcore.timeline import (
     ROLLBACK,
     SAVEPOINT,
     Instant,
-    instant_path,
-    parse_instant_file,
 )
 from fedcore.timeline.commit_metadata import CommitMetadata, WriteStat
+from fedcore.timeline.layout import V6, layout_for
 
 GOLDEN = Path(__file__).parent / "data" / "golden"
 T = "20260102030405678"
@@ -47,20 +47,21 @@ STATES = (REQUESTED, INFLIGHT, COMPLETED)
 @pytest.mark.parametrize("action", sorted(INSTANT_FILES))
 def test_instant_file_names(action: str) -> None:
     for state, name in zip(STATES, INSTANT_FILES[action], strict=True):
-        assert Instant(T, action, state).file_name() == name
-        parsed = parse_instant_file(name)
+        assert V6.instants.file_name(Instant(T, action, state)) == name
+        parsed = V6.instants.parse(name)
         # A compaction's completed file is a commit: it lists as one.
         assert parsed == Instant(T, COMMIT if (action, state) == (COMPACTION, COMPLETED) else action, state)
 
 
 def test_instant_paths_and_other_files() -> None:
     assert (
-        instant_path("s3://b/t", Instant(T, COMMIT, REQUESTED), INFLIGHT) == f"s3://b/t/.hoodie/{T}.inflight"
+        V6.instants.path("s3://b/t", Instant(T, COMMIT, REQUESTED), INFLIGHT)
+        == f"s3://b/t/.hoodie/{T}.inflight"
     )
-    assert parse_instant_file("20260102030405.commit") == Instant("20260102030405", COMMIT, COMPLETED)
-    assert parse_instant_file(f"{T}.logcompaction.requested") == Instant(T, "logcompaction", REQUESTED)
+    assert V6.instants.parse("20260102030405.commit") == Instant("20260102030405", COMMIT, COMPLETED)
+    assert V6.instants.parse(f"{T}.logcompaction.requested") == Instant(T, "logcompaction", REQUESTED)
     for other in ("hoodie.properties", f"fed-manifest-{T}", "archived", ".heartbeat", f"{T}.commit.crc"):
-        assert parse_instant_file(other) is None
+        assert V6.instants.parse(other) is None
 
 
 def representative_write() -> CommitMetadata:
@@ -102,24 +103,32 @@ def representative_write() -> CommitMetadata:
 def test_commit_metadata_bytes() -> None:
     golden = (GOLDEN / "commit_v6.json").read_bytes()
     metadata = representative_write()
-    assert metadata.to_bytes() == golden
-    assert CommitMetadata.from_bytes(golden) == metadata
+    assert V6.commits.encode(metadata) == golden
+    assert V6.commits.decode(golden) == metadata
 
 
 def test_replace_commit_metadata_bytes() -> None:
     metadata = CommitMetadata("INSERT_OVERWRITE", replaced={"p=1": ["fid-0"]})
     golden = (GOLDEN / "replacecommit_v6.json").read_bytes()
-    assert metadata.to_bytes() == golden
-    assert CommitMetadata.from_bytes(golden) == metadata
+    assert V6.commits.encode(metadata) == golden
+    assert V6.commits.decode(golden) == metadata
 
 
 def test_log_file_names() -> None:
-    name = log_file_name("fid-1", "20260101000000000", 2, "0-1-3")
+    name = V6.log_files.name(
+        "fid-1", base_instant="20260101000000000", instant=T, version=2, write_token="0-1-3"
+    )
     assert name == ".fid-1_20260101000000000.log.2_0-1-3"
-    match = LOG_FILE_RE.fullmatch(name)
-    assert match is not None
-    assert match.groups() == ("fid-1", "20260101000000000", "2", "0-1-3", None)
-    cdc = LOG_FILE_RE.fullmatch(".fid-1_20260101000000.log.12_1-0-1.cdc")
-    assert cdc is not None
-    assert cdc.groups() == ("fid-1", "20260101000000", "12", "1-0-1", ".cdc")
-    assert LOG_FILE_RE.fullmatch(f"fid-0_0-1-2_{T}.parquet") is None
+    assert V6.log_files.parse(name) == LogFileName("fid-1", "20260101000000000", 2, "0-1-3", False)
+    cdc = V6.log_files.parse(".fid-1_20260101000000.log.12_1-0-1.cdc")
+    assert cdc == LogFileName("fid-1", "20260101000000", 12, "1-0-1", True)
+    assert V6.log_files.parse(f"fid-0_0-1-2_{T}.parquet") is None
+
+
+def test_one_layout_per_version() -> None:
+    """Version 6 is the one fedcore has; any other is refused by name, not read by 6's rules."""
+    assert V6.instants.folder("s3://b/t") == "s3://b/t/.hoodie"
+    assert layout_for(6) is V6
+    for version in (5, 8, 9):
+        with pytest.raises(UnsupportedTableVersionError, match=f"table version {version};"):
+            layout_for(version, "trips")

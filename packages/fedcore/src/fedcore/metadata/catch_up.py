@@ -24,12 +24,12 @@ from fedcore.exceptions import MetadataTableError
 from fedcore.metadata.format import ADD, REMOVE, REPLACE, Op
 from fedcore.timeline import CLEAN, DELTA_COMMIT, REPLACE_COMMIT, ROLLBACK, WRITE_ACTIONS
 from fedcore.timeline.commit_metadata import (
-    CommitMetadata,
     appended_log_files,
     deleted_files,
     rolled_back_actions,
     rolled_back_instants,
 )
+from fedcore.timeline.layout import V6
 
 
 def instant_ops(
@@ -52,7 +52,7 @@ def instant_ops(
 
 
 def _write_ops(time: str, action: str, data: bytes) -> list[Op]:
-    metadata = CommitMetadata.from_bytes(data, f"{time}.{action}")
+    metadata = V6.commits.decode(data, f"{time}.{action}")
     ops = []
     for stat in metadata.stats:
         if stat.file_size <= 0:

@@ -226,7 +226,7 @@ def compact(table: TableHandle, *, timeline: Timeline | None = None) -> Compacti
             Op(s.partition_path, s.path.rpartition("/")[2], s.file_size, ADD, s.column_stats) for s in stats
         ]
         claims = [claim for s in stats for claim in stat_claims(s, True)]
-        transaction.commit(metadata.to_bytes(), ops, claims, metadata.schema)
+        transaction.commit(table.layout.commits.encode(metadata), ops, claims, metadata.schema)
     except BaseException as error:
         transaction.end(error)
         raise

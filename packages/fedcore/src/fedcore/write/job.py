@@ -329,7 +329,7 @@ class WriteJob:
             replaced=replacing,
             extra=self.extra_metadata,
         )
-        transaction.commit(metadata.to_bytes(), ops, supersedes, metadata.schema)
+        transaction.commit(self.table.layout.commits.encode(metadata), ops, supersedes, metadata.schema)
         return WriteResult.of(self.instant, metadata)
 
     def opened_files(self, partitions: Sequence[str] | None) -> dict[str, PartitionFiles]:
