@@ -54,7 +54,7 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory() as folder:
         table = create_table(f"file://{folder}/t", name="t", record_key_fields=["id"], partition_fields=["p"])
-        index = MetadataTable(table.fs.table_fs, table.path, table.timeline)
+        index = MetadataTable(table.fs.table_fs, table.path, table.timeline, layout=table.handle.layout)
         files = 0
         for stage in args.stages:
             with tqdm(total=stage - files, desc=f"fill to {stage:,} files", unit="file", leave=False) as bar:

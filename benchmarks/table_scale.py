@@ -93,6 +93,7 @@ from fedcore.services.after_commit import run_table_services
 from fedcore.table import Table, create_table, load_table
 from fedcore.timeline import COMMIT
 from fedcore.timeline.commit_metadata import CommitMetadata, WriteStat
+from fedcore.timeline.layout import V6
 from fedcore.timeline.retention import archived_through
 from fedcore.write.client import WriteClient
 
@@ -291,7 +292,9 @@ class Bench:
         self.filled += count
         body = self._timed(
             "commit metadata",
-            lambda: CommitMetadata("BULK_INSERT", stats, to_avro_json(SCHEMA, self.table.name)).to_bytes(),
+            lambda: V6.commits.encode(
+                CommitMetadata("BULK_INSERT", stats, to_avro_json(SCHEMA, self.table.name))
+            ),
         )
         self._timed("commit protocol", lambda: transaction.commit(body, ops))
 

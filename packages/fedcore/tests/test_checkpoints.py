@@ -10,7 +10,7 @@ from fed_dev.crash import Crash, crash_at
 from fed_dev.testing import Backend
 from fedcore.commit.transaction import STEPS
 from fedcore.steps import observe_steps
-from fedcore.timeline import INFLIGHT, instant_path
+from fedcore.timeline import INFLIGHT
 from fedcore.write.checkpoints import (
     SINK_CHECKPOINT_KEY,
     last_committed_batch,
@@ -35,7 +35,7 @@ def test_each_writer_finds_its_own_last_batch(backend: Backend) -> None:
     newest = table.timeline().completed()[-2]
     extra = table.commit_metadata(newest).extra
     assert json.loads(extra[SINK_CHECKPOINT_KEY]) == {"1": "query-a"}  # Hudi's shape
-    body = json.loads(table.fs.table_fs.cat_file(instant_path(table.path, newest)))
+    body = json.loads(table.fs.table_fs.cat_file(table.handle.layout.instants.path(table.path, newest)))
     assert body["extraMetadata"][SINK_CHECKPOINT_KEY] == extra[SINK_CHECKPOINT_KEY]
     assert "schema" in body["extraMetadata"]
 
@@ -54,7 +54,9 @@ def test_a_dead_run_is_resolved_at_once_by_its_restart(backend: Backend, step: s
     assert len(table.timeline().pending()) == (0 if step == "completed" else 1)
     pending = table.timeline().pending()
     if pending:
-        inflight = table.fs.table_fs.cat_file(instant_path(table.path, pending[0], INFLIGHT))
+        inflight = table.fs.table_fs.cat_file(
+            table.handle.layout.instants.path(table.path, pending[0], INFLIGHT)
+        )
         assert SINK_CHECKPOINT_KEY in json.loads(inflight)["extraMetadata"]
 
     assert recover_writer(table, "query-b") == []  # not the dead run's writer: left alone

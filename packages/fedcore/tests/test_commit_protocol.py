@@ -205,7 +205,14 @@ def test_concurrent_writers_to_different_file_groups_both_commit(backend: Backen
 
 def test_metadata_lookups_and_commits_scale_with_what_they_touch(tmp_path: Path) -> None:
     table = create_table(f"file://{tmp_path}/t", name="t", record_key_fields=["id"], partition_fields=["p"])
-    index = MetadataTable(table.fs.table_fs, table.path, table.timeline, shard_rows=2_000, row_group_rows=256)
+    index = MetadataTable(
+        table.fs.table_fs,
+        table.path,
+        table.timeline,
+        layout=table.handle.layout,
+        shard_rows=2_000,
+        row_group_rows=256,
+    )
     partitions = [f"p={i:04d}" for i in range(1_000)]
     delta_sizes = []
     for commit in range(20):

@@ -27,7 +27,7 @@ from fedcore.services.rollback import rollback
 from fedcore.services.verify import verify_table
 from fedcore.steps import observe_steps
 from fedcore.table import Table, load_table
-from fedcore.timeline import CLEAN, COMMIT, Instant, heartbeat_path, instant_path, instant_time, new_instant
+from fedcore.timeline import CLEAN, COMMIT, Instant, heartbeat_path, instant_time, new_instant
 from fedcore.timeline.retention import last_clean_retained
 from fedcore.write.client import WriteClient
 
@@ -49,7 +49,7 @@ def test_writer_processes_never_misreport_a_commit(backend: Backend) -> None:
 
 def test_a_just_requested_instant_never_looks_failed(backend: Backend) -> None:
     table = make_table(backend)  # 100 ms heartbeats, two misses tolerated
-    instant = new_instant(table.fs.table_fs, table.path, COMMIT)
+    instant = new_instant(table.fs.table_fs, table.path, table.handle.layout.instants, COMMIT)
     # The heartbeat is there from the moment the instant is: it reserved the time.
     assert table.fs.table_fs.exists(heartbeat_path(table.path, instant.time))
     assert not is_failed(table, instant)
@@ -71,10 +71,16 @@ def test_pending_instants_of_another_writer_are_left_to_it(backend: Backend) -> 
     silent, empty = instant_time(old), instant_time(old + timedelta(seconds=1))
     clustering = instant_time(old + timedelta(seconds=2))
     for instant in (Instant(silent, COMMIT, "requested"), Instant(silent, COMMIT, "inflight")):
-        create_exclusive(fs, instant_path(table.path, instant), b"")
-    create_exclusive(fs, instant_path(table.path, Instant(empty, COMMIT, "requested")), b"")
+        create_exclusive(fs, table.handle.layout.instants.path(table.path, instant), b"")
+    create_exclusive(
+        fs, table.handle.layout.instants.path(table.path, Instant(empty, COMMIT, "requested")), b""
+    )
     create_exclusive(fs, heartbeat_path(table.path, empty), b"")  # Hudi's: an empty file
-    create_exclusive(fs, instant_path(table.path, Instant(clustering, "replacecommit", "requested")), b"")
+    create_exclusive(
+        fs,
+        table.handle.layout.instants.path(table.path, Instant(clustering, "replacecommit", "requested")),
+        b"",
+    )
     assert roll_back_failed_writes(table) == []
     table.upsert(trips([0, 9], "us", ts=2, fare=7.0))
     timeline = table.timeline()
@@ -93,11 +99,15 @@ def test_instant_times_are_unique_across_actions(backend: Backend) -> None:
     table = make_table(backend)
     fs = table.fs.table_fs
     latest = datetime.now(timezone.utc) + timedelta(hours=1)  # so the next pick is predictable
-    create_exclusive(fs, instant_path(table.path, Instant(instant_time(latest), COMMIT, "requested")), b"")
+    create_exclusive(
+        fs,
+        table.handle.layout.instants.path(table.path, Instant(instant_time(latest), COMMIT, "requested")),
+        b"",
+    )
     contested = instant_time(latest + timedelta(milliseconds=1))
     # Another writer has reserved the next millisecond and is about to request its commit.
     create_exclusive(fs, heartbeat_path(table.path, contested), b"0")
-    clean_instant = new_instant(fs, table.path, CLEAN)
+    clean_instant = new_instant(fs, table.path, table.handle.layout.instants, CLEAN)
     assert clean_instant.time > contested
     # Its first pick (now) was requested after a later instant was visible: withdrawn, so a
     # reader that listed the timeline's tail from that later instant on misses nothing.
@@ -107,7 +117,7 @@ def test_instant_times_are_unique_across_actions(backend: Backend) -> None:
 def test_two_writers_rolling_back_one_dead_instant_both_succeed(backend: Backend) -> None:
     table = make_table(backend)
     WriteClient(table).upsert(trips([1, 2]))
-    dead = new_instant(table.fs.table_fs, table.path, COMMIT)
+    dead = new_instant(table.fs.table_fs, table.path, table.handle.layout.instants, COMMIT)
     time.sleep(0.5)
     assert is_failed(table, dead)
     roll_back_pending(table, dead)
@@ -130,7 +140,7 @@ def test_racing_compactions_back_off_quietly(backend: Backend) -> None:
     results: list[object] = []
 
     def compact_once() -> None:
-        index = MetadataTable(table.fs.table_fs, table.path, listed_together)  # type: ignore[arg-type]
+        index = MetadataTable(table.fs.table_fs, table.path, listed_together, layout=table.handle.layout)  # type: ignore[arg-type]
         try:
             results.append(compact_metadata(index))
         except Exception as exc:
@@ -340,7 +350,9 @@ def test_verify_and_a_clean_read_what_another_writers_archival_moved_out_since_t
     assert not {i.time for i in listed.completed()} <= {i.time for i in table.timeline().completed()}
     history = load_history(table.handle, listed)
     assert history.files, "the account of the archived instants, from the archive"
-    assert last_clean_retained(table.fs.table_fs, table.path, listed) is not None
+    assert (
+        last_clean_retained(table.fs.table_fs, table.path, table.handle.layout.instants, listed) is not None
+    )
     assert verify_table(table).ok
 
 

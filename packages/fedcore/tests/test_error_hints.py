@@ -520,7 +520,7 @@ def test_a_damaged_metadata_table_is_rebuilt_by_fed_repair(backend: Backend) -> 
     for n in range(4):
         table.upsert(trips([n, 10 + n], ["us", "de"], fare=float(n)))
     expected = held(backend)
-    index = MetadataTable(table.fs.table_fs, table.path, table.timeline)
+    index = MetadataTable(table.fs.table_fs, table.path, table.timeline, layout=table.handle.layout)
     shard = next(s for s in index.manifest(index.manifest_times()[-1]).shards if s)[0]
     table.fs.table_fs.pipe_file(f"{table.path}/{FOLDER}/base/{shard}", b"PAR1 not parquet")
     with pytest.raises(MetadataTableError, match=r"run `fed repair TABLE`") as broken:

@@ -720,6 +720,7 @@ def test_keys_another_writer_put_in_log_files_are_found_not_inserted_again(tmp_p
     from fedcore.schema.avro import to_avro_json
     from fedcore.schema.meta import with_meta_fields
     from fedcore.timeline.commit_metadata import CommitMetadata
+    from fedcore.timeline.layout import V6
 
     path = f"file://{tmp_path}/t"
     table = create_table(
@@ -754,7 +755,7 @@ def test_keys_another_writer_put_in_log_files_are_found_not_inserted_again(tmp_p
     name = f".{base.file_id}_{base.base_instant}.log.1_0-1-0"
     (tmp_path / "t" / "country=us" / name).write_bytes(block)
     (tmp_path / "t" / ".hoodie" / f"{instant}.deltacommit").write_bytes(
-        CommitMetadata("UPSERT", schema=to_avro_json(schema, "trips")).to_bytes()
+        V6.commits.encode(CommitMetadata("UPSERT", schema=to_avro_json(schema, "trips")))
     )
     table = load_table(path)
     assert rows(table) == {1: ("us", 11.0), 2: ("us", 12.0), 7: ("us", 77.0)}

@@ -30,8 +30,7 @@ from fedcore.metadata.format import ADD, REMOVE, Manifest, Op, footer_bytes, unp
 from fedcore.metadata.table import IndexCache, MetadataTable
 from fedcore.services.rollback import rollback
 from fedcore.table import Table, create_table, load_table
-from fedcore.timeline import COMMIT, instant_path
-from fedcore.timeline.commit_metadata import CommitMetadata
+from fedcore.timeline import COMMIT
 from fedcore.write.client import WriteClient
 
 from .test_writes import make_table, trips
@@ -298,7 +297,13 @@ def test_a_tightly_bounded_index_cache_stays_exact_after_evictions(tmp_path: Pat
 
     def lookup(cache: IndexCache | None = None) -> MetadataTable:
         return MetadataTable(
-            table.fs.table_fs, table.path, table.timeline, shard_rows=30, row_group_rows=8, cache=cache
+            table.fs.table_fs,
+            table.path,
+            table.timeline,
+            layout=table.handle.layout,
+            shard_rows=30,
+            row_group_rows=8,
+            cache=cache,
         )
 
     reader, writer = lookup(cache), lookup()  # the writer compacts with a cache of its own
@@ -346,13 +351,17 @@ def test_a_handles_commit_metadata_is_bounded_by_its_bytes(tmp_path: Path) -> No
         )
     handle = table.handle
     instants = handle.timeline().completed(handle.write_actions)
-    bodies = {i.time: handle.fs.table_fs.cat_file(instant_path(handle.path, i)) for i in instants}
+    bodies = {
+        i.time: handle.fs.table_fs.cat_file(handle.layout.instants.path(handle.path, i)) for i in instants
+    }
     largest = max(map(len, bodies.values()))
     for bound in (largest, min(map(len, bodies.values())) - 1):  # one at a time; none at all
         handle.__dict__["_commits"] = commits = BoundedCache(bound, 256)
         for _ in range(2):
             for instant in instants:
-                assert handle.commit_metadata(instant) == CommitMetadata.from_bytes(bodies[instant.time], "x")
+                assert handle.commit_metadata(instant) == handle.layout.commits.decode(
+                    bodies[instant.time], "x"
+                )
                 assert commits.weight <= bound
         assert len(commits) == (1 if bound == largest else 0)
 
@@ -374,7 +383,14 @@ def test_a_manifest_packs_its_shards_footers_and_older_ones_are_still_read(s3_se
     )
 
     def lookup() -> MetadataTable:
-        return MetadataTable(table.fs.table_fs, table.path, table.timeline, shard_rows=150, row_group_rows=16)
+        return MetadataTable(
+            table.fs.table_fs,
+            table.path,
+            table.timeline,
+            layout=table.handle.layout,
+            shard_rows=150,
+            row_group_rows=16,
+        )
 
     partitions = [f"p={i:03d}" for i in range(60)]
     expected: dict[str, set[str]] = {p: set() for p in partitions}
@@ -444,7 +460,14 @@ def test_shards_written_before_the_stats_column_mix_with_cached_absences(tmp_pat
     table = create_table(f"file://{tmp_path}/t", name="t", record_key_fields=["id"], partition_fields=["p"])
 
     def lookup(cache: IndexCache | None = None) -> MetadataTable:
-        return MetadataTable(table.fs.table_fs, table.path, table.timeline, shard_rows=1_000, cache=cache)
+        return MetadataTable(
+            table.fs.table_fs,
+            table.path,
+            table.timeline,
+            layout=table.handle.layout,
+            shard_rows=1_000,
+            cache=cache,
+        )
 
     name = "00000000-0000-0000-0000-000000000000-0_0-1-0_20260101000000000.parquet"
     _commit(table, [Op("p=a", name, 10, ADD, '{"rows": 1}')])

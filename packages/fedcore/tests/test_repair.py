@@ -49,7 +49,9 @@ def fresh(backend: Backend) -> Table:
 
 def slices(table: Table) -> dict[str, dict[str, int]]:
     """partition -> file name -> size, as the metadata table has them now."""
-    index = MetadataTable(table.fs.table_fs, table.path, table.timeline, cache=IndexCache())
+    index = MetadataTable(
+        table.fs.table_fs, table.path, table.timeline, layout=table.handle.layout, cache=IndexCache()
+    )
     return {p: dict(sorted(f.files.items())) for p, f in index.files().items()}
 
 
@@ -113,7 +115,7 @@ def test_repair_after_losing_the_metadata_table_gives_back_every_file_slice(back
         fresh(backend).read()
 
     report = repair_metadata(fresh(backend))
-    index = MetadataTable(table.fs.table_fs, table.path, table.timeline)
+    index = MetadataTable(table.fs.table_fs, table.path, table.timeline, layout=table.handle.layout)
     rebuilt = index.manifest(index.manifest_times()[-1])
     assert not rebuilt.footers, "the rebuilt manifest packs its shards' footers"
     assert [f is None for f in rebuilt.packed_footers] == [s is None for s in rebuilt.shards]
@@ -148,7 +150,7 @@ def test_repair_mends_a_damaged_metadata_table(backend: Backend, damage: str) ->
         writer.upsert(trips([n, 10 + n], ["us", "de"], fare=10.0 * n))
     WriteClient(table, {P.METADATA_COMPACT_DELTAS: "100"}).upsert(trips([3], fare=0.5))  # a delta after it
     before, rows_before = slices(fresh(backend)), rows(fresh(backend))
-    index = MetadataTable(table.fs.table_fs, table.path, table.timeline)
+    index = MetadataTable(table.fs.table_fs, table.path, table.timeline, layout=table.handle.layout)
     fs, folder = table.fs.table_fs, f"{table.path}/{FOLDER}"
     manifests = index.manifest_times()
     assert manifests
@@ -295,7 +297,9 @@ def test_verify_tells_missing_unrecorded_orphans_and_in_flight_apart(backend: Ba
         )
         for p, f in state.items()
     }
-    index = MetadataTable(table.fs.table_fs, table.path, table.timeline, cache=IndexCache())
+    index = MetadataTable(
+        table.fs.table_fs, table.path, table.timeline, layout=table.handle.layout, cache=IndexCache()
+    )
     rebuild(index, history.upto, damaged, history.pending, history.schema)
     gone = fresh(backend).file_slices([("country", "=", "it")])[0].path
     table.fs.rm_file(gone)

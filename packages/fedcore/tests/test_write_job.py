@@ -16,7 +16,6 @@ from fedcore import properties as P
 from fedcore.engine import Staging, WritePlanner
 from fedcore.exceptions import CommitConflictError
 from fedcore.table import Table, load_table
-from fedcore.timeline import instant_path
 from fedcore.timeline.commit_metadata import WriteStat
 from fedcore.write.job import Operation, WriteJob
 
@@ -120,7 +119,7 @@ def test_an_engine_jobs_inflight_plan_has_hudis_shape(backend: Backend) -> None:
     job.inflight()
     pending = table.timeline().pending()
     assert [(i.time, i.state) for i in pending] == [(job.instant, "inflight")]
-    plan = json.loads(table.fs.table_fs.cat_file(instant_path(table.path, pending[0])))
+    plan = json.loads(table.fs.table_fs.cat_file(table.handle.layout.instants.path(table.path, pending[0])))
     assert plan == {
         "partitionToWriteStats": {},
         "extraMetadata": {"checkpoint": "7"},

@@ -75,8 +75,8 @@ from fedcore.io.filesystems import StorageOptions
 from fedcore.services.archival import read_archive
 from fedcore.services.verify import verify_table
 from fedcore.table import Table, create_table, load_table
-from fedcore.timeline import CLEAN, COMMIT, COMPACTION, ROLLBACK, parse_instant_file
-from fedcore.timeline.commit_metadata import CommitMetadata, rolled_back_actions
+from fedcore.timeline import CLEAN, COMMIT, COMPACTION, ROLLBACK
+from fedcore.timeline.commit_metadata import rolled_back_actions
 from fedcore.write.client import WriteClient
 from fedcore.write.job import BULK_INSERT, DELETE, INSERT, UPSERT, Operation
 
@@ -375,15 +375,16 @@ def _history(table: Table) -> _History:
     actions = {i.time: i.action for i in timeline.completed()}
     commits = {i.time: table.commit_metadata(i) for i in timeline.completed([COMMIT])}
     fs = table.handle.fs.table_fs
-    rollbacks = [fs.cat_file(f"{table.path}/.hoodie/{i.file_name()}") for i in timeline.completed([ROLLBACK])]
+    layout = table.handle.layout
+    rollbacks = [fs.cat_file(layout.instants.path(table.path, i)) for i in timeline.completed([ROLLBACK])]
     archived = set()
     for row in read_archive(table.handle).to_pylist():
         archived.add(row["instant"])
-        instant = parse_instant_file(row["file"].rsplit("/", 1)[-1])
+        instant = layout.instants.parse(row["file"].rsplit("/", 1)[-1])
         if instant is not None and instant.is_completed:
             actions[instant.time] = instant.action
             if instant.action == COMMIT:
-                commits[instant.time] = CommitMetadata.from_bytes(row["content"], row["file"])
+                commits[instant.time] = layout.commits.decode(row["content"], row["file"])
             if instant.action == ROLLBACK:
                 rollbacks.append(row["content"])
     compactions = {t: {fid for _, fid in m.file_groups()} for t, m in commits.items() if m.compacted}

@@ -66,7 +66,7 @@ from fedcore.exceptions import (
     UnsupportedTableError,
 )
 from fedcore.files.file_slice import VIRTUAL_META_COLUMNS, FileSlice
-from fedcore.files.filenames import LOG_FILE_RE, data_file_id
+from fedcore.files.filenames import data_file_id
 from fedcore.handle.config import TableConfig
 from fedcore.io.filesystems import StorageOptions, filesystem_for, open_sized
 from fedcore.io.parquet import file_stats, read_parquet_metadata
@@ -455,8 +455,8 @@ def _log_units(table: Table, file_slice: FileSlice) -> list[_Unit]:
     """Copies of a slice's log files."""
     units = []
     for (name, size), path in zip(file_slice.log_files, file_slice.log_paths, strict=True):
-        match = LOG_FILE_RE.fullmatch(name)
-        assert match is not None, "a slice's log file"
+        parsed = table.layout.log_files.parse(name)
+        assert parsed is not None, "a slice's log file"
         found = table.fs.resolve(path)
         units.append(
             _Unit(
@@ -465,7 +465,7 @@ def _log_units(table: Table, file_slice: FileSlice) -> list[_Unit]:
                 found.fs,
                 found.path,
                 size,
-                log_version=int(match[3]),
+                log_version=parsed.version,
                 base_instant=file_slice.base_instant,
                 base_file=file_slice.base_file_name or "",
             )

@@ -34,7 +34,7 @@ from fedcore import properties as P
 from fedcore.commit.transaction import last_beat, roll_back_failed_writes
 from fedcore.exceptions import CommitConflictError
 from fedcore.io.filesystems import read_object
-from fedcore.timeline import REPLACE_COMMIT, REQUESTED, Instant, Timeline, instant_path
+from fedcore.timeline import REPLACE_COMMIT, REQUESTED, Instant, Timeline
 from fedcore.timeline.service_plans import SERVICE_ACTIONS, service_kind
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ def pending_services(table: TableHandle, timeline: Timeline) -> list[PendingServ
 
 def _requested(table: TableHandle, instant: Instant) -> bytes:
     try:
-        return read_object(table.fs.table_fs, instant_path(table.path, instant, REQUESTED))
+        return read_object(table.fs.table_fs, table.layout.instants.path(table.path, instant, REQUESTED))
     except FileNotFoundError:
         return b""  # completed or rolled back since the listing
 

@@ -36,7 +36,6 @@ from collections.abc import Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Final
 
-from fedcore import properties as P
 from fedcore.commit.file_writer import put_data_file
 from fedcore.commit.markers import mark_claim, marked, remove_markers
 from fedcore.commit.upgrade import upgrade_config
@@ -191,7 +190,9 @@ class Transaction:
         compaction's plan: Hudi reads it there). The table is first brought up to what
         this fedcore writes (``fedcore.commit.upgrade``): every instant fed makes, whatever its action."""
         upgrade_config(self.table)
-        self.instant = new_instant(self._fs, self.table.path, self.action, requested)
+        self.instant = new_instant(
+            self._fs, self.table.path, self.table.layout.instants, self.action, requested
+        )
         self.heartbeat = Heartbeat(self.table, self.instant.time, self.table.heartbeat_interval_ms)
         self.heartbeat.start()
         self._hook("requested")
@@ -199,7 +200,9 @@ class Transaction:
 
     def inflight(self, plan: bytes) -> None:
         assert self.instant is not None
-        self.instant = transition(self._fs, self.table.path, self.instant, INFLIGHT, plan)
+        self.instant = transition(
+            self._fs, self.table.path, self.table.layout.instants, self.instant, INFLIGHT, plan
+        )
         self._hook("inflight")
 
     @classmethod
@@ -262,7 +265,9 @@ class Transaction:
             ) from None
         self._hook("outcome")
         try:
-            self.instant = transition(self._fs, self.table.path, self.instant, COMPLETED, body)
+            self.instant = transition(
+                self._fs, self.table.path, self.table.layout.instants, self.instant, COMPLETED, body
+            )
         except InstantConflictError:
             # Another process found the commit decision and rolled this instant forward.
             self.instant = Instant(self.instant.time, self.instant.action, COMPLETED)
@@ -412,7 +417,9 @@ def roll_back_pending(table: TableHandle, instant: Instant) -> str | None:
         decided = read_object(fs, outcome)
         if decided.startswith(_COMMIT_OUTCOME):
             with contextlib.suppress(InstantConflictError):  # completed meanwhile
-                transition(fs, table.path, instant, COMPLETED, decided[len(_COMMIT_OUTCOME) :])
+                transition(
+                    fs, table.path, table.layout.instants, instant, COMPLETED, decided[len(_COMMIT_OUTCOME) :]
+                )
             remove_markers(table, instant.time)
             return None
     if instant.action in (ROLLBACK, CLEAN):
@@ -480,8 +487,7 @@ def roll_back_failed_writes(table: TableHandle, timeline: Timeline | None = None
 
 def remove_instant_files(table: TableHandle, instant: Instant, states: Iterable[str | None]) -> None:
     """Delete an undone instant's timeline files (None: the completed one) and its heartbeat."""
-    folder = f"{table.path}/{P.HOODIE_FOLDER}"
-    paths = [f"{folder}/{instant.file_name(state)}" for state in states]
+    paths = [table.layout.instants.path(table.path, instant, state) for state in states]
     # Idempotent: two writers may roll back the same dead instant at once.
     remove_files(table.fs.table_fs, [*paths, heartbeat_path(table.path, instant.time)])
 

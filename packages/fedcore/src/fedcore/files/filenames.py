@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import Final
+from abc import ABC, abstractmethod
+from typing import Final, NamedTuple
 
 from fedcore.exceptions import InvalidFileNameError
 from fedcore.properties import PARTITION_METADATA_FILE
@@ -84,3 +85,48 @@ def _check_parts(file_id: str, write_token: str, instant: str) -> None:
         raise InvalidFileNameError(f"write token {write_token!r} must look like 0-12-34")
     if not _INSTANT_RE.fullmatch(instant):
         raise InvalidFileNameError(f"instant {instant!r} must be yyyyMMddHHmmss[SSS]")
+
+
+class LogFileName(NamedTuple):
+    """What a log file's name says: its file group, the instant it is named after (the base
+    instant of its slice, in table version 6), its version in the slice, its write token,
+    and whether it holds change-data-capture records."""
+
+    file_id: str
+    instant: str
+    version: int
+    write_token: str
+    cdc: bool
+
+
+class LogFileNaming(ABC):
+    """How a table version names a merge-on-read slice's log files.
+
+    Every log file a write names goes through the table's ``LogFileNaming``
+    (``TableHandle.layout.log_files``, picked by ``fedcore.timeline.layout``). A name carries
+    the file id at the same place in every Hudi version, so the storage layer's mapping of a
+    name to a location (``data_file_id``) does not depend on the version; which instant a name
+    carries does (the slice's base instant up to version 6, the writing delta commit's from
+    Hudi 1.x), so a writer gives both and the version picks."""
+
+    @abstractmethod
+    def name(self, file_id: str, *, base_instant: str, instant: str, version: int, write_token: str) -> str:
+        """The name of the ``version``-th log file of the slice at ``base_instant``, written by
+        ``instant``."""
+
+    @abstractmethod
+    def parse(self, name: str) -> LogFileName | None:
+        """What a log file name says; None for any other name."""
+
+
+class LogFileNamingV6(LogFileNaming):
+    """Table version 6: ``.<file id>_<base instant>.log.<version>_<write token>[.cdc]``."""
+
+    def name(self, file_id: str, *, base_instant: str, instant: str, version: int, write_token: str) -> str:
+        return log_file_name(file_id, base_instant, version, write_token)
+
+    def parse(self, name: str) -> LogFileName | None:
+        match = LOG_FILE_RE.fullmatch(name)
+        if match is None:
+            return None
+        return LogFileName(match[1], match[2], int(match[3]), match[4], match[5] is not None)

@@ -27,7 +27,6 @@ from fedcore.exceptions import (
     MetadataTableRequiredError,
     StorageStrategyMismatchError,
     UnsupportedTableError,
-    UnsupportedTableVersionError,
 )
 from fedcore.files.filenames import BASE_FILE_RE
 from fedcore.handle.config import TableConfig
@@ -46,14 +45,9 @@ from fedcore.schema.meta import META_COLUMNS, strip_meta, with_meta_fields
 from fedcore.storage.base import StorageStrategy
 from fedcore.storage.federated import FederatedFileSystem
 from fedcore.storage.loader import load_storage_strategy, named_strategy_class, strategy_spec
-from fedcore.timeline import (
-    MERGE_ON_READ_WRITE_ACTIONS,
-    WRITE_ACTIONS,
-    Instant,
-    Timeline,
-    instant_path,
-)
+from fedcore.timeline import MERGE_ON_READ_WRITE_ACTIONS, WRITE_ACTIONS, Instant, Timeline
 from fedcore.timeline.commit_metadata import CommitMetadata
+from fedcore.timeline.layout import TableLayout, layout_for
 from fedcore.timeline.retention import archived_file
 
 #: Completed instants' metadata a handle keeps (the least recently used dropped first): at
@@ -128,6 +122,12 @@ class TableHandle:
         """This handle (a ``Table``'s is the one it holds): what ``handle_of`` returns."""
         return self
 
+    @property
+    def layout(self) -> TableLayout:
+        """What the table's version decides: how its instant files are named and listed, how
+        commit metadata is encoded, how log files are named (``fedcore.timeline.layout``)."""
+        return layout_for(self.config.version, self.name)
+
     @cached_property
     def fs(self) -> FederatedFileSystem:
         """Every file of the table, addressed by logical path."""
@@ -189,7 +189,7 @@ class TableHandle:
         may list on from the timeline this handle listed last (``Timeline.load``'s ``since``)."""
         cache = self.index_cache
         since = cache.timeline if latest_read and not cache.co_written else None
-        timeline = Timeline.load(self.fs.table_fs, self.path, since)
+        timeline = Timeline.load(self.fs.table_fs, self.path, self.layout.instants, since)
         cache.timeline = timeline
         return timeline
 
@@ -219,10 +219,11 @@ class TableHandle:
                 self.fs.table_fs,
                 self.path,
                 load_timeline,
+                layout=self.layout,
                 folder=self.metadata_folder,
                 cache=self.index_cache,
             )
-        return ListingFileIndex(self.fs.table_fs, self.path, load_timeline)
+        return ListingFileIndex(self.fs.table_fs, self.path, load_timeline, self.layout)
 
     @property
     def metadata_folder(self) -> str:
@@ -245,7 +246,8 @@ class TableHandle:
     def commit_metadata(self, instant: Instant) -> CommitMetadata:
         """A completed instant's metadata (kept by the handle while it is among the recently
         used: it never changes)."""
-        path = instant_path(self.path, instant)
+        layout = self.layout
+        path = layout.instants.path(self.path, instant)
         cached = self._commits.get(path) if instant.is_completed else None
         if cached is not None:
             return cached
@@ -254,11 +256,15 @@ class TableHandle:
         except FileNotFoundError:
             # Listed completed, gone now: another process's archival moved it out since the
             # listing (a write lists once and reads on), and it kept the same bytes; or lost.
-            found = archived_file(self.fs.table_fs, self.path, instant) if instant.is_completed else None
+            found = (
+                archived_file(self.fs.table_fs, self.path, layout.instants, instant)
+                if instant.is_completed
+                else None
+            )
             if found is None:
                 raise
             data = found
-        metadata = CommitMetadata.from_bytes(data, path)
+        metadata = layout.commits.decode(data, path)
         if instant.is_completed:
             self._commits.put(path, metadata, len(data))
         return metadata
@@ -347,11 +353,7 @@ class TableHandle:
 
 
 def check_supported(config: TableConfig, strategy: StorageStrategy) -> None:
-    if config.version != P.DEFAULT_TABLE_VERSION:
-        raise UnsupportedTableVersionError(
-            f"table {config.name} has table version {config.version}; fedcore reads and writes "
-            f"version {P.DEFAULT_TABLE_VERSION} (Hudi 0.14/0.15)"
-        )
+    layout_for(config.version, config.name)  # the one check of the table version
     base_format = config.get(P.BASE_FILE_FORMAT, "PARQUET").strip().upper()
     if base_format != "PARQUET":
         raise UnsupportedTableError(

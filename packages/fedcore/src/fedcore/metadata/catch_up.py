@@ -26,12 +26,12 @@ from fedcore.metadata.format import Op
 from fedcore.metadata.operations import commit_ops, removal_ops
 from fedcore.timeline import CLEAN, DELTA_COMMIT, REPLACE_COMMIT, ROLLBACK, WRITE_ACTIONS
 from fedcore.timeline.commit_metadata import (
-    CommitMetadata,
     appended_log_files,
     deleted_files,
     rolled_back_actions,
     rolled_back_instants,
 )
+from fedcore.timeline.layout import V6
 
 
 def instant_ops(
@@ -54,7 +54,7 @@ def instant_ops(
 
 
 def _write_ops(time: str, action: str, data: bytes) -> list[Op]:
-    metadata = CommitMetadata.from_bytes(data, f"{time}.{action}")
+    metadata = V6.commits.decode(data, f"{time}.{action}")
     for stat in metadata.stats:
         if stat.file_size <= 0:
             raise MetadataTableError(f"its write stat of {stat.path} records no file size")

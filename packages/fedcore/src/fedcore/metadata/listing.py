@@ -15,18 +15,23 @@ from collections.abc import Callable, Iterable
 from fsspec import AbstractFileSystem
 
 from fedcore import properties as P
-from fedcore.files.filenames import BASE_FILE_RE, LOG_FILE_RE
+from fedcore.files.filenames import BASE_FILE_RE
 from fedcore.io.filesystems import read_object
 from fedcore.metadata.file_index import FileIndex, PartitionFiles
-from fedcore.timeline import MERGE_ON_READ_WRITE_ACTIONS, REPLACE_COMMIT, Timeline, instant_path
-from fedcore.timeline.commit_metadata import CommitMetadata
+from fedcore.timeline import MERGE_ON_READ_WRITE_ACTIONS, REPLACE_COMMIT, Timeline
+from fedcore.timeline.layout import TableLayout
 
 
 class ListingFileIndex(FileIndex):
     def __init__(
-        self, fs: AbstractFileSystem, table_path: str, load_timeline: Callable[[], Timeline]
+        self,
+        fs: AbstractFileSystem,
+        table_path: str,
+        load_timeline: Callable[[], Timeline],
+        layout: TableLayout,
     ) -> None:
         self.fs = fs
+        self.layout = layout
         self.table_path = table_path
         self._root = fs._strip_protocol(table_path).rstrip("/")
         self._load_timeline = load_timeline
@@ -49,8 +54,8 @@ class ListingFileIndex(FileIndex):
         written = {i.time for i in timeline.completed(MERGE_ON_READ_WRITE_ACTIONS, as_of=as_of)}
         replaced: dict[str, dict[str, str]] = {}
         for instant in timeline.completed([REPLACE_COMMIT], as_of=as_of):
-            path = instant_path(self.table_path, instant)
-            metadata = CommitMetadata.from_bytes(read_object(self.fs, path), path)
+            path = self.layout.instants.path(self.table_path, instant)
+            metadata = self.layout.commits.decode(read_object(self.fs, path), path)
             for partition, file_ids in metadata.replaced.items():
                 for file_id in file_ids:
                     replaced.setdefault(partition, {})[file_id] = instant.time
@@ -69,7 +74,7 @@ class ListingFileIndex(FileIndex):
                 if name.startswith("."):
                     # Log files (merge-on-read): every one is listed; which of their blocks
                     # apply is decided per block, by instant, when the slice is read.
-                    if LOG_FILE_RE.fullmatch(name) is not None:
+                    if self.layout.log_files.parse(name) is not None:
                         files.files[name] = int(entry.get("size") or 0)
                     continue
                 match = BASE_FILE_RE.fullmatch(name)

@@ -71,8 +71,9 @@ from fedcore.metadata.format import (
     shard_of,
     split_by_partition,
 )
-from fedcore.timeline import MANIFEST_POINTER_PREFIX, Timeline, instant_path
+from fedcore.timeline import MANIFEST_POINTER_PREFIX, Timeline
 from fedcore.timeline.archived import ArchivedInstant, hudi_archive_files, read_hudi_archive
+from fedcore.timeline.layout import TableLayout
 from fedcore.timeline.retention import archived_through, check_not_cleaned
 
 
@@ -192,6 +193,7 @@ class MetadataTable(FileIndex):
         table_path: str,
         load_timeline: Callable[[], Timeline],
         *,
+        layout: TableLayout,
         folder: str = FOLDER,
         shard_rows: int = 50_000,
         row_group_rows: int = 2_048,
@@ -202,6 +204,8 @@ class MetadataTable(FileIndex):
         #: The metadata table's folder (``folder``: its path under the table path).
         self.folder = f"{table_path}/{folder}"
         self.load_timeline = load_timeline
+        #: The table version's names and encodings (its instant files' names).
+        self.layout = layout
         self.shard_rows = shard_rows
         self.row_group_rows = row_group_rows
         #: Shared with other lookups of the same table handle (see ``IndexCache``).
@@ -374,7 +378,7 @@ class MetadataTable(FileIndex):
         checked = self._checked_as_of
         if as_of is not None and (checked is None or checked[0] is not timeline or checked[1] != as_of):
             # Once per listed timeline: a reader's schema lookup and plan share one view.
-            check_not_cleaned(self.fs, self.table_path, timeline, as_of)
+            check_not_cleaned(self.fs, self.table_path, self.layout.instants, timeline, as_of)
             self._checked_as_of = (timeline, as_of)
         completed = [i.time for i in timeline.completed(as_of=as_of)]
         self._view_timeline = timeline
@@ -525,7 +529,7 @@ class MetadataTable(FileIndex):
                 f"damaged{REPAIR_HINT}"
             )
         try:
-            bodies = read_objects(self.fs, [instant_path(self.table_path, i) for i in known])
+            bodies = read_objects(self.fs, [self.layout.instants.path(self.table_path, i) for i in known])
         except FileNotFoundError:
             # Listed on the view's timeline, gone now: archived since (its delta dropped once a
             # newer manifest held it), or else lost (the storage error says which file).

@@ -42,7 +42,7 @@ from fedcore.io.filesystems import read_object, read_objects, remove_files
 from fedcore.io.parquet import read_parquet
 from fedcore.metadata.cleanup import drop_older_than
 from fedcore.steps import reached
-from fedcore.timeline import ARCHIVED_MARKER_PREFIX, SAVEPOINT, Instant, Timeline, parse_instant_file
+from fedcore.timeline import ARCHIVED_MARKER_PREFIX, SAVEPOINT, Instant, Timeline
 from fedcore.timeline.archived import archive_folder
 from fedcore.timeline.retention import ARCHIVE_PREFIX, last_clean_retained
 
@@ -109,7 +109,7 @@ def archive(
         return []  # another writer's archival is moving these instants out right now
     _mark_archived(table, timeline, boundary.instant)
     reached("written")
-    completed_names = {i.file_name() for i in doomed}
+    completed_names = {table.layout.instants.file_name(i) for i in doomed}
     _remove(table, [path for path in files if path.rsplit("/", 1)[-1] not in completed_names])
     reached("pending-states")
     _remove(table, [path for path in files if path.rsplit("/", 1)[-1] in completed_names])
@@ -127,7 +127,7 @@ def _bound(table: TableHandle, timeline: Timeline, keep_from: str) -> str:
     writes = timeline.completed(table.write_actions)
     if writes:
         bounds.append(writes[-1].time)
-    retained = last_clean_retained(table.fs.table_fs, table.path, timeline)
+    retained = last_clean_retained(table.fs.table_fs, table.path, table.layout.instants, timeline)
     if retained:
         bounds.append(retained)
     # Hudi's archival stops at the oldest savepoint (``hoodie.archive.beyond.savepoint`` off):
@@ -152,13 +152,12 @@ def _mark_archived(table: TableHandle, timeline: Timeline, boundary: str) -> Non
 
 def _instant_files(table: TableHandle, times: set[str]) -> list[str]:
     """Every timeline file (all states) of the given instants, oldest first."""
-    folder = f"{table.path}/{P.HOODIE_FOLDER}"
+    naming = table.layout.instants
+    folder = naming.folder(table.path)
     names = sorted(
         entry.rsplit("/", 1)[-1] for entry in table.fs.table_fs.ls(folder, detail=False, refresh=True)
     )
-    return [
-        f"{folder}/{name}" for name in names if name[:17] in times and parse_instant_file(name) is not None
-    ]
+    return [f"{folder}/{name}" for name in names if name[:17] in times and naming.parse(name) is not None]
 
 
 def _remove(table: TableHandle, paths: list[str]) -> None:
@@ -170,7 +169,8 @@ def _write_archive(table: TableHandle, boundary: str, newest: str, files: list[s
     named after both, since two archivals may share a boundary (the second moves out what a
     pending instant held back the first time)."""
     contents = read_objects(table.fs.table_fs, files)
-    instants: list[Instant] = [parse_instant_file(path.rsplit("/", 1)[-1]) for path in files]  # type: ignore[misc]
+    parse = table.layout.instants.parse
+    instants: list[Instant] = [parse(path.rsplit("/", 1)[-1]) for path in files]  # type: ignore[misc]
     rows = pa.table(
         {
             "instant": [i.time for i in instants],

@@ -31,7 +31,7 @@ from fedcore.commit.transaction import Transaction, roll_back_failed_writes
 from fedcore.files.file_group import file_groups
 from fedcore.io.filesystems import read_objects
 from fedcore.metadata.operations import removal_ops
-from fedcore.timeline import CLEAN, SAVEPOINT, Timeline, instant_path
+from fedcore.timeline import CLEAN, SAVEPOINT, Timeline
 from fedcore.timeline.commit_metadata import clean_metadata, savepointed_files
 from fedcore.timeline.retention import last_clean_retained
 
@@ -65,7 +65,7 @@ def plan_clean(table: TableHandle, retained: int, timeline: Timeline | None = No
     if retained < 1 or len(writes) <= retained:
         return None
     earliest = writes[-retained].time
-    since = last_clean_retained(table.fs.table_fs, table.path, timeline)
+    since = last_clean_retained(table.fs.table_fs, table.path, table.layout.instants, timeline)
     if since is not None and since >= earliest:
         return None
     plan = CleanPlan(earliest)
@@ -94,7 +94,7 @@ def _savepointed(table: TableHandle, timeline: Timeline) -> dict[str, set[str]]:
     never deletes them (a restore to the savepoint needs them)."""
     savepoints = timeline.completed([SAVEPOINT])
     kept: dict[str, set[str]] = {}
-    bodies = read_objects(table.fs.table_fs, [instant_path(table.path, i) for i in savepoints])
+    bodies = read_objects(table.fs.table_fs, [table.layout.instants.path(table.path, i) for i in savepoints])
     for data in bodies:
         for partition, names in savepointed_files(data).items():
             kept.setdefault(partition, set()).update(names)

@@ -224,7 +224,7 @@ def compact(table: TableHandle, *, timeline: Timeline | None = None) -> Compacti
         )
         ops = commit_ops(instant, metadata)
         claims = [claim for s in stats for claim in stat_claims(s, True)]
-        transaction.commit(metadata.to_bytes(), ops, claims, metadata.schema)
+        transaction.commit(table.layout.commits.encode(metadata), ops, claims, metadata.schema)
     except BaseException as error:
         transaction.end(error)
         raise

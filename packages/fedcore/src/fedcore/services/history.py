@@ -21,9 +21,9 @@ from fedcore.files.file_group import file_groups
 from fedcore.files.filenames import data_file_id, file_instant
 from fedcore.io.filesystems import read_existing
 from fedcore.services.archival import read_archive
-from fedcore.timeline import CLEAN, COMPLETED, REPLACE_COMMIT, ROLLBACK, Timeline, instant_path
+from fedcore.timeline import CLEAN, COMPLETED, REPLACE_COMMIT, ROLLBACK, Timeline
 from fedcore.timeline.archived import hudi_archive_files, read_hudi_archive
-from fedcore.timeline.commit_metadata import CommitMetadata, deleted_files, rolled_back_instants
+from fedcore.timeline.commit_metadata import deleted_files, rolled_back_instants
 
 if TYPE_CHECKING:
     from fedcore.handle import TableHandle
@@ -150,7 +150,7 @@ def load_history(table: TableHandle, timeline: Timeline | None = None) -> Histor
     fs = table.fs.table_fs
     # One archival may move completed instants out meanwhile: those are read from its archive,
     # listed after these reads.
-    paths = {instant_path(table.path, i): i for i in completed}
+    paths = {table.layout.instants.path(table.path, i): i for i in completed}
     contents = read_existing(fs, list(paths))
     bodies: dict[str, tuple[str, bytes]] = {
         paths[path].time: (paths[path].action, data) for path, data in contents.items()
@@ -195,7 +195,7 @@ def load_history(table: TableHandle, timeline: Timeline | None = None) -> Histor
         action, data = bodies[time]
         if action not in table.write_actions or time in rolled_back:
             continue
-        metadata = CommitMetadata.from_bytes(data, f"{time}.{action}")
+        metadata = table.layout.commits.decode(data, f"{time}.{action}")
         history.written.add(time)
         for stat in metadata.stats:
             key = (stat.partition_path, stat.path.rpartition("/")[2])

@@ -208,7 +208,12 @@ def repair_metadata(
         )
     if not dry_run:
         index = MetadataTable(
-            table.fs.table_fs, table.path, lambda: timeline, folder=table.metadata_folder, cache=IndexCache()
+            table.fs.table_fs,
+            table.path,
+            lambda: timeline,
+            layout=table.layout,
+            folder=table.metadata_folder,
+            cache=IndexCache(),
         )
         rebuild(
             index,
@@ -265,7 +270,12 @@ def _rebuilt_state(
 
 def _compare_with_old(table: TableHandle, timeline: Timeline, report: RepairReport) -> None:
     old = MetadataTable(
-        table.fs.table_fs, table.path, lambda: timeline, folder=table.metadata_folder, cache=IndexCache()
+        table.fs.table_fs,
+        table.path,
+        lambda: timeline,
+        layout=table.layout,
+        folder=table.metadata_folder,
+        cache=IndexCache(),
     )
     try:
         files = old.files()

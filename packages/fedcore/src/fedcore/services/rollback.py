@@ -37,7 +37,6 @@ from fedcore.timeline import (
     REQUESTED,
     ROLLBACK,
     Instant,
-    instant_path,
     parse_instant_time,
 )
 from fedcore.timeline.commit_metadata import CommitMetadata, deleted_files
@@ -90,7 +89,9 @@ def _check_cleans_spared(
     needed = {(s.file_id, s.prev_commit) for s in metadata.stats if s.prev_commit not in ("", "null")}
     replaced = {file_id for ids in metadata.replaced.values() for file_id in ids}
     for clean in cleans:
-        for names in deleted_files(read_object(table.fs.table_fs, instant_path(table.path, clean))).values():
+        for names in deleted_files(
+            read_object(table.fs.table_fs, table.layout.instants.path(table.path, clean))
+        ).values():
             for name in names:
                 match = BASE_FILE_RE.fullmatch(name)
                 if match is None:

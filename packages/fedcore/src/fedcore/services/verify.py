@@ -213,7 +213,12 @@ def verify_table(
     recorded: dict[tuple[str, str], str] = {}
     try:
         index = MetadataTable(
-            table.fs.table_fs, table.path, lambda: timeline, folder=table.metadata_folder, cache=IndexCache()
+            table.fs.table_fs,
+            table.path,
+            lambda: timeline,
+            layout=table.layout,
+            folder=table.metadata_folder,
+            cache=IndexCache(),
         )
         for partition, files in index.files().items():
             referenced.update(((partition, name), size) for name, size in files.files.items())

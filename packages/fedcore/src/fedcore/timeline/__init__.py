@@ -6,54 +6,75 @@ writers can never both complete one instant and a reader sees either the whole
 completed instant or none of it: that one file is the commit point of every
 operation in fedcore.
 
-File names follow Hudi's table version 6 (timeline layout 1); a commit's inflight
-file is ``<t>.inflight``, every other action's is ``<t>.<action>.inflight``.
+How instant files are named and where they are listed depends on the table version: every
+function here takes the table's ``InstantNaming`` (``fedcore.timeline.naming``).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Final
 
 from fsspec import AbstractFileSystem
 
-from fedcore import properties as P
-from fedcore.exceptions import InstantConflictError, InvalidInstantError, UnsupportedTableError
+from fedcore.exceptions import InstantConflictError, UnsupportedTableError
 from fedcore.io.atomic import create_exclusive
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import list_names_after
+from fedcore.properties import HOODIE_FOLDER
+from fedcore.timeline.instant import (
+    ACTIONS,
+    CLEAN,
+    COMMIT,
+    COMPACTION,
+    COMPLETED,
+    DELTA_COMMIT,
+    INFLIGHT,
+    MERGE_ON_READ_WRITE_ACTIONS,
+    READABLE_ACTIONS,
+    REPLACE_COMMIT,
+    REQUESTED,
+    ROLLBACK,
+    SAVEPOINT,
+    WRITE_ACTIONS,
+    Instant,
+    instant_time,
+    parse_instant_time,
+)
+from fedcore.timeline.naming import InstantNaming
 
-COMMIT: Final = "commit"
-REPLACE_COMMIT: Final = "replacecommit"
-CLEAN: Final = "clean"
-ROLLBACK: Final = "rollback"
-#: Actions that add or replace data files: the ones a snapshot is made of.
-WRITE_ACTIONS: Final = frozenset({COMMIT, REPLACE_COMMIT})
-ACTIONS: Final = (COMMIT, REPLACE_COMMIT, CLEAN, ROLLBACK)
-#: Merge-on-read writes: log blocks (and new base files) that a snapshot merges.
-DELTA_COMMIT: Final = "deltacommit"
-#: Compaction, pending: completed, it is a ``commit``.
-COMPACTION: Final = "compaction"
-#: Every action whose files make up a merge-on-read snapshot.
-MERGE_ON_READ_WRITE_ACTIONS: Final = WRITE_ACTIONS | {DELTA_COMMIT}
+__all__ = [
+    "ACTIONS",
+    "ARCHIVED_MARKER_PREFIX",
+    "ARCHIVE_FOLDER",
+    "CLEAN",
+    "COMMIT",
+    "COMPACTION",
+    "COMPLETED",
+    "DELTA_COMMIT",
+    "INFLIGHT",
+    "MANIFEST_POINTER_PREFIX",
+    "MERGE_ON_READ_WRITE_ACTIONS",
+    "READABLE_ACTIONS",
+    "REPLACE_COMMIT",
+    "REQUESTED",
+    "ROLLBACK",
+    "SAVEPOINT",
+    "WRITE_ACTIONS",
+    "Instant",
+    "InstantNaming",
+    "Timeline",
+    "heartbeat_path",
+    "instant_time",
+    "new_instant",
+    "parse_instant_time",
+    "transition",
+]
+
 #: The actions fedcore's own instants have (a delta commit only on merge-on-read tables).
 _OWN_ACTIONS: Final = (*ACTIONS, DELTA_COMMIT)
-
-REQUESTED: Final = "requested"
-INFLIGHT: Final = "inflight"
-COMPLETED: Final = "completed"
-
-_INSTANT_FORMAT = "%Y%m%d%H%M%S%f"
-SAVEPOINT: Final = "savepoint"
-#: Completed actions a reader understands (and ``deltacommit`` on merge-on-read tables); any
-#: other (restore, log compaction, an action of a newer Hudi) makes the table unreadable for
-#: fedcore, never silently skipped.
-READABLE_ACTIONS: Final = frozenset({*ACTIONS, SAVEPOINT})
-# Any action name parses, so that an action fedcore does not know is seen and refused.
-_FILE_RE = re.compile(r"(\d{17}|\d{14})\.([a-z]+)(?:\.(requested|inflight))?")
 #: Actions whose new instants only add to what a listed timeline shows (see ``Timeline.load``).
 _APPENDED: Final = frozenset({COMMIT, REPLACE_COMMIT, DELTA_COMMIT, CLEAN})
 #: ``.hoodie/fed-manifest-<instant>``: an empty file naming a metadata-table manifest, so the
@@ -69,55 +90,6 @@ ARCHIVED_MARKER_PREFIX: Final = "fed-archived-"
 #: Hudi's both move instants there.
 ARCHIVE_FOLDER: Final = "archived"
 _ARCHIVED_RE = re.compile(re.escape(ARCHIVED_MARKER_PREFIX) + r"(\d{17})")
-
-
-def instant_time(moment: datetime) -> str:
-    """Hudi's instant time: ``yyyyMMddHHmmssSSS`` in UTC."""
-    return moment.astimezone(timezone.utc).strftime(_INSTANT_FORMAT)[:-3]
-
-
-def parse_instant_time(value: str) -> datetime:
-    if not re.fullmatch(r"\d{17}|\d{14}", value or ""):
-        raise InvalidInstantError(f"{value!r} is not an instant time (yyyyMMddHHmmssSSS)")
-    try:
-        if len(value) == 14:
-            return datetime.strptime(value, "%Y%m%d%H%M%S").replace(tzinfo=timezone.utc)
-        return datetime.strptime(value + "000", _INSTANT_FORMAT).replace(tzinfo=timezone.utc)
-    except ValueError:
-        raise InvalidInstantError(f"{value!r} is not a valid date and time") from None
-
-
-@dataclass(frozen=True, order=True)
-class Instant:
-    time: str
-    action: str
-    state: str
-
-    @property
-    def is_completed(self) -> bool:
-        return self.state == COMPLETED
-
-    def file_name(self, state: str | None = None) -> str:
-        state = state or self.state
-        if state == COMPLETED:  # a compaction completes as a commit (Hudi's timeline)
-            return f"{self.time}.{COMMIT if self.action == COMPACTION else self.action}"
-        if state == INFLIGHT and self.action == COMMIT:
-            return f"{self.time}.inflight"
-        return f"{self.time}.{self.action}.{state}"
-
-    def __str__(self) -> str:
-        return f"{self.time} {self.action} ({self.state})"
-
-
-def parse_instant_file(name: str) -> Instant | None:
-    """The instant a timeline file name stands for; None for other files in ``.hoodie/``."""
-    match = _FILE_RE.fullmatch(name)
-    if match is None:
-        return None
-    time, action, state = match.groups()
-    if action == INFLIGHT:
-        return Instant(time, COMMIT, INFLIGHT)
-    return Instant(time, action, state or COMPLETED)
 
 
 class Timeline:
@@ -150,7 +122,9 @@ class Timeline:
         )
 
     @classmethod
-    def load(cls, fs: AbstractFileSystem, table_path: str, since: Timeline | None = None) -> Timeline:
+    def load(
+        cls, fs: AbstractFileSystem, table_path: str, naming: InstantNaming, since: Timeline | None = None
+    ) -> Timeline:
         """The timeline as listed now.
 
         ``since``: a timeline of the same table listed earlier, for reads of the latest
@@ -164,14 +138,14 @@ class Timeline:
         manifest pointer; compaction adds one) and a rollback adds a rollback instant;
         either makes it list the whole timeline again. Timelines of tables without
         fedcore's metadata table (their writers follow no such rule) are always listed
-        whole."""
-        folder = f"{table_path}/{P.HOODIE_FOLDER}"
+        whole. ``naming``: the table version's names of instant files (and their folder)."""
+        folder = naming.folder(table_path)
         if since is not None and since.manifests and since.instants:
             pending = since.pending()
             mark = pending[0].time if pending else since.instants[-1].time
             names = list_names_after(fs, folder, mark)
             if names is not None:
-                listed = cls._from_names(names)
+                listed = cls._from_names(names, naming)
                 kept = [i for i in since.instants if i.time < mark]
                 known = set(since.instants)
                 news = [i for i in listed.instants if i not in known]
@@ -190,14 +164,14 @@ class Timeline:
         # refresh: s3fs caches listings, and a stale timeline would hide commits.
         with storage_errors(folder):
             names = [entry.rsplit("/", 1)[-1] for entry in fs.ls(folder, detail=False, refresh=True)]
-        return cls._from_names(names)
+        return cls._from_names(names, naming)
 
     @classmethod
-    def _from_names(cls, names: Iterable[str]) -> Timeline:
+    def _from_names(cls, names: Iterable[str], naming: InstantNaming) -> Timeline:
         names = list(names)
         pointers = [match[1] for match in map(_POINTER_RE.fullmatch, names) if match is not None]
         archived = [match[1] for match in map(_ARCHIVED_RE.fullmatch, names) if match is not None]
-        instants = (instant for instant in map(parse_instant_file, names) if instant is not None)
+        instants = (instant for instant in map(naming.parse, names) if instant is not None)
         return cls(instants, pointers, max(archived, default=None), ARCHIVE_FOLDER in names)
 
     def __iter__(self) -> Iterator[Instant]:
@@ -243,15 +217,13 @@ class Timeline:
         return self.instants[-1].time if self.instants else None
 
 
-def instant_path(table_path: str, instant: Instant, state: str | None = None) -> str:
-    return f"{table_path}/{P.HOODIE_FOLDER}/{instant.file_name(state)}"
-
-
 def heartbeat_path(table_path: str, time: str) -> str:
-    return f"{table_path}/{P.HOODIE_FOLDER}/.heartbeat/{time}"
+    return f"{table_path}/{HOODIE_FOLDER}/.heartbeat/{time}"
 
 
-def new_instant(fs: AbstractFileSystem, table_path: str, action: str, plan: bytes = b"") -> Instant:
+def new_instant(
+    fs: AbstractFileSystem, table_path: str, naming: InstantNaming, action: str, plan: bytes = b""
+) -> Instant:
     """Request a new instant, strictly later than any on the timeline and unique among writers.
 
     An instant time must be unique across actions, not only per action: a commit and a
@@ -279,17 +251,17 @@ def new_instant(fs: AbstractFileSystem, table_path: str, action: str, plan: byte
         except FileExistsError:
             continue  # another writer's instant (running, or finished and not yet cleaned up)
         try:
-            create_exclusive(fs, instant_path(table_path, instant), plan)
+            create_exclusive(fs, naming.path(table_path, instant), plan)
         except FileExistsError:
             # An instant of this time whose heartbeat is already gone: not ours to touch.
             with storage_errors(beating):
                 fs.rm_file(beating)
             continue
-        last = Timeline.load(fs, table_path).last_time()
+        last = Timeline.load(fs, table_path, naming).last_time()
         if last == instant.time:
             return instant
         with storage_errors(beating):  # a later instant is there: withdraw ours, go past it
-            fs.rm_file(instant_path(table_path, instant))
+            fs.rm_file(naming.path(table_path, instant))
             fs.rm_file(beating)
         if last is not None:
             moment = max(moment, parse_instant_time(last) + timedelta(milliseconds=1))
@@ -297,12 +269,19 @@ def new_instant(fs: AbstractFileSystem, table_path: str, action: str, plan: byte
 
 
 def transition(
-    fs: AbstractFileSystem, table_path: str, instant: Instant, state: str, content: bytes
+    fs: AbstractFileSystem,
+    table_path: str,
+    naming: InstantNaming,
+    instant: Instant,
+    state: str,
+    content: bytes,
 ) -> Instant:
     """Move an instant to ``state``; completing it is the exclusive, atomic commit point."""
     moved = Instant(instant.time, instant.action, state)
     try:
-        create_exclusive(fs, instant_path(table_path, moved), content)
+        create_exclusive(fs, naming.path(table_path, moved), content)
     except FileExistsError:
-        raise InstantConflictError(f"instant {moved.file_name()} already exists on {table_path}") from None
+        raise InstantConflictError(
+            f"instant {naming.file_name(moved)} already exists on {table_path}"
+        ) from None
     return moved

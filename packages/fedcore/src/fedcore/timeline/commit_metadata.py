@@ -128,41 +128,6 @@ class CommitMetadata:
     #: sink's checkpoint: ``fedcore.write.checkpoints``).
     extra: dict[str, str] = field(default_factory=dict)
 
-    def to_bytes(self) -> bytes:
-        by_partition: dict[str, list[dict[str, Any]]] = {}
-        for stat in self.stats:
-            by_partition.setdefault(stat.partition_path, []).append(stat.to_json())
-        body: dict[str, Any] = {
-            "partitionToWriteStats": by_partition,
-            "compacted": self.compacted,
-            "extraMetadata": {**self.extra, **({"schema": self.schema} if self.schema else {})},
-            "operationType": self.operation,
-        }
-        if self.replaced or self.operation in ("INSERT_OVERWRITE", "INSERT_OVERWRITE_TABLE"):
-            body["partitionToReplaceFileIds"] = self.replaced
-        return json.dumps(body, indent=2).encode()
-
-    @classmethod
-    def from_bytes(cls, data: bytes, where: str = "commit") -> CommitMetadata:
-        try:
-            body = json.loads(data) if data.strip() else {}
-            stats = [
-                WriteStat.from_json(stat)
-                for stats in (body.get("partitionToWriteStats") or {}).values()
-                for stat in stats or []
-            ]
-            extra = {str(k): str(v) for k, v in (body.get("extraMetadata") or {}).items() if v is not None}
-            return cls(
-                operation=str(body.get("operationType") or "UNKNOWN"),
-                stats=[s for s in stats if s.file_id and s.path],
-                schema=extra.pop("schema", None),
-                replaced={k: list(v) for k, v in (body.get("partitionToReplaceFileIds") or {}).items()},
-                compacted=bool(body.get("compacted")),
-                extra=extra,
-            )
-        except (ValueError, TypeError, AttributeError) as exc:
-            raise MetadataTableError(f"{where}: unreadable commit metadata: {exc}") from exc
-
     def file_groups(self) -> set[tuple[str, str]]:
         return {(s.partition_path, s.file_id) for s in self.stats}
 

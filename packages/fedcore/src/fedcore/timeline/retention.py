@@ -17,7 +17,7 @@ from fedcore.exceptions import InstantNotRetainedError
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import read_object
 from fedcore.io.parquet import read_parquet
-from fedcore.timeline import CLEAN, Instant, Timeline, instant_path
+from fedcore.timeline import CLEAN, Instant, InstantNaming, Timeline
 from fedcore.timeline.archived import archive_folder, hudi_archive_files, read_hudi_archive
 from fedcore.timeline.commit_metadata import earliest_retained
 
@@ -42,7 +42,9 @@ def archived_through(fs: AbstractFileSystem, table_path: str) -> str | None:
     return max(times, default=None)
 
 
-def archived_file(fs: AbstractFileSystem, table_path: str, instant: Instant) -> bytes | None:
+def archived_file(
+    fs: AbstractFileSystem, table_path: str, naming: InstantNaming, instant: Instant
+) -> bytes | None:
     """A completed instant's timeline file as archival kept it: fed's archive, else Apache
     Hudi's archived timeline; None when neither holds it.
 
@@ -55,7 +57,7 @@ def archived_file(fs: AbstractFileSystem, table_path: str, instant: Instant) -> 
             names = sorted(n.rsplit("/", 1)[-1] for n in fs.ls(folder, detail=False, refresh=True))
     except FileNotFoundError:
         return None
-    wanted = instant.file_name()
+    wanted = naming.file_name(instant)
     for name in names:
         # fed-archive-<boundary>[-<newest>].parquet: every instant in it is at most the last.
         if not name.startswith(ARCHIVE_PREFIX) or name.removesuffix(".parquet")[-17:] < instant.time:
@@ -80,30 +82,36 @@ def check_not_archived(fs: AbstractFileSystem, table_path: str, as_of: str) -> N
         )
 
 
-def clean_retained(fs: AbstractFileSystem, table_path: str, clean: Instant) -> str | None:
+def clean_retained(
+    fs: AbstractFileSystem, table_path: str, naming: InstantNaming, clean: Instant
+) -> str | None:
     """The earliest commit a completed clean kept the files of."""
     try:
-        data = read_object(fs, instant_path(table_path, clean))
+        data = read_object(fs, naming.path(table_path, clean))
     except FileNotFoundError:  # another process's archival moved it out since the listing
-        found = archived_file(fs, table_path, clean)
+        found = archived_file(fs, table_path, naming, clean)
         if found is None:
             raise
         data = found
     return earliest_retained(data)
 
 
-def last_clean_retained(fs: AbstractFileSystem, table_path: str, timeline: Timeline) -> str | None:
+def last_clean_retained(
+    fs: AbstractFileSystem, table_path: str, naming: InstantNaming, timeline: Timeline
+) -> str | None:
     """Where the latest clean left off: the earliest instant it retained."""
     cleans = timeline.completed([CLEAN])
-    return clean_retained(fs, table_path, cleans[-1]) if cleans else None
+    return clean_retained(fs, table_path, naming, cleans[-1]) if cleans else None
 
 
-def check_not_cleaned(fs: AbstractFileSystem, table_path: str, timeline: Timeline, as_of: str) -> None:
+def check_not_cleaned(
+    fs: AbstractFileSystem, table_path: str, naming: InstantNaming, timeline: Timeline, as_of: str
+) -> None:
     """Raise InstantNotRetainedError if a clean after ``as_of`` deleted what it saw."""
     for clean in timeline.completed([CLEAN]):
         if clean.time <= as_of:
             continue
-        retained = clean_retained(fs, table_path, clean)
+        retained = clean_retained(fs, table_path, naming, clean)
         if retained and as_of < retained:
             raise InstantNotRetainedError(
                 f"the files of instant {as_of} were cleaned at {clean.time} "

@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING, Final
 from fedcore.commit.transaction import roll_back_pending
 from fedcore.handle import HasHandle, handle_of
 from fedcore.io.filesystems import read_object
-from fedcore.timeline import INFLIGHT, instant_path
-from fedcore.timeline.commit_metadata import CommitMetadata
+from fedcore.timeline import INFLIGHT
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -80,10 +79,12 @@ def recover_writer(table: HasHandle, writer: str) -> list[str]:
         if instant.action not in table.write_actions:
             continue
         try:
-            plan = read_object(fs, instant_path(table.path, instant, INFLIGHT))
+            plan = read_object(fs, table.layout.instants.path(table.path, instant, INFLIGHT))
         except FileNotFoundError:
             continue
-        found = _checkpoint(CommitMetadata.from_bytes(plan, instant.file_name(INFLIGHT)).extra)
+        found = _checkpoint(
+            table.layout.commits.decode(plan, table.layout.instants.file_name(instant, INFLIGHT)).extra
+        )
         if found is not None and found[1] == writer:
             log.warning(
                 "%s: resolving instant %s, left by a dead run of writer %s", table.path, instant, writer

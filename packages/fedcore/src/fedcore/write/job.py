@@ -325,7 +325,7 @@ class WriteJob:
             extra=self.extra_metadata,
         )
         ops = commit_ops(self.instant, metadata)
-        transaction.commit(metadata.to_bytes(), ops, supersedes, metadata.schema)
+        transaction.commit(self.table.layout.commits.encode(metadata), ops, supersedes, metadata.schema)
         return WriteResult.of(self.instant, metadata)
 
     def opened_files(self, partitions: Sequence[str] | None) -> dict[str, PartitionFiles]:

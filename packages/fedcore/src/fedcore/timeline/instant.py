@@ -1,0 +1,69 @@
+"""An instant: one action on a table's timeline at one time, in one state.
+
+What an instant is does not depend on the table version; how its files are named and where
+they are listed does (``fedcore.timeline.naming``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Final
+
+from fedcore.exceptions import InvalidInstantError
+
+COMMIT: Final = "commit"
+REPLACE_COMMIT: Final = "replacecommit"
+CLEAN: Final = "clean"
+ROLLBACK: Final = "rollback"
+#: Actions that add or replace data files: the ones a snapshot is made of.
+WRITE_ACTIONS: Final = frozenset({COMMIT, REPLACE_COMMIT})
+ACTIONS: Final = (COMMIT, REPLACE_COMMIT, CLEAN, ROLLBACK)
+#: Merge-on-read writes: log blocks (and new base files) that a snapshot merges.
+DELTA_COMMIT: Final = "deltacommit"
+#: Compaction, pending: completed, it is a ``commit``.
+COMPACTION: Final = "compaction"
+#: Every action whose files make up a merge-on-read snapshot.
+MERGE_ON_READ_WRITE_ACTIONS: Final = WRITE_ACTIONS | {DELTA_COMMIT}
+
+REQUESTED: Final = "requested"
+INFLIGHT: Final = "inflight"
+COMPLETED: Final = "completed"
+
+_INSTANT_FORMAT = "%Y%m%d%H%M%S%f"
+SAVEPOINT: Final = "savepoint"
+#: Completed actions a reader understands (and ``deltacommit`` on merge-on-read tables); any
+#: other (restore, log compaction, an action of a newer Hudi) makes the table unreadable for
+#: fedcore, never silently skipped.
+READABLE_ACTIONS: Final = frozenset({*ACTIONS, SAVEPOINT})
+
+
+def instant_time(moment: datetime) -> str:
+    """Hudi's instant time: ``yyyyMMddHHmmssSSS`` in UTC."""
+    return moment.astimezone(timezone.utc).strftime(_INSTANT_FORMAT)[:-3]
+
+
+def parse_instant_time(value: str) -> datetime:
+    if not re.fullmatch(r"\d{17}|\d{14}", value or ""):
+        raise InvalidInstantError(f"{value!r} is not an instant time (yyyyMMddHHmmssSSS)")
+    try:
+        if len(value) == 14:
+            return datetime.strptime(value, "%Y%m%d%H%M%S").replace(tzinfo=timezone.utc)
+        return datetime.strptime(value + "000", _INSTANT_FORMAT).replace(tzinfo=timezone.utc)
+    except ValueError:
+        raise InvalidInstantError(f"{value!r} is not a valid date and time") from None
+
+
+@dataclass(frozen=True, order=True)
+class Instant:
+    time: str
+    action: str
+    state: str
+
+    @property
+    def is_completed(self) -> bool:
+        return self.state == COMPLETED
+
+    def __str__(self) -> str:
+        return f"{self.time} {self.action} ({self.state})"

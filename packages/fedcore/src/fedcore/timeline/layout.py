@@ -1,0 +1,47 @@
+"""What a table version decides about a table's files, and the one place it is decided.
+
+A Hudi table version fixes how instant files are named and listed, how commit metadata is
+encoded and how log files are named. Each is one interface (``InstantNaming``, ``CommitCodec``,
+``LogFileNaming``); a ``TableLayout`` holds a version's implementations, and ``layout_for`` is
+the only check of ``hoodie.table.version`` in fedcore: a table is opened only if its version
+has a layout (``TableHandle`` keeps it as ``layout``), so supporting a new version is adding
+its implementations and an entry in ``_LAYOUTS``, with no caller changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from fedcore.exceptions import UnsupportedTableVersionError
+from fedcore.files.filenames import LogFileNaming, LogFileNamingV6
+from fedcore.timeline.commit_codec import CommitCodec, JsonCommitCodec
+from fedcore.timeline.naming import InstantNaming, InstantNamingV6
+
+
+@dataclass(frozen=True)
+class TableLayout:
+    """One table version's names and encodings."""
+
+    version: int
+    instants: InstantNaming
+    commits: CommitCodec
+    log_files: LogFileNaming
+
+
+#: Table version 6 (Apache Hudi 0.14 and 0.15, timeline layout 1): what fedcore writes.
+V6: Final = TableLayout(6, InstantNamingV6(), JsonCommitCodec(), LogFileNamingV6())
+_LAYOUTS: Final = {layout.version: layout for layout in (V6,)}
+
+
+def layout_for(version: int, table_name: str = "") -> TableLayout:
+    """The layout of a table of ``version``; ``UnsupportedTableVersionError`` for a version
+    fedcore has none for (reading it by another version's names would miss or misread files)."""
+    layout = _LAYOUTS.get(version)
+    if layout is None:
+        known = ", ".join(str(v) for v in sorted(_LAYOUTS))
+        raise UnsupportedTableVersionError(
+            f"table {table_name} has table version {version}; fedcore reads and writes "
+            f"version {known} (Hudi 0.14/0.15)"
+        )
+    return layout
