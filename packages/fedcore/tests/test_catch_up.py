@@ -12,6 +12,7 @@ import pytest
 from fedcore.exceptions import MetadataTableError
 from fedcore.metadata.catch_up import instant_ops
 from fedcore.metadata.format import ADD, REMOVE, REPLACE, Op
+from fedcore.timeline.layout import V6
 
 TABLE = "s3://bucket/trips"
 BASE = "f1-0_0-1-0_20260101000000001.parquet"
@@ -37,7 +38,7 @@ def test_a_replace_commit_is_taken_in_from_its_write_stats_and_retired_groups() 
     commit = body(
         partitionToWriteStats={"country=us": [stat]}, partitionToReplaceFileIds={"country=us": ["f1-0"]}
     )
-    assert instant_ops("20260101000000002", "replacecommit", commit, TABLE) == [
+    assert instant_ops("20260101000000002", "replacecommit", commit, TABLE, V6.commits) == [
         Op("country=us", "f2-0_0-1-0_20260101000000002.parquet", 99, ADD, None),
         Op("country=us", "f1-0", 20260101000000002, REPLACE, None),
     ]
@@ -55,7 +56,7 @@ def test_a_stat_without_a_size_is_refused_naming_the_instant() -> None:
         match=r"instant 20260101000000002 \(commit\) of table .* was written "
         r"without fed's metadata table.*records no file size.*fed repair s3://bucket/trips",
     ):
-        instant_ops("20260101000000002", "commit", commit, TABLE)
+        instant_ops("20260101000000002", "commit", commit, TABLE, V6.commits)
 
 
 def test_a_rollback_of_a_write_the_view_never_held_only_deletes_its_files() -> None:
@@ -63,7 +64,7 @@ def test_a_rollback_of_a_write_the_view_never_held_only_deletes_its_files() -> N
     restore; the same when older rollback metadata does not name the action."""
     for action in ("replacecommit", None):
         data = rollback("20260101000000005", action, [f"country=us/{BASE}"])
-        ops = instant_ops("20260101000000006", "rollback", data, TABLE, held=lambda _: False)
+        ops = instant_ops("20260101000000006", "rollback", data, TABLE, V6.commits, held=lambda _: False)
         assert ops == [Op("country=us", BASE, 0, REMOVE, None)]
 
 
@@ -83,13 +84,14 @@ def test_a_rollback_fed_cannot_undo_exactly_is_refused() -> None:
     }
     for why, data in cases.items():
         with pytest.raises(MetadataTableError, match=rf"instant 20260101000000006 \(rollback\).*{why}"):
-            instant_ops("20260101000000006", "rollback", data, TABLE, held=held)
+            instant_ops("20260101000000006", "rollback", data, TABLE, V6.commits, held=held)
     # A completed commit (not a replace) that the view held: its files go, which undoes it.
     ops = instant_ops(
         "20260101000000006",
         "rollback",
         rollback("20260101000000005", "commit", [f"country=us/{BASE}"]),
         TABLE,
+        V6.commits,
         held,
     )
     assert ops == [Op("country=us", BASE, 0, REMOVE, None)]

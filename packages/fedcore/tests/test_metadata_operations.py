@@ -19,7 +19,7 @@ from fedcore.metadata.format import ADD, REMOVE, REPLACE, UNREPLACE, Op
 from fedcore.metadata.table import MetadataTable
 from fedcore.services.rollback import rollback
 from fedcore.table import Table, create_table
-from fedcore.timeline import Instant, instant_path
+from fedcore.timeline import Instant
 from fedcore.timeline.commit_metadata import deleted_files
 
 
@@ -55,7 +55,7 @@ def _latest(table: Table) -> Instant:
 
 
 def _body(table: Table, instant: Instant) -> bytes:
-    return read_object(table.handle.fs.table_fs, instant_path(table.path, instant))
+    return read_object(table.handle.fs.table_fs, table.handle.layout.instants.path(table.path, instant))
 
 
 def _sorted(ops: list[Op]) -> list[Op]:
@@ -83,7 +83,14 @@ def _check_write(table: Table, kinds: dict[int, int]) -> Instant:
     assert delta == _write_expected(table, instant)
     assert {k: sum(1 for op in delta if op.op == k) for k in kinds} == kinds
     assert all(op.stats is not None for op in delta if op.op == ADD and op.name.endswith(".parquet"))
-    assert _sorted(instant_ops(instant.time, instant.action, _body(table, instant), "trips")) == delta
+    assert (
+        _sorted(
+            instant_ops(
+                instant.time, instant.action, _body(table, instant), "trips", table.handle.layout.commits
+            )
+        )
+        == delta
+    )
     return instant
 
 
@@ -100,7 +107,9 @@ def _check_clean(table: Table, before: dict[str, dict[str, int]]) -> None:
     assert deleted
     expected = _sorted([Op(p, n, before[p][n], REMOVE, None) for p, names in deleted.items() for n in names])
     assert _delta(table, instant) == expected
-    caught = instant_ops(instant.time, instant.action, _body(table, instant), "trips")
+    caught = instant_ops(
+        instant.time, instant.action, _body(table, instant), "trips", table.handle.layout.commits
+    )
     assert _sorted(caught) == [op._replace(size=0) for op in expected]
 
 
@@ -131,10 +140,12 @@ def test_copy_on_write_instants_record_whole_ops(tmp_path: Path) -> None:
     written = [op.name for op in _delta(table, overwrite) if op.op == ADD]
     done = _check_rollback(table, overwrite)
     # Catch-up takes in a rollback of a replace commit the view never held: its file removed.
-    caught = instant_ops(done.time, done.action, _body(table, done), "trips", lambda _: False)
+    caught = instant_ops(
+        done.time, done.action, _body(table, done), "trips", table.handle.layout.commits, lambda _: False
+    )
     assert caught == [Op("country=de", name, 0, REMOVE, None) for name in written]
     with pytest.raises(MetadataTableError, match="rolled back the replace commit"):
-        instant_ops(done.time, done.action, _body(table, done), "trips")
+        _caught(table, done)
 
 
 def test_merge_on_read_instants_record_whole_ops(tmp_path: Path) -> None:
@@ -155,5 +166,13 @@ def test_merge_on_read_instants_record_whole_ops(tmp_path: Path) -> None:
     table.upsert(trips([3], "de", ts=5))
     appended = _check_write(table, {ADD: 1})
     done = _check_rollback(table, appended)
-    caught = instant_ops(done.time, done.action, _body(table, done), "trips")
+    caught = _caught(table, done)
     assert caught == [op._replace(size=0) for op in _delta(table, done)]
+
+
+def _caught(table: Table, instant: Instant, held: bool = True) -> list[Op]:
+    """Catch-up's ops of ``instant``, read from its completed timeline file."""
+    body = _body(table, instant)
+    return instant_ops(
+        instant.time, instant.action, body, "trips", table.handle.layout.commits, lambda _: held
+    )

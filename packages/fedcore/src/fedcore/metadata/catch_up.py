@@ -25,25 +25,31 @@ from fedcore.exceptions import MetadataTableError
 from fedcore.metadata.format import Op
 from fedcore.metadata.operations import commit_ops, removal_ops
 from fedcore.timeline import CLEAN, DELTA_COMMIT, REPLACE_COMMIT, ROLLBACK, WRITE_ACTIONS
+from fedcore.timeline.commit_codec import CommitCodec
 from fedcore.timeline.commit_metadata import (
     appended_log_files,
     deleted_files,
     rolled_back_actions,
     rolled_back_instants,
 )
-from fedcore.timeline.layout import V6
 
 
 def instant_ops(
-    time: str, action: str, data: bytes, table: str, held: Callable[[str], bool] = lambda _: True
+    time: str,
+    action: str,
+    data: bytes,
+    table: str,
+    codec: CommitCodec,
+    held: Callable[[str], bool] = lambda _: True,
 ) -> list[Op]:
     """The metadata-table ops of completed instant ``time`` (``action``), from the content of
-    its completed timeline file. ``held``: whether the view's state already holds an instant's
-    changes (a rollback undoes only those). Raises ``MetadataTableError`` naming the instant
-    when they cannot be known exactly."""
+    its completed timeline file (a write's decoded by the table version's ``codec``).
+    ``held``: whether the view's state already holds an instant's changes (a rollback undoes
+    only those). Raises ``MetadataTableError`` naming the instant when they cannot be known
+    exactly."""
     try:
         if action in WRITE_ACTIONS | {DELTA_COMMIT}:
-            return _write_ops(time, action, data)
+            return _write_ops(time, action, data, codec)
         if action == CLEAN:
             return removal_ops(deleted_files(data))
         if action == ROLLBACK:
@@ -53,8 +59,8 @@ def instant_ops(
     raise _refused(time, action, table, f"fedcore does not catch up {action} instants")
 
 
-def _write_ops(time: str, action: str, data: bytes) -> list[Op]:
-    metadata = V6.commits.decode(data, f"{time}.{action}")
+def _write_ops(time: str, action: str, data: bytes, codec: CommitCodec) -> list[Op]:
+    metadata = codec.decode(data, f"{time}.{action}")
     for stat in metadata.stats:
         if stat.file_size <= 0:
             raise MetadataTableError(f"its write stat of {stat.path} records no file size")

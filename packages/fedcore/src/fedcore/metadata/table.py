@@ -553,7 +553,9 @@ class MetadataTable(FileIndex):
             return manifest is not None and not manifest.lacks(instant)
 
         for time, action, body in taken:
-            delta = out[time] = Delta(ops_table(instant_ops(time, action, body, self.table_path, held)), None)
+            delta = out[time] = Delta(
+                ops_table(instant_ops(time, action, body, self.table_path, self.layout.commits, held)), None
+            )
             self.cache.deltas.put(time, delta, delta.weight)
         return out
 
