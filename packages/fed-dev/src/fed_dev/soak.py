@@ -374,7 +374,7 @@ def _history(table: Table) -> _History:
     timeline = table.timeline()
     actions = {i.time: i.action for i in timeline.completed()}
     commits = {i.time: table.commit_metadata(i) for i in timeline.completed([COMMIT])}
-    fs = table.handle.fs.table_fs
+    fs = table.fs.table_fs
     rollbacks = [fs.cat_file(f"{table.path}/.hoodie/{i.file_name()}") for i in timeline.completed([ROLLBACK])]
     archived = set()
     for row in read_archive(table.handle).to_pylist():
