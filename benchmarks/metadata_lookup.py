@@ -33,7 +33,7 @@ LOOKUP_TARGET = 2.0  # bytes read per lookup, largest table / smallest (the tabl
 
 
 def commit(table: Table, ops: list[Op]) -> str:
-    transaction = Transaction(table, COMMIT)
+    transaction = Transaction(table.handle, COMMIT)
     transaction.begin()
     return transaction.commit(b"{}", ops)
 

@@ -234,7 +234,7 @@ class Bench:
             pq.write_table(row, sink)
             data = sink.getvalue()
             footer = pq.read_metadata(io.BytesIO(data))
-            columns = stats_columns(self.table.handle.options, row.column_names)
+            columns = stats_columns(self.table.options, row.column_names)
             made = self.blobs[partition] = (data, file_stats(footer, columns))
         return made
 

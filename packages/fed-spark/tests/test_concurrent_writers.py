@@ -254,7 +254,9 @@ def test_writers_racing_on_a_table_commit_or_are_refused_as_conflicts(
     assert whole_rows(in_spark) == want, difference(whole_rows(in_spark), want)
     # The timeline's writes, active and archived, are those that committed; none is pending.
     timeline = table.timeline()
-    archived = [table.handle.layout.instants.parse(row["file"]) for row in read_archive(table).to_pylist()]
+    archived = [
+        table.handle.layout.instants.parse(row["file"]) for row in read_archive(table.handle).to_pylist()
+    ]
     writes = [i for i in [*archived, *timeline.completed()] if i and i.action in table.write_actions]
     assert {i.time for i in writes if i.is_completed} == {first.instant, *commits}
     # Archival leaves no gap: Hudi's readers take an archived instant later than the active

@@ -288,7 +288,7 @@ def _sink_batches(path: str) -> list[int]:
     """The micro-batch ids a streaming sink committed, in order."""
     table = load_table(path)
     out = []
-    for instant in table.timeline().completed(table.handle.write_actions):
+    for instant in table.timeline().completed(table.write_actions):
         found = table.commit_metadata(instant).extra.get(SINK_CHECKPOINT_KEY)
         if found:
             ((batch, _),) = json.loads(found).items()

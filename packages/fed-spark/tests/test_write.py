@@ -61,7 +61,7 @@ def ids(table: Table) -> list[int]:
 
 def referenced(table: Table) -> set[str]:
     """The data files of every file slice the metadata table knows (all versions)."""
-    index = load_table(table.path, storage_options=table.storage_options).file_index
+    index = load_table(table.path, storage_options=table.storage_options).handle.file_index
     return {name for files in index.files(None).values() for name in files.files}
 
 

@@ -78,15 +78,15 @@ def test_trino_reads_fedcores_rows_after_every_write_and_service(
     assert_same(connection, name, table)
     table.write(trips(range(50, 53), "fr"), "insert_overwrite")
     assert_same(connection, name, table)
-    clean(table, retained=1)
+    clean(table.handle, retained=1)
     assert_same(connection, name, table)
     upserted = table.write(trips([50], "fr", ts=9, fare=7.0), "upsert").instant
     assert_same(connection, name, table)
-    rollback(table, upserted)
+    rollback(table.handle, upserted)
     assert_same(connection, name, table)
     for n in range(6):
         table.write(trips([n + 100], "us", fare=float(n)), "upsert")
-    archive(table)
+    archive(table.handle)
     assert_same(connection, name, table)
 
 

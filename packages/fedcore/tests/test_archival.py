@@ -51,7 +51,7 @@ def test_archival_keeps_the_timeline_short_and_reads_unchanged(backend: Backend)
         longest = max(longest, len(table.timeline().completed()))
         assert rows(table) == model
     assert longest <= 8
-    archived = read_archive(table)
+    archived = read_archive(table.handle)
     names, contents = archived.column("file").to_pylist(), archived.column("content").to_pylist()
     files = dict(zip(names, contents, strict=True))
     archived_commits = {name[:17] for name in files if name.endswith(".commit")}
@@ -64,7 +64,7 @@ def test_archival_keeps_the_timeline_short_and_reads_unchanged(backend: Backend)
     with pytest.raises(InstantNotRetainedError, match="archived"):
         table.read(as_of=instants[0])
     # Metadata-table files older than the archive boundary are gone: the folder stays small.
-    index = table.metadata_table_or_none()
+    index = table.handle.metadata_table_or_none()
     assert index is not None
     assert len(index.manifest_times()) <= 3
     assert index.deltas_since_compaction() <= 2
@@ -82,11 +82,11 @@ def test_a_crash_during_archival_leaves_no_instant_looking_failed(backend: Backe
             raise Crash(step)
 
     with pytest.raises(Crash), observe_steps(crash):
-        archive(table)
+        archive(table.handle)
     assert table.timeline().pending() == []  # a rollback would undo a pending-looking instant
     assert rows(table) == model
 
-    done = archive(table)  # the next archival finishes the job
+    done = archive(table.handle)  # the next archival finishes the job
     assert done or step == "pending-states"
     assert len(table.timeline().completed()) < before
     write_rounds(table, 2, model)
@@ -102,7 +102,7 @@ def test_a_boundary_manifest_without_a_pointer_is_found_when_archival_dies_befor
     is older than what was archived. A lookup that started there would lack the moved
     instants (no delta it applies holds them): every handle must find the newer manifest."""
     table = make_table(backend, **(KEEP | {P.ARCHIVE_AUTOMATIC: "false", P.METADATA_COMPACT_DELTAS: "100"}))
-    index = table.metadata_table_or_none()
+    index = table.handle.metadata_table_or_none()
     assert index is not None
     model: dict[int, tuple[str, float]] = {}
     write_rounds(table, 3, model)
@@ -110,7 +110,7 @@ def test_a_boundary_manifest_without_a_pointer_is_found_when_archival_dies_befor
     assert first is not None
     cached = load_table(backend.table_path, storage_options=backend.storage_options)  # a long-lived handle
     assert rows(cached) == model
-    start = cached.index_cache.manifest
+    start = cached.handle.index_cache.manifest
     assert start is not None
     assert start.instant == first
 
@@ -128,7 +128,7 @@ def test_a_boundary_manifest_without_a_pointer_is_found_when_archival_dies_befor
             raise Crash(reached)
 
     with pytest.raises(Crash), observe_steps(crash):
-        archive(table)
+        archive(table.handle)
     timeline = table.timeline()
     assert timeline.archived_through == second
     assert timeline.manifests
@@ -136,14 +136,14 @@ def test_a_boundary_manifest_without_a_pointer_is_found_when_archival_dies_befor
     assert timeline.completed()[0].time > first, "instants after the cached manifest are gone"
 
     assert rows(cached) == model
-    start = cached.index_cache.manifest
+    start = cached.handle.index_cache.manifest
     assert start is not None
     assert start.instant == second
     assert rows(load_table(backend.table_path, storage_options=backend.storage_options)) == model
     write_rounds(table, 6, model)  # later compactions and archivals carry on
     assert compact_metadata(index) is not None
     write_rounds(table, 4, model)
-    assert archive(table)
+    assert archive(table.handle)
     timeline = table.timeline()
     assert timeline.archived_through is not None
     assert timeline.manifests[-1] >= timeline.archived_through
@@ -161,7 +161,8 @@ def test_a_savepoint_keeps_its_files_from_the_cleaner_and_its_instants_from_arch
     model: dict[int, tuple[str, float]] = {}
     saved = write_rounds(table, 2, model)[-1]
     kept = {
-        partition: sorted(files.files) for partition, files in table.file_index.files(as_of=saved).items()
+        partition: sorted(files.files)
+        for partition, files in table.handle.file_index.files(as_of=saved).items()
     }
     savepoint = {
         "savepointedBy": "hudi-cli",

@@ -23,7 +23,7 @@ def local(tmp_path: Path) -> Backend:
 
 def full_plan(table: Table, earliest: str) -> dict[str, dict[str, int]]:
     """What a clean looking at every partition would delete."""
-    found = {p: _doomed(files, earliest) for p, files in table.file_index.files().items()}
+    found = {p: _doomed(files, earliest) for p, files in table.handle.file_index.files().items()}
     return {p: doomed for p, doomed in found.items() if doomed}
 
 
@@ -46,14 +46,14 @@ def test_incremental_clean_deletes_what_a_full_look_would(tmp_path: Path) -> Non
         model.update({i: (country, (500.0 if step == 6 else 100.0 * step) + i) for i in ids})
         written.append({country})
 
-        plan = plan_clean(table, 3)
+        plan = plan_clean(table.handle, 3)
         if plan is None:
             continue
         assert plan.doomed == full_plan(table, plan.earliest_retained)
         if cleans:
             # Past the first clean, only where the write that fell out of retention wrote.
             assert plan.partitions == {f"country={c}" for c in written[-4]}
-        if clean(table, 3) is not None:
+        if clean(table.handle, 3).instant is not None:
             cleans += 1
         assert rows(table) == model
     assert cleans >= 10
@@ -65,14 +65,14 @@ def test_a_clean_that_deletes_nothing_is_recorded_once_its_window_is_long(tmp_pa
     writer = WriteClient(table)
     for i in range(3):
         writer.bulk_insert(trips([i]))
-    assert clean(table, 2) is not None  # the first clean looks at everything: worth recording
+    assert clean(table.handle, 2).instant is not None  # the first clean looks at everything: worth recording
     for i in range(3, 3 + EMPTY_CLEAN_WINDOW):
         writer.bulk_insert(trips([i], "de"))  # new file groups only: nothing ever to delete
-        plan = plan_clean(table, 2)
+        plan = plan_clean(table.handle, 2)
         assert plan is not None
         assert plan.doomed == {}
         if plan.window < EMPTY_CLEAN_WINDOW:
-            assert clean(table, 2) is None
-    assert clean(table, 2) is not None
-    assert plan_clean(table, 2) is None  # the next one starts where that one left off
+            assert clean(table.handle, 2).instant is None
+    assert clean(table.handle, 2).instant is not None
+    assert plan_clean(table.handle, 2) is None  # the next one starts where that one left off
     assert len(table.timeline().completed([CLEAN])) == 2

@@ -216,7 +216,7 @@ def test_metadata_lookups_and_commits_scale_with_what_they_touch(tmp_path: Path)
     partitions = [f"p={i:04d}" for i in range(1_000)]
     delta_sizes = []
     for commit in range(20):
-        transaction = Transaction(table, COMMIT)
+        transaction = Transaction(table.handle, COMMIT)
         transaction.begin()
         ops = [
             Op(
@@ -254,7 +254,7 @@ def test_one_marker_object_names_every_file_a_write_makes(backend: Backend) -> N
         WriteClient(table).write(trips(range(30), ["us", "de", "fr"] * 10), "insert")
     (pending,) = table.timeline().pending()
     fs = table.fs.table_fs
-    markers = fs.find(marker_folder(table, pending.time))
+    markers = fs.find(marker_folder(table.handle, pending.time))
     assert len(markers) == 1
     assert markers[0].rsplit("/", 1)[-1].startswith("MARKERS-")
     lines = fs.cat_file(markers[0]).decode().splitlines()

@@ -52,10 +52,10 @@ def test_a_just_requested_instant_never_looks_failed(backend: Backend) -> None:
     instant = new_instant(table.fs.table_fs, table.path, table.handle.layout.instants, COMMIT)
     # The heartbeat is there from the moment the instant is: it reserved the time.
     assert table.fs.table_fs.exists(heartbeat_path(table.path, instant.time))
-    assert not is_failed(table, instant)
+    assert not is_failed(table.handle, instant)
     time.sleep(0.5)
-    assert is_failed(table, instant)
-    assert roll_back_failed_writes(table) == [instant.time]
+    assert is_failed(table.handle, instant)
+    assert roll_back_failed_writes(table.handle) == [instant.time]
 
 
 def test_pending_instants_of_another_writer_are_left_to_it(backend: Backend) -> None:
@@ -81,7 +81,7 @@ def test_pending_instants_of_another_writer_are_left_to_it(backend: Backend) -> 
         table.handle.layout.instants.path(table.path, Instant(clustering, "replacecommit", "requested")),
         b"",
     )
-    assert roll_back_failed_writes(table) == []
+    assert roll_back_failed_writes(table.handle) == []
     table.upsert(trips([0, 9], "us", ts=2, fare=7.0))
     timeline = table.timeline()
     assert [i.time for i in timeline.pending()] == [silent, empty, clustering]
@@ -89,7 +89,7 @@ def test_pending_instants_of_another_writer_are_left_to_it(backend: Backend) -> 
     assert rows(table) == {**rows(table, as_of=timeline.completed()[0].time), 0: ("us", 7.0), 9: ("us", 16.0)}
     for time_ in (silent, empty, clustering):
         with pytest.raises(RollbackError, match=f"{time_}.*begun by another writer"):
-            rollback(table, time_)
+            rollback(table.handle, time_)
 
 
 def test_instant_times_are_unique_across_actions(backend: Backend) -> None:
@@ -119,9 +119,9 @@ def test_two_writers_rolling_back_one_dead_instant_both_succeed(backend: Backend
     WriteClient(table).upsert(trips([1, 2]))
     dead = new_instant(table.fs.table_fs, table.path, table.handle.layout.instants, COMMIT)
     time.sleep(0.5)
-    assert is_failed(table, dead)
-    roll_back_pending(table, dead)
-    roll_back_pending(table, dead)  # a second writer that saw it pending too: no error
+    assert is_failed(table.handle, dead)
+    roll_back_pending(table.handle, dead)
+    roll_back_pending(table.handle, dead)  # a second writer that saw it pending too: no error
     assert table.timeline().pending() == []
     assert rows(table) == {1: ("us", 11.0), 2: ("us", 12.0)}
 
@@ -164,14 +164,14 @@ def test_an_archival_that_loses_the_race_backs_off_quietly(backend: Backend) -> 
 
     def meanwhile(step: str) -> None:
         if step == "written" and not other:
-            other.append(archive(table))  # another writer's archival runs to completion now
+            other.append(archive(table.handle))  # another writer's archival runs to completion now
 
     with observe_steps(meanwhile):
-        archived = archive(table)
+        archived = archive(table.handle)
     assert other, "the other archival ran"
     assert other[0] == archived  # the same instants; deleting them twice is no error
     assert rows(table) == expected
-    assert len(read_archive(table)) > 0
+    assert len(read_archive(table.handle)) > 0
 
 
 def test_a_failing_table_service_is_a_warning_on_a_committed_write(tmp_path: Path) -> None:
@@ -197,9 +197,9 @@ def test_services_cleaning_twice_the_same_files_is_no_error(backend: Backend) ->
     for fare in (1.0, 2.0, 3.0, 4.0):
         WriteClient(table).upsert(trips([1], fare=fare))
     files_before = len(physical_files(backend, backend.storage_path))
-    first, second = clean(_fresh(table), 1), clean(_fresh(table), 1)
-    assert first is not None
-    assert second is None  # the first clean's retained commit is where the second starts
+    first, second = clean(_fresh(table).handle, 1), clean(_fresh(table).handle, 1)
+    assert first.instant is not None
+    assert second.instant is None  # the first clean's retained commit is where the second starts
     assert len(physical_files(backend, backend.storage_path)) < files_before
     assert rows(table) == {1: ("us", 5.0)}
 
@@ -216,7 +216,7 @@ def test_a_failed_clean_stops_its_heartbeat_and_leaves_nothing_pending(tmp_path:
     table = make_table(backend, **{P.CLEAN_AUTOMATIC: "false"})
     for fare in (1.0, 2.0, 3.0):
         WriteClient(table).upsert(trips([1], fare=fare))
-    plan = plan_clean(table, 1)
+    plan = plan_clean(table.handle, 1)
     assert plan is not None
     ((partition, names),) = plan.doomed.items()
     (name,) = names
@@ -224,7 +224,7 @@ def test_a_failed_clean_stops_its_heartbeat_and_leaves_nothing_pending(tmp_path:
     physical.unlink()
     physical.mkdir()
     with pytest.raises(StorageError):
-        clean(table, 1)
+        clean(table.handle, 1)
     beating = [t.name for t in threading.enumerate() if t.name.startswith("fed-heartbeat-")]
     assert beating == [], "the failed clean's heartbeat thread is still running"
     assert table.timeline().pending() == [], "the failed clean was dropped at once"
@@ -346,7 +346,7 @@ def test_verify_and_a_clean_read_what_another_writers_archival_moved_out_since_t
         WriteClient(table).upsert(trips([n % 3], fare=10.0 * n))
     assert table.timeline().completed([CLEAN]), "a clean ran"
     listed = table.timeline()
-    assert archive(table), "archival moved instants out"
+    assert archive(table.handle), "archival moved instants out"
     assert not {i.time for i in listed.completed()} <= {i.time for i in table.timeline().completed()}
     history = load_history(table.handle, listed)
     assert history.files, "the account of the archived instants, from the archive"

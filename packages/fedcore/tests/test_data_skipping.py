@@ -179,14 +179,14 @@ def test_files_without_statistics_are_read_as_before(tmp_path: Path) -> None:
     table = sample_table(tmp_path, **{str(P.COLUMN_STATS_ENABLE): "false"})
     assert len(table.scan([("id", "<", 500)]).plan_files()) == 6
     assert table.read([("id", "<", 500)]).num_rows == 500
-    index = table.metadata_table_or_none()
+    index = table.handle.metadata_table_or_none()
     assert index is not None
     assert all(not files.stats for files in index.files().values())
 
 
 def test_statistics_survive_compaction_and_repair(tmp_path: Path) -> None:
     table = sample_table(tmp_path, **{str(P.METADATA_COMPACT_DELTAS): "1"})
-    index = table.metadata_table_or_none()
+    index = table.handle.metadata_table_or_none()
     assert index is not None
     assert index.deltas_since_compaction() == 0  # compacted after each write
     assert len(table.scan([("id", "<", 500)]).plan_files()) == 2

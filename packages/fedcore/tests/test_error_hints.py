@@ -81,7 +81,7 @@ def row(trip_id: int, country: str, ts: int | None = 1, fare: float | object | N
 
 def writes(backend: Backend) -> int:
     table = load_table(backend.table_path, storage_options=backend.storage_options)
-    return len(table.timeline().completed(table.handle.write_actions))
+    return len(table.timeline().completed(table.write_actions))
 
 
 def fed(*argv: str) -> int:
@@ -343,13 +343,7 @@ def test_a_layout_that_needs_the_metadata_table_says_which_key(local: Backend, t
 
 
 def test_deprecated_names_point_at_the_ones_that_work(local: Backend, two_countries: Table) -> None:
-    """Hints: "Table.write_actions is deprecated ...: use Table.handle.write_actions";
-    "load_table(properties=...) is deprecated ...: use options="; "give options= alone"."""
-    with pytest.warns(DeprecationWarning, match=r"use Table\.handle\.write_actions"):
-        old = two_countries.write_actions
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert two_countries.handle.write_actions == old
+    """Hints: "load_table(properties=...) is deprecated ...: use options="; "give options= alone"."""
     with pytest.warns(DeprecationWarning, match=r"use options="):
         by_properties = load_table(local.table_path, properties=RECONCILE)
     with (

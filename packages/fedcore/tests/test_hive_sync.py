@@ -144,7 +144,7 @@ def test_racing_syncs_leave_the_newest_version_registered(backend: Backend, meta
             args_table = handle.with_options(sync_options(metastore, name))
             from fedcore.catalog.meta_sync import SyncTarget, sync
 
-            target = SyncTarget.of(args_table, args_table.options)
+            target = SyncTarget.of(args_table.handle, args_table.options)
             assert target is not None
             sync(args_table, target)
         except BaseException as exc:  # the assertion below names it

@@ -140,7 +140,7 @@ def test_every_shared_table_is_read_like_hudi_rs_or_refused(archive: Path, tmp_p
 
     # Filters on every partition column and on a data column; the truth is Arrow's own
     # filter over the truth's rows.
-    fields = [f for f in table.partition_scheme.fields if f in columns]
+    fields = [f for f in table.handle.partition_scheme.fields if f in columns]
     for column in [*fields, "id" if "id" in columns else "fare"]:
         values = sorted({v for v in truth.column(column).to_pylist() if v is not None})
         middle = values[len(values) // 2]
@@ -230,7 +230,7 @@ def test_an_unknown_completed_action_is_refused(tmp_path: Path) -> None:
 
 def test_a_timestamp_key_generator_table_filters_by_the_rows_values(tmp_path: Path) -> None:
     table = load_table(unpack(HUDI_RS_TABLES / "v6_timebasedkeygen_nonhivestyle.zip", tmp_path))
-    assert not table.partition_scheme.encodes_values
+    assert not table.handle.partition_scheme.encodes_values
     exact = table.read([("ts_str", "=", "2023-04-01T12:01:00.123Z")], ["id", "ts_str"])
     assert exact.to_pylist() == [{"id": 1, "ts_str": "2023-04-01T12:01:00.123Z"}]
     before = table.read([("ts_str", "<", "2023-04-03T12:01:00.123Z")], ["id"])

@@ -112,17 +112,17 @@ def test_view_reads_fedcores_rows_after_every_write_and_service(backend: Backend
     table.write(trips(range(60, 62), "de"), "insert_overwrite")
     publish(table)
     assert_same(table)
-    clean(table, retained=1)  # (the writes may have cleaned already: automatic cleaning)
+    clean(table.handle, retained=1)  # (the writes may have cleaned already: automatic cleaning)
     upserted = table.write(trips([60], "de", ts=9, fare=7.0), "upsert").instant
     assert publish(table).instant == upserted
     assert_same(table)
-    rollback(table, upserted)  # the instant the view shows is undone: the view follows
+    rollback(table.handle, upserted)  # the instant the view shows is undone: the view follows
     result = publish(table)
     assert result.instant != upserted
     assert_same(table)
     for n in range(6):
         table.write(trips([n + 100], "us", fare=float(n)), "upsert")
-    archive(table)
+    archive(table.handle)
     publish(table)
     assert_same(table)
     view = iceberg(table)
@@ -357,7 +357,7 @@ def test_a_large_partitions_manifests_are_split_and_a_publish_rewrites_only_what
     assert sum(m.deleted_files_count or 0 for m in rewritten) == 1
     assert_same(table)
 
-    rollback(table, upserted)  # the instant the view shows undone: the view is rebuilt, split afresh
+    rollback(table.handle, upserted)  # the instant the view shows undone: the view is rebuilt, split afresh
     publish(table)
     rebuilt = [m for m in manifests(table).values() if partition_of(m) == "us"]
     assert len(rebuilt) >= 4, [m.manifest_length for m in rebuilt]

@@ -243,7 +243,7 @@ def test_rolling_back_a_delta_commit_deletes_its_log_files_and_frees_their_place
     table.upsert(trips([0], "us", fare=100.0))
     expected[0] = ("us", 100.0)
     undone = table.upsert(trips([0, 1], ["us", "de"], fare=200.0))
-    rollback(table, undone.instant)
+    rollback(table.handle, undone.instant)
     assert rows(table) == expected
     assert len(log_names(table)) == 1
     redone = table.upsert(trips([0], "us", fare=300.0))  # takes the rolled-back log's place
@@ -261,7 +261,7 @@ def test_clean_keeps_the_log_files_of_live_slices_and_deletes_older_slices(tmp_p
         table.upsert(trips([200 + n], "de"))  # de: rewritten while it has no log files
         expected |= {0: ("us", 100.0 * n), 200 + n: ("de", 210.0 + n)}
     assert rows(table) == expected
-    clean(table, 1)
+    clean(table.handle, 1)
     assert rows(table) == expected
     stored = {p.name for p in Path(tmp_path / "storage").rglob("*") if p.is_file() and "hoodie" not in p.name}
     live = {Path(path).name for s in table.file_slices() for path, _ in s.files()}
@@ -335,7 +335,7 @@ def test_a_compaction_hudi_scheduled_stops_writes_until_it_completes(tmp_path: P
     assert "pending after 0 s (hoodie.fed.write.compaction.wait.ms is 300 ms)" in str(refused.value)
     assert "run it with Apache Hudi's compaction job, then retry the write" in str(refused.value)
     with pytest.raises(CommitConflictError, match=hudis):
-        clean(table, 1)
+        clean(table.handle, 1)
     with pytest.raises(CommitConflictError, match=hudis):
         table.compact()
     assert rows(table) == expected
@@ -581,10 +581,10 @@ def test_a_compaction_is_not_rolled_back_and_clean_deletes_the_slices_it_replace
     done = table.compact()
     assert done is not None
     with pytest.raises(RollbackError, match="is a compaction"):
-        rollback(table, done.instant)
+        rollback(table.handle, done.instant)
     table.upsert(trips([10], "us", fare=1.0))
     expected[10] = ("us", 11.0)
-    clean(table, 1)
+    clean(table.handle, 1)
     assert rows(table) == expected
     stored = {p.name for p in Path(tmp_path / "storage").rglob("*") if p.is_file() and "hoodie" not in p.name}
     live = {Path(path).name for s in table.file_slices() for path, _ in s.files()}

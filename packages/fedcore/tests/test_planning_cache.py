@@ -63,7 +63,9 @@ def test_a_long_lived_handle_plans_from_its_cache_and_stays_exact(s3_server: Loo
         fresh = load_table(backend.table_path, storage_options=backend.storage_options)
         return sorted(f for s in fresh.file_slices(US) for f in s.files())
 
-    index = load_table(backend.table_path, storage_options=backend.storage_options).metadata_table_or_none()
+    index = load_table(
+        backend.table_path, storage_options=backend.storage_options
+    ).handle.metadata_table_or_none()
     assert index is not None
     deltas = index.deltas_since_compaction()
     cold, first = plan()
@@ -71,7 +73,7 @@ def test_a_long_lived_handle_plans_from_its_cache_and_stays_exact(s3_server: Loo
     # shards' footers and the newest write's schema), one ranged GET of the shard's row
     # group, and one GET per delta since the compaction, the newest write's holding its schema.
     assert cold == 3 + deltas, s3_server.requests.by_method
-    started_from = reader.index_cache.manifest
+    started_from = reader.handle.index_cache.manifest
     assert started_from is not None
     warm, again = plan()
     assert again == first == truth()
@@ -94,8 +96,8 @@ def test_a_long_lived_handle_plans_from_its_cache_and_stays_exact(s3_server: Loo
         assert slices == truth()
     assert reader.read(US).num_rows == writer.read(US).num_rows
     # The compactions made a manifest every 2 writes: the deltas each new one holds are dropped.
-    for handle in (reader, writer):
-        cache = handle.index_cache
+    for each in (reader, writer):
+        cache = each.handle.index_cache
         assert cache.manifest is not None
         assert all(cache.manifest.lacks(t) for t in cache.deltas), cache.deltas.keys()
     # A partition the handle never looked up is in the shards of its first manifest, which
@@ -104,7 +106,7 @@ def test_a_long_lived_handle_plans_from_its_cache_and_stays_exact(s3_server: Loo
     assert sorted(reader.read(de).column("trip_id").to_pylist()) == sorted(
         writer.read(de).column("trip_id").to_pylist()
     )
-    refreshed = reader.index_cache.manifest
+    refreshed = reader.handle.index_cache.manifest
     assert refreshed is not None
     assert refreshed.instant > started_from.instant, "the dropped start was noticed and replaced"
 
@@ -135,9 +137,9 @@ def test_a_long_lived_handle_lists_the_timelines_tail_and_misses_nothing(
         assert sorted(reader.read().column("trip_id").to_pylist()) == sorted(
             fresh.read().column("trip_id").to_pylist()
         )
-        assert reader.index_cache.timeline is not None
-        assert reader.index_cache.timeline.instants == fresh.timeline().instants
-        assert reader.index_cache.timeline.manifests == fresh.timeline().manifests
+        assert reader.handle.index_cache.timeline is not None
+        assert reader.handle.index_cache.timeline.instants == fresh.timeline().instants
+        assert reader.handle.index_cache.timeline.manifests == fresh.timeline().manifests
 
     for start in range(0, 120, 10):  # the default settings: no compaction or archival yet
         WriteClient(writer).upsert(trips(range(start, start + 10), ["us", "de"] * 5))
@@ -153,7 +155,7 @@ def test_a_long_lived_handle_lists_the_timelines_tail_and_misses_nothing(
     latest = WriteClient(writer).upsert(trips(range(300, 310), "fr")).instant
     same_as_a_whole_listing()
     assert 300 in reader.read().column("trip_id").to_pylist()
-    rollback(writer, latest)
+    rollback(writer.handle, latest)
     same_as_a_whole_listing()
     assert 300 not in reader.read().column("trip_id").to_pylist()
 
@@ -196,7 +198,7 @@ def test_a_long_lived_handle_away_while_archival_moves_its_start_out_misses_noth
         WriteClient(writer).write(trips(range(start, start + 5), "us"), "bulk_insert")
     reader = load_table(backend.table_path, storage_options=backend.storage_options)
     assert reader.read(US).num_rows == 20
-    started_from = reader.index_cache.manifest
+    started_from = reader.handle.index_cache.manifest
     assert started_from is not None, "the reader starts from a compaction's manifest"
     for start in range(20, 80, 5):  # compactions every 2 writes, archival past 5 instants
         WriteClient(writer).write(trips(range(start, start + 5), "us"), "bulk_insert")
@@ -241,8 +243,8 @@ def test_a_long_lived_reader_sees_every_commit_while_writers_compact_and_archive
                 continue
             seen = set(reader.read(US, columns=["trip_id"]).column("trip_id").to_pylist())
             misses.append(len(before - seen))
-            if reader.index_cache.manifest is not None:
-                starts.add(reader.index_cache.manifest.instant)
+            if reader.handle.index_cache.manifest is not None:
+                starts.add(reader.handle.index_cache.manifest.instant)
         for f in writes:
             f.result()  # a writer's error fails the test
     assert len(misses) >= 5
@@ -276,7 +278,7 @@ def test_a_bounded_cache_drops_the_least_recently_used_and_keeps_nothing_too_hea
 
 
 def _commit(table: Table, ops: list[Op]) -> str:
-    transaction = Transaction(table, COMMIT)
+    transaction = Transaction(table.handle, COMMIT)
     transaction.begin()
     transaction.commit(b"{}", ops)
     return transaction.time

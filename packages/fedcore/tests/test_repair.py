@@ -73,7 +73,7 @@ def mixed_history(backend: Backend) -> tuple[Table, str, str]:
     for n in range(4):
         writer.upsert(trips([30 + n], countries([30 + n]), fare=9.0 * n))
     writer.write(trips([200, 201], "it"), "insert")
-    history = load_history(table)
+    history = load_history(table.handle)
     assert history.rolled_back, "a failed write was rolled back"
     assert history.cleaned, "cleans deleted files"
     assert any(history.replaced.values()), "insert_overwrite replaced file groups"
@@ -289,7 +289,7 @@ def test_verify_tells_missing_unrecorded_orphans_and_in_flight_apart(backend: Ba
     state = slices(fresh(backend))
     partition = next(p for p in state if p != "country=it")
     lost = next(iter(state[partition]))
-    history = load_history(fresh(backend))
+    history = load_history(fresh(backend).handle)
     assert history.upto is not None
     damaged = {
         p: PartitionFiles(
@@ -316,8 +316,8 @@ def test_verify_tells_missing_unrecorded_orphans_and_in_flight_apart(backend: Ba
     assert body["foreign"][0]["path"] == foreign
 
     # Orphans go only past the grace period; unrecorded and in-flight files never.
-    assert delete_orphans(fresh(backend), check, timedelta(days=1)) == []
-    assert delete_orphans(fresh(backend), check, timedelta(0)) == [stray]
+    assert delete_orphans(fresh(backend).handle, check, timedelta(days=1)) == []
+    assert delete_orphans(fresh(backend).handle, check, timedelta(0)) == [stray]
     assert backend.exists(foreign)
     after = verify_table(fresh(backend))
     assert not after.orphans
@@ -332,7 +332,7 @@ def test_the_grace_period_goes_by_modification_time(tmp_path: Path) -> None:
     old = time.time() - 3 * 86400
     os.utime(stray.removeprefix("file://"), (old, old))
     check = verify_table(fresh(backend))
-    assert delete_orphans(fresh(backend), check, timedelta(days=2)) == [stray]
+    assert delete_orphans(fresh(backend).handle, check, timedelta(days=2)) == [stray]
     assert not os.path.exists(stray.removeprefix("file://"))
 
 

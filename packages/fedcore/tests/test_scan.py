@@ -52,7 +52,7 @@ def test_meta_fields_are_an_explicit_choice(backend: Backend) -> None:
     without = table.scan(with_meta_fields=False).to_arrow()
     assert with_meta.column_names[:5] == list(META_COLUMNS)
     assert without.column_names == ["trip_id", "country", "ts", "fare"]
-    assert table.schema_with_meta_fields().names == with_meta.column_names  # type: ignore[union-attr]
+    assert table.handle.schema_with_meta_fields().names == with_meta.column_names  # type: ignore[union-attr]
     assert table.schema().names == without.column_names  # type: ignore[union-attr]
     with pytest.raises(InvalidColumnsError, match="meta column"):
         table.scan(columns=["_hoodie_record_key"], with_meta_fields=False)

@@ -37,16 +37,22 @@ def test_a_table_holds_its_handle(backend: Backend) -> None:
     assert len(rows(table)) == 4
 
 
-def test_the_handles_other_names_warn(backend: Backend) -> None:
+def test_a_table_shows_no_handle_name_of_its_own(backend: Backend) -> None:
+    """The handle's inner names (its file index, caches, protocol paths) are the handle's:
+    a ``Table`` answers only its own, and ``write_actions`` and ``partitions`` are those."""
     table = make(backend)
-    table.upsert(trips(range(3), "usa"))
-    with pytest.warns(
-        DeprecationWarning, match=r"Table\.file_index is deprecated.*Table\.handle\.file_index"
-    ):
-        index = table.file_index
-    assert index is table.handle.file_index
-    with pytest.raises(AttributeError):
-        _ = table.no_such_name
+    table.upsert(trips(range(3), ["usa", "bra", "usa"]))
+    assert not hasattr(Table, "__getattr__")
+    for name in ("file_index", "index_cache", "metadata_table_or_none", "outcome_path", "open"):
+        with pytest.raises(AttributeError):
+            getattr(table, name)
+    assert table.handle.file_index is not None
+    assert table.write_actions == table.handle.write_actions
+    assert table.partitions() == ["country=bra", "country=usa"]
+
+
+def test_load_tables_properties_is_the_old_name_of_options(backend: Backend) -> None:
+    table = make(backend)
     with pytest.warns(DeprecationWarning, match="properties= is deprecated|load_table\\(properties="):
         old = load_table(
             table.path, properties={P.MAX_FILE_SIZE: "1000000"}, storage_options=backend.storage_options
@@ -65,7 +71,15 @@ def test_maintenance_methods(backend: Backend) -> None:
     for fare in (1.0, 2.0, 3.0):
         table.upsert(trips(range(6), ["usa", "bra"] * 3, fare=fare), {P.CLEAN_AUTOMATIC: "false"})
     versions = len(table.handle.file_index.files(["country=usa"])["country=usa"].files)
-    assert table.clean(retained=1) is not None  # older versions were there to delete
+    done = table.clean(retained=1)
+    assert done.instant is not None  # older versions were there to delete
+    assert (done.retained, done.earliest_retained) == (
+        1,
+        table.timeline().completed(table.write_actions)[-1].time,
+    )
+    every = sum(len(found.files) for found in table.handle.file_index.files().values())
+    assert done.files_deleted == 2 * versions - every  # both partitions were written alike
+    assert table.clean(retained=1).instant is None  # nothing older left
     assert len(table.handle.file_index.files(["country=usa"])["country=usa"].files) < versions
     assert rows(table) == {i: ("usa" if i % 2 == 0 else "bra", 3.0 + i) for i in range(6)}
     assert table.archive() == []  # 5 instants: below hoodie.keep.max.commits

@@ -92,12 +92,12 @@ def test_the_latest_write_rolls_back_through_a_clean_that_spared_it(backend: Bac
     third = writer.upsert(trips([1], fare=30.0)).instant
     actions = [i.action for i in table.timeline()]
     assert actions[-1] == "clean", "the writer's clean ran after the third write"
-    rollback(table, third)
+    rollback(table.handle, third)
     assert rows(table) == {1: ("us", 21.0), 2: ("us", 12.0)}
     # The clean deleted the first write's version of the file group: the second write,
     # which superseded it, can no longer be rolled back; the error says so plainly.
     with pytest.raises(RollbackError, match="can no longer be rolled back: clean"):
-        rollback(table, second)
+        rollback(table.handle, second)
     assert rows(table) == {1: ("us", 21.0), 2: ("us", 12.0)}
 
 
@@ -154,7 +154,7 @@ def test_a_missing_delta_is_caught_up_from_its_commit_or_refused_naming_the_inst
     table = make_table(backend)
     WriteClient(table).upsert(trips([2], "de"))
     instant = WriteClient(table, {P.METADATA_COMPACT_DELTAS: "100"}).upsert(trips([1])).instant
-    index = table.file_index
+    index = table.handle.file_index
     assert isinstance(index, MetadataTable)
     table.fs.table_fs.rm_file(index.delta_path(instant))
 

@@ -46,7 +46,7 @@ def _begun(table: Table, operation: Operation) -> WriteJob:
 
 
 def referenced(table: Table) -> set[str]:
-    index = load_table(table.path, storage_options=table.storage_options).file_index
+    index = load_table(table.path, storage_options=table.storage_options).handle.file_index
     return {name for files in index.files(None).values() for name in files.files}
 
 

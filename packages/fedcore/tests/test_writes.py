@@ -243,8 +243,8 @@ def test_rollback_of_the_latest_commit_restores_the_previous_state(backend: Back
     first = writer.upsert(trips([1, 2])).instant
     second = writer.upsert(trips([1, 3], fare=100.0)).instant
     with pytest.raises(RollbackError):
-        rollback(table, first)
-    rollback(table, second)
+        rollback(table.handle, first)
+    rollback(table.handle, second)
     assert rows(table) == {1: ("us", 11.0), 2: ("us", 12.0)}
     assert table.timeline().find(second) is None
     assert len(physical_files(backend, backend.storage_path)) == 1
@@ -257,7 +257,7 @@ def test_metadata_compaction_keeps_lookups_equal(backend: Backend) -> None:
     writer = WriteClient(table)
     for i in range(7):
         writer.upsert(trips([i, 100 + i], ["us", "de"]))
-    index = table.metadata_table_or_none()
+    index = table.handle.metadata_table_or_none()
     assert index is not None
     assert index.deltas_since_compaction() < 3
     expected = {i: ("us", 10.0 + i) for i in range(7)} | {100 + i: ("de", 110.0 + i) for i in range(7)}
@@ -270,7 +270,7 @@ def test_tables_reopen_with_their_options(backend: Backend) -> None:
     make_table(backend)
     table = load_table(backend.table_path, options=FAST_HEARTBEAT, storage_options=backend.storage_options)
     WriteClient(table).upsert(trips([1]))
-    assert table.heartbeat_interval_ms == 100
+    assert table.handle.heartbeat_interval_ms == 100
     assert rows(table) == {1: ("us", 11.0)}
 
 

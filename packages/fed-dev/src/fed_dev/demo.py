@@ -125,7 +125,7 @@ def run_demo(
         slices_total = len(table.file_slices())
         pruned = table.file_slices(where)
         result = table.read(where, columns=["trip_id", "country", "day", "fare"])
-        partitions = len(table.handle.file_index.partitions())
+        partitions = len(table.partitions())
         say(
             f"\nPruned read: country = 'usa' AND day >= '{where[1][2]}': {result.num_rows:,} rows "
             f"from {len(pruned)} of {slices_total} file slices "

@@ -374,7 +374,7 @@ def _history(table: Table) -> _History:
     timeline = table.timeline()
     actions = {i.time: i.action for i in timeline.completed()}
     commits = {i.time: table.commit_metadata(i) for i in timeline.completed([COMMIT])}
-    fs = table.handle.fs.table_fs
+    fs = table.fs.table_fs
     layout = table.handle.layout
     rollbacks = [fs.cat_file(layout.instants.path(table.path, i)) for i in timeline.completed([ROLLBACK])]
     archived = set()

@@ -149,9 +149,7 @@ def run_demo(
         )
         answer = spark.sql(query).collect()
         pruned = table.file_slices([("country", "=", "usa"), ("day", ">=", since)])
-        partitions_total = len(
-            load_table(path, storage_options=server.storage_options()).handle.file_index.partitions()
-        )
+        partitions_total = len(load_table(path, storage_options=server.storage_options()).partitions())
         partitions_read = len({s.partition_path for s in pruned})
         say(
             f"\nPruned SQL query: {query}\n  -> {[tuple(r) for r in answer]}: "

@@ -160,7 +160,7 @@ class FedStreamReader(DataSourceStreamReader):
     def _frontier(self) -> str | None:
         """The newest completed write before the oldest pending one (None: no write yet)."""
         timeline = self.table.timeline()
-        actions = self.table.handle.write_actions
+        actions = self.table.write_actions
         pending = [i.time for i in timeline.pending() if i.action in actions]
         completed = [i.time for i in timeline.completed(actions) if not pending or i.time < min(pending)]
         return completed[-1] if completed else None

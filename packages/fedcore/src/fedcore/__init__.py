@@ -6,6 +6,7 @@ from fedcore.handle.config import TableConfig
 from fedcore.migrate import MigrationReport
 from fedcore.read.planner import ScanPlan
 from fedcore.read.scan import DataScan
+from fedcore.services.cleaning import CleanResult
 from fedcore.services.repair import RepairReport, repair_metadata
 from fedcore.services.verify import VerifyReport, verify_table
 from fedcore.storage import (
@@ -24,6 +25,7 @@ from fedcore.write.client import WriteClient, WriteResult
 __version__ = "0.1.0"
 
 __all__ = [
+    "CleanResult",
     "DataScan",
     "FederatedFileSystem",
     "FileSlice",

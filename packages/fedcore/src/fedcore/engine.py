@@ -26,6 +26,12 @@ Reading: ``table.scan(filters, columns, as_of=...)`` is a ``DataScan``; ``plan_f
 gives the pruned ``FileSlice`` list (metadata table, partition pruning and column
 statistics; no listing), ``to_arrow()`` reads them; ``Filter`` and ``parse_where`` are the
 filters both understand.
+
+What else an adapter needs of a table, the ``Table`` it holds answers: ``timeline()``
+and ``write_actions`` (its writes among the instants: a stream's offsets),
+``commit_metadata(instant)``, ``partitions()`` (from the metadata table, no listing),
+``schema()``, ``fs`` and ``storage_options``. An adapter never reaches for
+``Table.handle``: that is fedcore's own.
 """
 
 from __future__ import annotations

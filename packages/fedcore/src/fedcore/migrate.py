@@ -455,7 +455,7 @@ def _log_units(table: Table, file_slice: FileSlice) -> list[_Unit]:
     """Copies of a slice's log files."""
     units = []
     for (name, size), path in zip(file_slice.log_files, file_slice.log_paths, strict=True):
-        parsed = table.layout.log_files.parse(name)
+        parsed = table.handle.layout.log_files.parse(name)
         assert parsed is not None, "a slice's log file"
         found = table.fs.resolve(path)
         units.append(

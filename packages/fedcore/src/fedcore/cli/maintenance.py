@@ -31,8 +31,6 @@ from fedcore.commit.upgrade import upgrade_config
 from fedcore.exceptions import FedError, MissingDependencyError
 from fedcore.io.filesystems import storage_options_of
 from fedcore.migrate import migrate
-from fedcore.services.repair import repair_metadata
-from fedcore.services.verify import delete_orphans, verify_table
 from fedcore.table import load_table
 
 #: ``fed verify``'s exit status when the table fails the check.
@@ -205,9 +203,7 @@ def _listing_bar() -> Iterator[Callable[[int], None]]:
 def _repair(args: argparse.Namespace) -> int:
     table = open_table(args)
     with _listing_bar() as progress:
-        report = repair_metadata(
-            table.handle, dry_run=args.dry_run, allow_missing=args.allow_missing, progress=progress
-        )
+        report = table.repair(dry_run=args.dry_run, allow_missing=args.allow_missing, progress=progress)
     print(report.format())
     return 0
 
@@ -217,9 +213,9 @@ def _verify(args: argparse.Namespace) -> int:
         raise FedError("--delete-orphans and --older-than DURATION go together")
     table = open_table(args)
     with _listing_bar() as progress:
-        report = verify_table(table.handle, progress, deep=args.deep)
+        report = table.verify(deep=args.deep, progress=progress)
     if args.delete_orphans:
-        delete_orphans(table.handle, report, args.older_than)
+        table.delete_orphans(report, args.older_than)
     print(json.dumps(report.to_json(), indent=2) if args.json else report.format())
     return 0 if report.ok else EXIT_FAILED
 

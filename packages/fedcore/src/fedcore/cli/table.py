@@ -4,7 +4,6 @@ rollback."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,8 +21,6 @@ from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import StorageOptions, storage_options_of
 from fedcore.io.parquet import read_parquet
 from fedcore.read.filters import Filter, parse_where
-from fedcore.services.cleaning import clean
-from fedcore.services.rollback import rollback
 from fedcore.table import Table, create_table, load_table
 from fedcore.write.client import OPERATIONS, WriteClient
 from fedcore.write.job import UPSERT
@@ -288,18 +285,13 @@ def _timeline(args: argparse.Namespace) -> int:
 
 
 def _clean(args: argparse.Namespace) -> int:
-    table = open_table(args)
-    retain = args.retain
-    if retain is None:
-        retain = P.CLEANER_COMMITS_RETAINED.of(table.options)
-    instant = clean(table.handle, retain)
-    if instant is None:
-        print(f"Nothing to clean (keeping the latest {retain} commits)")
+    done = open_table(args).clean(args.retain)
+    if done.instant is None:
+        print(f"Nothing to clean (keeping the latest {done.retained} commits)")
         return 0
-    body = json.loads(table.fs.table_fs.cat_file(f"{table.path}/.hoodie/{instant}.clean"))
     print(
-        f"Cleaned at {instant}: {body['totalFilesDeleted']} files deleted, "
-        f"commits from {body['earliestCommitToRetain']} kept"
+        f"Cleaned at {done.instant}: {done.files_deleted} files deleted, "
+        f"commits from {done.earliest_retained} kept"
     )
     return 0
 
@@ -317,7 +309,6 @@ def _compact(args: argparse.Namespace) -> int:
 
 
 def _rollback(args: argparse.Namespace) -> int:
-    table = open_table(args)
-    done = rollback(table.handle, args.instant)
+    done = open_table(args).rollback(args.instant)
     print(f"Rolled back {args.instant} (rollback instant {done})")
     return 0

@@ -79,7 +79,7 @@ def run_table_services(table: TableHandle) -> list[str]:
     def run_clean() -> None:
         retained = P.CLEANER_COMMITS_RETAINED.of(options)
         # The writer rolled back failed writes before it began.
-        if clean(table, retained, recover=False, timeline=state["timeline"]) is not None:
+        if clean(table, retained, recover=False, timeline=state["timeline"]).instant is not None:
             state["timeline"] = table.timeline()
 
     def run_metadata_compaction() -> None:

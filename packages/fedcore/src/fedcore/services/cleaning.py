@@ -118,10 +118,24 @@ def _doomed(files: PartitionFiles, earliest: str) -> dict[str, int]:
     return doomed
 
 
+@dataclass(frozen=True)
+class CleanResult:
+    """What a clean did, as ``fed clean`` reports it (without reading the clean instant back)."""
+
+    #: The clean instant's time; None when nothing was old enough to delete.
+    instant: str | None
+    #: The latest writes the clean kept every file version of.
+    retained: int
+    files_deleted: int = 0
+    #: The earliest write kept (the clean's ``earliestCommitToRetain``); None when no clean ran.
+    earliest_retained: str | None = None
+
+
 def clean(
     table: TableHandle, retained: int, *, recover: bool = True, timeline: Timeline | None = None
-) -> str | None:
-    """Run a clean; the clean instant's time, or None when nothing was old enough to delete.
+) -> CleanResult:
+    """Run a clean keeping the latest ``retained`` writes; its ``instant`` is None when
+    nothing was old enough to delete.
 
     ``recover=False`` skips rolling back failed writes first, for a writer that just did;
     ``timeline``, when the caller has just listed it, saves listing it again."""
@@ -131,7 +145,7 @@ def clean(
     refuse_beside_services(table, timeline, "the clean")
     plan = plan_clean(table, retained, timeline)
     if plan is None or not plan.worth_recording:
-        return None
+        return CleanResult(None, retained)
     doomed = plan.doomed
     start = time.monotonic()
     with Transaction(table, CLEAN) as transaction:
@@ -148,4 +162,6 @@ def clean(
             deleted={p: list(names) for p, names in doomed.items()},
             took_ms=int((time.monotonic() - start) * 1000),
         )
-        return transaction.commit(body, removal_ops(doomed))
+        ops = removal_ops(doomed)
+        instant = transaction.commit(body, ops)
+    return CleanResult(instant, retained, len(ops), plan.earliest_retained)

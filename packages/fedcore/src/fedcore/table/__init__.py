@@ -1,6 +1,6 @@
 """``fedcore.Table``: a table as a user meets it, and ``create_table`` / ``load_table``.
 
-A ``Table`` is a ``TableHandle`` (config, strategy, filesystem, timeline, file
+A ``Table`` holds a ``TableHandle`` (config, strategy, filesystem, timeline, file
 index) with the reads and writes a Python data engineer expects: ``scan`` (and
 its shorthands ``read``, ``read_batches``, ``file_slices``), and ``upsert``,
 ``insert``, ``bulk_insert``, ``delete``, ``insert_overwrite``. It is the top of
@@ -10,8 +10,8 @@ fedcore's layers: it imports the scan and the writer; nothing below imports it.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
 
 import pyarrow as pa
 from fsspec import AbstractFileSystem
@@ -44,10 +44,11 @@ from fedcore.schema.avro import to_avro_json
 from fedcore.schema.input import WriteInput
 from fedcore.schema.meta import META_COLUMNS
 from fedcore.services.archival import archive
-from fedcore.services.cleaning import clean
+from fedcore.services.cleaning import CleanResult, clean
 from fedcore.services.compaction import CompactionResult, compact
 from fedcore.services.repair import RepairReport, repair_metadata
-from fedcore.services.verify import VerifyReport, verify_table
+from fedcore.services.rollback import rollback
+from fedcore.services.verify import VerifyReport, delete_orphans, verify_table
 from fedcore.storage.base import StorageStrategy
 from fedcore.storage.federated import FederatedFileSystem
 from fedcore.storage.layout import LayoutReport, placed_layout
@@ -60,11 +61,12 @@ from fedcore.write.client import Operation, WriteClient, WriteResult
 class Table:
     """A table: reads through ``scan``, writes through ``upsert``, ``insert``, ``bulk_insert``,
     ``delete`` and ``insert_overwrite``, maintenance through ``compact``, ``clean``,
-    ``archive``, ``repair`` and ``verify``. Get one from ``load_table`` or ``create_table``.
+    ``archive``, ``rollback``, ``repair`` and ``verify``. Get one from ``load_table`` or
+    ``create_table``.
 
     It holds the table's handle (``handle``: config, strategy, filesystem, timeline, file
-    index), what fedcore's engine API and services work on; the handle's other names, which a
-    ``Table`` once showed as its own, still answer for one release and warn.
+    index), what fedcore's services work on; users, the CLI and engine adapters need only
+    the ``Table`` (adapters: with ``fedcore.engine``).
 
     Attributes:
         path: the table path (metadata lives under ``<path>/.hoodie``).
@@ -127,6 +129,18 @@ class Table:
         """The table's timeline (Hudi's instants under ``.hoodie/``), listed now."""
         return self._handle.timeline()
 
+    @property
+    def write_actions(self) -> frozenset[str]:
+        """The timeline actions of this table's writes (``commit``, ``replacecommit``; on a
+        merge-on-read table ``deltacommit`` too): ``timeline().completed(table.write_actions)``
+        lists the writes a snapshot is made of."""
+        return self._handle.write_actions
+
+    def partitions(self, as_of: str | None = None) -> list[str]:
+        """Every partition path holding files as of ``as_of`` (None: now), sorted; from the
+        metadata table (a listing only for a Hive-layout table created without one)."""
+        return self._handle.file_index.partitions(as_of)
+
     def commit_metadata(self, instant: Instant) -> CommitMetadata:
         """What a completed instant recorded: its write stats, schema and extra metadata."""
         return self._handle.commit_metadata(instant)
@@ -139,18 +153,6 @@ class Table:
 
     def __hash__(self) -> int:
         return id(self._handle)
-
-    def __getattr__(self, name: str) -> Any:
-        """The handle's names a ``Table`` showed when it was a handle: they answer, and warn."""
-        if name.startswith("__") or name == "_handle":
-            raise AttributeError(name)
-        found = getattr(self._handle, name)  # AttributeError: neither has it
-        warnings.warn(
-            f"Table.{name} is deprecated and goes in the next release: use Table.handle.{name}",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return found
 
     # --- reads (see ``scan``) ------------------------------------------------------------
 
@@ -261,10 +263,10 @@ class Table:
         as Hudi's compaction does (``fedcore.services.compaction``); None when no slice has any."""
         return compact(self._handle)
 
-    def clean(self, retained: int | None = None) -> str | None:
+    def clean(self, retained: int | None = None) -> CleanResult:
         """Delete the file versions no retained write needs (Hudi's cleaner): those older than
-        the latest ``retained`` writes (default ``hoodie.cleaner.commits.retained``). The
-        clean instant's time, or None when nothing was old enough."""
+        the latest ``retained`` writes (default ``hoodie.cleaner.commits.retained``). What it
+        did: its ``instant`` is None when nothing was old enough."""
         kept = P.CLEANER_COMMITS_RETAINED.of(self.options) if retained is None else retained
         return clean(self._handle, kept)
 
@@ -273,14 +275,33 @@ class Table:
         ``hoodie.keep.max.commits`` (Hudi's archival); the instant times archived."""
         return archive(self._handle)
 
-    def repair(self, *, dry_run: bool = False) -> RepairReport:
-        """Rebuild the metadata table from the timeline and storage (``fed repair``)."""
-        return repair_metadata(self._handle, dry_run=dry_run)
+    def rollback(self, instant: str) -> str:
+        """Undo a write (``fed rollback``): its files deleted, its instant rolled back; the
+        rollback instant's time."""
+        return rollback(self._handle, instant)
 
-    def verify(self, *, deep: bool = False) -> VerifyReport:
+    def repair(
+        self,
+        *,
+        dry_run: bool = False,
+        allow_missing: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> RepairReport:
+        """Rebuild the metadata table from the timeline and storage (``fed repair``).
+
+        ``allow_missing``: rebuild even when files holding the newest version of their file
+        group are missing; ``progress`` gets the count of objects each listed folder added."""
+        return repair_metadata(self._handle, dry_run=dry_run, allow_missing=allow_missing, progress=progress)
+
+    def verify(self, *, deep: bool = False, progress: Callable[[int], None] | None = None) -> VerifyReport:
         """Hold the metadata table against storage (``fed verify``); ``deep`` reads every
-        referenced file back."""
-        return verify_table(self._handle, deep=deep)
+        referenced file back; ``progress`` gets the count of objects each listed folder added."""
+        return verify_table(self._handle, progress, deep=deep)
+
+    def delete_orphans(self, report: VerifyReport, older_than: timedelta) -> list[str]:
+        """Delete the orphans ``verify`` reported that were last modified more than
+        ``older_than`` ago (``fed verify --delete-orphans``); their paths."""
+        return delete_orphans(self._handle, report, older_than)
 
 
 def create_table(
