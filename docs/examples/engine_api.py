@@ -16,8 +16,7 @@ with job:  # an error rolls the instant back
         for task, part in enumerate([rows.slice(0, 1), rows.slice(1)])
         for stat in job.write_new(part, task)
     ]
-    result = job.commit(stats, distributed=True)  # files of failed task attempts deleted first
-result = result.with_services(table)  # then clean, compact, archive (never raises)
+    result = job.commit(stats, distributed=True)  # then clean, compact, archive (never raises)
 
 plan = table.scan([("fare", ">", 20)], ["trip_id"]).plan()  # ScanPlan: pruned slices, pickles small
 pieces = [plan.read(s) for s in plan.slices]  # what each task reads: one slice as Arrow

@@ -191,7 +191,7 @@ def write(
             # ``data`` reads the caller's cache when ``df`` is cached: its rows stay put
             level = df.storageLevel
             stats = rewrite_by_file_group(spark, data, job, begin, cached=level.useMemory or level.useDisk)
-        return job.commit(stats, distributed=True).with_services(job.table)
+        return job.commit(stats, distributed=True)
 
 
 def _check_key_values(data: DataFrame, job: WriteJob, rows: pa.Schema) -> None:

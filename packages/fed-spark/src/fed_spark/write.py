@@ -212,7 +212,7 @@ class FedWriter(DataSourceArrowWriter):
         done = [m for m in messages if m is not None]
         if self.job is not None:
             stats = [WriteStat.from_json(s) for m in done for s in m.stats]
-            self.job.commit(stats, distributed=True).with_services(self.job.table)
+            self.job.commit(stats, distributed=True)
             return
         assert self.staging is not None
         try:

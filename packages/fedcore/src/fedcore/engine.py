@@ -11,8 +11,8 @@ Writing, where an engine runs tasks of its own::
     planner = WritePlanner(job)                      # latest base files, keys, insert targets
     ...                                              # tasks: planner.routed_groups(...) and
     stats = job.write_task(groups, rows, keys, task, attempt)   # (or job.write_new(rows, ...))
-    result = job.commit(stats, distributed=True)     # or job.abort(); a with-block aborts on error
-    result = result.with_services(table)             # clean, compact, archive: never raises
+    result = job.commit(stats, distributed=True)     # then the table services (never raise);
+                                                     # or job.abort(): a with-block aborts on error
 
 Staged writes: where tasks cannot each write file groups, each puts its rows aside
 (``Staging(table, name).put(rows, task, attempt)``) and the commit runs ``WriteClient`` over

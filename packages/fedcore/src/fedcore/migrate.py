@@ -261,7 +261,7 @@ def migrate(
             tick()
         report.rewritten = len(rewrites)
         reached("copied")
-        job.commit(stats).with_services(table)
+        job.commit(stats)
     report.files_written = len(stats)
     report.seconds = time.monotonic() - start
     return report

@@ -210,4 +210,4 @@ class WriteClient:
                     for partition, rows in sorted(chunk.by_partition.items())
                     for group in new_groups(partition, rows, per_file, partition not in known)
                 ]
-        return job.commit(stats, supersedes=supersedes, replaced=replaced).with_services(self.table)
+        return job.commit(stats, supersedes=supersedes, replaced=replaced)

@@ -20,7 +20,6 @@ nothing of it is ever visible.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -114,14 +113,6 @@ class WriteResult:
     deleted: int
     bytes_written: int
     warnings: tuple[str, ...] = ()
-
-    def with_services(self, table: HasHandle) -> WriteResult:
-        """Run the table services after this committed write (``fedcore.services.after_commit``: compact,
-        clean, compact the metadata table, archive), with ``table``'s options; this result
-        with the warnings of those that failed. Never raises for a service: the write is
-        committed."""
-        found = run_table_services(handle_of(table))
-        return dataclasses.replace(self, warnings=(*self.warnings, *found))
 
     @classmethod
     def of(cls, instant: str, metadata: CommitMetadata, warnings: Iterable[str] = ()) -> WriteResult:
@@ -302,8 +293,9 @@ class WriteJob:
                 to a retry; those the markers name but ``stats`` do not are deleted first.
 
         Returns:
-            What was committed. The table services come after, run by the write client
-            (``WriteResult.with_services``).
+            What was committed, with the warnings of the table services that run after the
+            commit point (``fedcore.services.after_commit``: compact, clean, compact the
+            metadata table, archive, sync). A service never fails the write: it is committed.
         """
         transaction = self._require()
         if distributed:
@@ -326,7 +318,7 @@ class WriteJob:
         )
         ops = commit_ops(self.instant, metadata)
         transaction.commit(self.table.layout.commits.encode(metadata), ops, supersedes, metadata.schema)
-        return WriteResult.of(self.instant, metadata)
+        return WriteResult.of(self.instant, metadata, run_table_services(self.table))
 
     def opened_files(self, partitions: Sequence[str] | None) -> dict[str, PartitionFiles]:
         """The files of ``partitions`` (every partition: None) as of the timeline the job
