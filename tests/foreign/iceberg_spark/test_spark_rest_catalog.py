@@ -94,7 +94,7 @@ def test_writes_through_the_catalog_are_refused(
 ) -> None:
     before = rows(spark, "SELECT id, country, fare FROM fed.lake.hive")
     # The catalog's config lists only reads, so Iceberg's client refuses a change before it is
-    # sent; one sent anyway is refused by the catalog (packages/fedcore/tests/test_rest_catalog.py).
+    # sent; one sent anyway is refused by the catalog (packages/fedcore/tests/catalog/test_rest_catalog.py).
     refused = "does not support endpoint: POST"
     with pytest.raises(Exception, match=refused):
         spark.sql("CREATE TABLE fed.lake.made_by_spark (id BIGINT) USING iceberg").collect()
