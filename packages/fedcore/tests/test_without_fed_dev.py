@@ -33,7 +33,7 @@ def _pytest_without_fed_dev(*args: str) -> subprocess.CompletedProcess[str]:
 def test_fedcore_tests_that_need_no_fed_dev_run_without_it() -> None:
     standalone = sorted(
         path
-        for path in TESTS.glob("test_*.py")
+        for path in TESTS.rglob("test_*.py")
         if "fed_dev" not in path.read_text() and path != Path(__file__)
     )
     assert len(standalone) >= 10, standalone  # most of the model, key and format tests
@@ -41,7 +41,7 @@ def test_fedcore_tests_that_need_no_fed_dev_run_without_it() -> None:
     assert collected.returncode == 0, collected.stdout[-3000:] + collected.stderr[-3000:]
     # A few whole modules run, fixtures and all (tmp_path tables, Hudi's test tables).
     ran = _pytest_without_fed_dev(
-        *(str(TESTS / name) for name in ("test_table_config.py", "test_log_merge.py"))
+        *(str(TESTS / name) for name in ("table/test_table_config.py", "log/test_log_merge.py"))
     )
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
     summary = ran.stdout.splitlines()[-1]
