@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -49,12 +48,12 @@ import pyarrow.dataset as ds
 from fsspec import AbstractFileSystem
 
 from fedcore import properties as P
+from fedcore.commit.file_group_writer import FileGroupWriter, NewFile
 from fedcore.commit.file_writer import (
     copy_data_file,
     stats_columns,
     write_partition_metadata,
 )
-from fedcore.commit.markers import mark_files, marker_token
 from fedcore.commit.transaction import roll_back_failed_writes
 from fedcore.exceptions import (
     ConfigError,
@@ -243,14 +242,17 @@ def migrate(
         rewrites = [u for u in units if u.name is None]
         write_partition_metadata(table.handle, sorted({u.partition for u in copies}), job.instant)
         stats: list[WriteStat] = []
-        kinds = [(_relative(u), "APPEND" if u.log_version else "CREATE") for u in copies]
-        mark_files(table.handle, job.instant, kinds, marker_token("copies"))
-        if copies:
-            reached("data")
-        with ThreadPoolExecutor(IO_THREADS) as pool:
-            for stat in pool.map(lambda unit: _copy(table, unit), copies):
-                stats.append(stat)
-                tick()
+        files = [NewFile(_relative(u), "APPEND" if u.log_version else "CREATE") for u in copies]
+        writer = FileGroupWriter(table.handle, job.instant, IO_THREADS)
+        copied = writer.write(
+            files,
+            copies,
+            lambda unit: _copy(table, unit),
+            "copies",
+            marked=lambda: reached("data"),  # one step for the copies: they are not put through the job
+            done=lambda _: tick(),
+        )
+        stats.extend(copied)
         report.copied = len(copies)
         report.bytes_copied = sum(u.size for u in copies)
         for task, unit in enumerate(rewrites):

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
 from fedcore import properties as P
-from fedcore.files.filenames import base_file_name, log_file_name, new_file_id
+from fedcore.files.filenames import base_file_name, new_file_id
 from fedcore.handle import TableHandle
 from fedcore.io.filesystems import open_sized
 from fedcore.io.parquet import file_stats, open_parquet
@@ -158,10 +158,18 @@ def copy_data_file(
     table.fs.copy_in(source_fs, source_path, relative_path)
 
 
-def relative_path(group: FileGroupWrite, naming: FileName, instant: str) -> str:
+def relative_path(table: TableHandle, group: FileGroupWrite, naming: FileName, instant: str) -> str:
+    """Where ``instant`` writes ``group``'s new file: a log file is named as the table's
+    version names them (``TableLayout.log_files``), a base file as every version does."""
     if group.log_version is not None:
         assert group.base is not None, "a log file is appended onto a slice"
-        name = log_file_name(group.file_id, group.base[0], group.log_version, naming.log_token)
+        name = table.layout.log_files.name(
+            group.file_id,
+            base_instant=group.base[0],
+            instant=instant,
+            version=group.log_version,
+            write_token=naming.log_token,
+        )
     else:
         name = base_file_name(group.file_id, naming.token, instant)
     return f"{group.partition}/{name}" if group.partition else name
@@ -176,7 +184,7 @@ def write_group(
     put: PutFile,
 ) -> WriteStat:
     """Write one file group's new file (encoded on ``encoder``) and say what it holds."""
-    relative = relative_path(group, naming, source.instant)
+    relative = relative_path(table, group, naming, source.instant)
     if group.log_version is not None:
         return _write_log(table, group, source, naming, encoder, put, relative)
     name = relative.rpartition("/")[2]

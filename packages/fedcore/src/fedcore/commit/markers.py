@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Sequence
-from typing import Final, Protocol
+from typing import Final
 
 from fedcore import properties as P
 from fedcore.handle import TableHandle
@@ -29,25 +29,9 @@ _CLAIMS: Final = ".claims/"
 _MARKER: Final = ".marker."
 
 
-class MarkedWrite(Protocol):
-    """What decides a file's marker type: a file group's write."""
-
-    @property
-    def base(self) -> tuple[str, str] | None: ...
-    @property
-    def log_version(self) -> int | None: ...
-
-
 def marker_folder(table: TableHandle, instant: str) -> str:
     """Where ``instant``'s markers are: Hudi's ``.hoodie/.temp/<instant>``."""
     return f"{table.path}/{P.HOODIE_FOLDER}/.temp/{instant}"
-
-
-def marker_kind(group: MarkedWrite) -> str:
-    """Hudi's marker type: a new file group's base file, a rewrite, or a log file."""
-    if group.log_version is not None:
-        return "APPEND"
-    return "MERGE" if group.base else "CREATE"
 
 
 def marker_token(first: str) -> str:

@@ -22,25 +22,24 @@ next writer, like a failed write. A compaction Hudi scheduled is left to Hudi.
 from __future__ import annotations
 
 import io
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 import fastavro
 import pyarrow as pa
 
+from fedcore.commit.file_group_writer import FileGroupWriter, NewFile
 from fedcore.commit.file_writer import (
     encode_base_file,
     file_names,
     parquet_options,
     record_size,
 )
-from fedcore.commit.markers import mark_files, marker_token
 from fedcore.commit.pending import refuse_beside_services
 from fedcore.commit.transaction import Transaction, roll_back_failed_writes, stat_claims
 from fedcore.exceptions import UnsupportedTableError
 from fedcore.files.file_slice import FileSlice
-from fedcore.files.filenames import LOG_FILE_RE, base_file_name
+from fedcore.files.filenames import LogFileNaming, base_file_name
 from fedcore.metadata.operations import commit_ops
 from fedcore.read.planner import ScanPlanner
 from fedcore.schema.avro import to_avro_json
@@ -106,10 +105,10 @@ class CompactionOperation:
     base_size: int
     log_files: tuple[tuple[str, int], ...]
 
-    @property
-    def last_log_version(self) -> int:
-        versions = [LOG_FILE_RE.fullmatch(name) for name, _ in self.log_files]
-        return max(int(match[3]) for match in versions if match is not None)
+    def last_log_version(self, naming: LogFileNaming) -> int:
+        """The version of its last log file (names read as the table's version writes them)."""
+        versions = [naming.parse(name) for name, _ in self.log_files]
+        return max(parsed.version for parsed in versions if parsed is not None)
 
     def file_slice(self, partition_values: dict[str, Any]) -> FileSlice:
         return FileSlice(
@@ -252,9 +251,10 @@ def _write(
     for op, naming in zip(operations, names, strict=True):
         name = base_file_name(op.file_id, naming.token, instant)
         paths.append(f"{op.partition}/{name}" if op.partition else name)
-    mark_files(table, instant, [(path, "MERGE") for path in paths], marker_token(names[0].token))
+    log_files = table.layout.log_files
 
-    def one(op: CompactionOperation, path: str) -> WriteStat:
+    def one(job: tuple[CompactionOperation, str]) -> WriteStat:
+        op, path = job
         values = planner.partition_values(op.partition) if op.partition else {}
         rows = planner.reader.read(op.file_slice(values or {}), None, [])
         name = path.rpartition("/")[2]
@@ -272,8 +272,9 @@ def _write(
             total_write_bytes=len(payload),
             file_size=len(payload),
             column_stats=column_stats,
-            last_log_version=op.last_log_version,
+            last_log_version=op.last_log_version(log_files),
         )
 
-    with ThreadPoolExecutor(_THREADS) as pool:
-        return list(pool.map(one, operations, paths))
+    writer = FileGroupWriter(table, instant, _THREADS)
+    files = [NewFile(path, "MERGE") for path in paths]
+    return writer.write(files, list(zip(operations, paths, strict=True)), one, names[0].token)

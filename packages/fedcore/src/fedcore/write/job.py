@@ -32,6 +32,7 @@ from typing import Any, Final, Literal, TypeAlias, get_args
 import pyarrow as pa
 
 from fedcore import properties as P
+from fedcore.commit.file_group_writer import FileGroupWriter, NewFile, marker_kind
 from fedcore.commit.file_writer import (
     FileGroupWrite,
     FileName,
@@ -47,7 +48,6 @@ from fedcore.commit.file_writer import (
     write_partition_metadata,
     written_record_size,
 )
-from fedcore.commit.markers import mark_files, marker_kind, marker_token
 from fedcore.commit.pending import wait_for_services
 from fedcore.commit.transaction import Heartbeat, Transaction, roll_back_failed_writes, stat_claims
 from fedcore.commit.upgrade import upgrade_config
@@ -532,23 +532,19 @@ class WriteJob:
         that may be new; ``done(stat)`` is called as each is written."""
         new = sorted({group.partition for group in groups if group.new_partition})
         write_partition_metadata(self.table, new, source.instant)
-        entries = [
-            (relative_path(group, name, source.instant), marker_kind(group))
+        table = self.table
+        files = [
+            NewFile(relative_path(table, group, name, source.instant), marker_kind(group))
             for group, name in zip(groups, names, strict=True)
         ]
-        if entries:
-            mark_files(self.table, self.instant, entries, marker_token(names[0].token))
-        with ThreadPoolExecutor(IO_THREADS) as pool, ThreadPoolExecutor(os.cpu_count() or 1) as encoder:
-            futures = [
-                pool.submit(write_group, self.table, group, source, name, encoder, put)
-                for group, name in zip(groups, names, strict=True)
-            ]
-            stats = []
-            for future in futures:
-                stats.append(future.result())
-                if done is not None:
-                    done(stats[-1])
-        return stats
+        with ThreadPoolExecutor(os.cpu_count() or 1) as encoder:
+
+            def write_one(job: tuple[FileGroupWrite, FileName]) -> WriteStat:
+                return write_group(table, job[0], source, job[1], encoder, put)
+
+            writer = FileGroupWriter(table, self.instant, IO_THREADS)
+            token = names[0].token if names else ""
+            return writer.write(files, list(zip(groups, names, strict=True)), write_one, token, done=done)
 
     def put(self) -> PutFile:
         """How this process puts a data file: through its transaction (its "data" step) when
