@@ -15,9 +15,9 @@ from fedcore.table import Table, load_table
 from fedcore.timeline.commit_metadata import WriteStat
 from fedcore.write.client import WriteClient
 
-from .test_hudi_conformance import HUDI_WRITTEN_ZIPS, unpack
-from .test_merge_on_read_writes import mor_table
-from .test_writes import make_table
+from ..hudi.test_hudi_conformance import HUDI_WRITTEN_ZIPS, unpack
+from ..write.test_merge_on_read_writes import mor_table
+from ..write.test_writes import make_table
 
 BASE = re.compile(r"[0-9a-f-]+-0_(?P<token>\d+-\d+-\d+)_(?P<instant>\d{17})\.parquet")
 LOG = re.compile(r"\.[0-9a-f-]+-0_(?P<base>\d{17})\.log\.(?P<version>\d+)_(?P<token>\d+-\d{17}-\d+)")
