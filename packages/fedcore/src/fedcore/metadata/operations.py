@@ -41,11 +41,14 @@ def undo_ops(instant: str, metadata: CommitMetadata) -> list[Op]:
     ]
 
 
-def removal_ops(deleted: Mapping[str, Iterable[str]]) -> list[Op]:
-    """The ops of files deleted, by partition: a clean's, whose sizes it knows (a mapping of
-    name to size), or those a rollback's metadata names (sizes unknown: 0)."""
-    ops: list[Op] = []
-    for partition, names in deleted.items():
-        sizes: Mapping[str, int] = names if isinstance(names, Mapping) else {}
-        ops.extend(Op(partition, name, sizes.get(name, 0), REMOVE) for name in names)
-    return ops
+def removal_ops(
+    deleted: Mapping[str, Iterable[str]], sizes: Mapping[str, Mapping[str, int]] | None = None
+) -> list[Op]:
+    """The ops of files deleted, by partition; ``sizes`` (partition -> name -> bytes) where the
+    deleter knows them (a clean does), else 0 (a rollback's metadata names files only)."""
+    known = sizes or {}
+    return [
+        Op(partition, name, known.get(partition, {}).get(name, 0), REMOVE)
+        for partition, names in deleted.items()
+        for name in names
+    ]

@@ -162,6 +162,6 @@ def clean(
             deleted={p: list(names) for p, names in doomed.items()},
             took_ms=int((time.monotonic() - start) * 1000),
         )
-        ops = removal_ops(doomed)
+        ops = removal_ops(doomed, sizes=doomed)
         instant = transaction.commit(body, ops)
     return CleanResult(instant, retained, len(ops), plan.earliest_retained)
