@@ -6,6 +6,7 @@ import datetime as dt
 import decimal
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -263,10 +264,63 @@ def test_a_failed_job_leaves_nothing_visible_or_behind(
         writing.option("hoodie.datasource.write.operation", operation).save(backend.table_path)
     table = load_table(backend.table_path)
     assert ids(table) == list(range(10))
+    wait_for_tasks(spark)  # Spark fails the job while its other tasks still run
     assert backend.data_files() == referenced(table)  # the job's files were rolled back
     assert [i.action for i in table.timeline().completed()] == ["commit", *undone]
     staging = Path(tmp_path, "tables", "t", ".hoodie", ".fed", "staging")
     assert not staging.exists() or not any(staging.iterdir())
+
+
+def test_a_task_that_writes_after_the_rollback_deletes_its_own_files(
+    local_fed: SparkSession, tmp_path: Path
+) -> None:
+    """Spark fails a job when one task fails and lets the others run on: a task that marks
+    its files after the driver's rollback listed the markers deletes them itself."""
+    spark = local_fed
+    backend = Backend("local", f"file://{tmp_path}/tables/t", f"file://{tmp_path}/storage", None)
+    frame(spark, 0, 10).write.format("fed").options(**hudi_options(backend)).mode("append").save(
+        backend.table_path
+    )
+
+    class LateWriter(FedWriter):
+        def write(self, iterator: Any) -> Any:
+            context = TaskContext.get()
+            assert context is not None
+            assert self.job is not None
+            if context.partitionId() == 0:
+                raise RuntimeError("this task fails before writing")
+            # The others write only once the driver has rolled the instant back (its
+            # outcome is decided before its markers are listed), as a slow task would.
+            outcome = self.job.table.outcome_path(self.job.instant)
+            waited = 0.0
+            while not self.job.table.fs.table_fs.exists(outcome) and waited < 60:
+                time.sleep(0.05)
+                waited += 0.05
+            return super().write(iterator)
+
+    source = _source_with_writer(spark, "fed_late", LateWriter)
+    with pytest.raises(Exception, match="this task fails before writing"):
+        # Two tasks on local[2,2]'s two slots: the first fails twice (the job fails) while the
+        # second waits for the rollback.
+        frame(spark, 10, 300, parts=2).write.format(source).mode("append").option(
+            "hoodie.datasource.write.operation", "bulk_insert"
+        ).save(backend.table_path)
+    wait_for_tasks(spark)
+    table = load_table(backend.table_path)
+    assert ids(table) == list(range(10))
+    assert backend.data_files() == referenced(table)  # the late tasks deleted what they wrote
+    assert [i.action for i in table.timeline().completed()] == ["commit", "rollback"]
+    late = Path(tmp_path, "tables", "t", ".hoodie", ".temp")
+    assert not late.exists() or not any(late.rglob("MARKERS-*"))  # and their marker batches
+
+
+def wait_for_tasks(spark: SparkSession, timeout: float = 120) -> None:
+    """Until no stage of Spark's runs: a failed job's other tasks end after it has failed."""
+    tracker = spark.sparkContext.statusTracker()
+    deadline = time.monotonic() + timeout
+    while tracker.getActiveStageIds():
+        assert time.monotonic() < deadline, "Spark's tasks still run"
+        time.sleep(0.1)
 
 
 def _source_with_writer(spark: SparkSession, name: str, writer: type[FedWriter]) -> str:

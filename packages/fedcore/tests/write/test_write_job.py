@@ -83,6 +83,23 @@ def test_an_aborted_job_leaves_nothing(backend: Backend) -> None:
     assert [i.action for i in table.timeline().completed()] == ["commit", "rollback"]
 
 
+def test_a_task_that_writes_after_the_rollback_deletes_what_it_wrote(backend: Backend) -> None:
+    """An engine fails a job while some of its tasks still run: the driver's rollback lists
+    the markers before a late task marks its files, so the task, seeing the instant decided
+    once it has written, deletes its files and its marker batch itself."""
+    table = make_table(backend)
+    table.bulk_insert(trips(range(4)))
+    job = _begun(table, "bulk_insert")
+    pickle.loads(pickle.dumps(job)).abort()
+    with pytest.raises(CommitConflictError, match="rolled back or committed while this task wrote"):
+        _run_tasks(job, [(list(range(10, 20)), 0, 0)])
+    assert sorted(table.read(columns=["trip_id"]).column(0).to_pylist()) == [0, 1, 2, 3]
+    assert backend.data_files() == referenced(table)
+    markers = f"{table.path}/{P.HOODIE_FOLDER}/.temp/{job.instant}"
+    assert not [m for m in table.fs.table_fs.find(markers) if "MARKERS-" in m]
+    assert not table.fs.table_fs.exists(f"{table.path}/{P.HOODIE_FOLDER}/.heartbeat/{job.instant}")
+
+
 def test_a_job_whose_heartbeat_expired_cannot_commit(backend: Backend) -> None:
     table = make_table(backend)  # heartbeats of 100 ms in these tests
     job = _begun(table, "bulk_insert")

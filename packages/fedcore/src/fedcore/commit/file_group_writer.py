@@ -9,15 +9,25 @@ rollback finds whatever a dead writer left, with one request on the table's hot 
 ``markers.mark_files``), then the files are written on threads (they go to many prefixes,
 often many buckets) and what each says comes back in the batch's order. What a file holds
 and how it is put (a transaction's "data" step, a copy) is the caller's ``write_one``.
+
+An engine's task writes beside a driver that may give up on the job while the task still
+runs (Spark fails a job when one task fails, and lets the others run on): the driver's
+rollback decides the instant's outcome first, then deletes what the markers name, so a
+task that marks after that listing would leave its files behind. Such a task is *fenced*:
+once its batch is written (or has failed), it asks whether the instant was decided; if so
+its files and its marker batch are deleted here. Either the rollback listed its marker
+(and deletes its files), or the task sees the outcome (and deletes them itself).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Literal, NamedTuple, Protocol, TypeAlias, TypeVar
 
-from fedcore.commit.markers import mark_files, marker_token
+from fedcore.commit.markers import mark_files, marker_token, unmark_files
+from fedcore.exceptions import CommitConflictError
 from fedcore.handle import TableHandle
 
 #: Hudi's marker types: a new file group's base file, a base file's rewrite, a log file.
@@ -67,6 +77,7 @@ class FileGroupWriter:
         *,
         marked: Callable[[], None] | None = None,
         done: Callable[[Result], None] | None = None,
+        fence: Callable[[], bool] | None = None,
     ) -> list[Result]:
         """Mark ``files`` in one batch, then write each (``write_one`` of the item at its place
         in ``items``) and return the results in order.
@@ -77,18 +88,41 @@ class FileGroupWriter:
             marked: called once the batch is marked, before any file is written (a step a
                 caller reaches for the whole batch); not when there are no files.
             done: called with each result, in order, as it is collected (progress).
+            fence: for a writer that does not decide the instant's outcome itself (an engine's
+                task): asked once the batch is written or has failed, True when the outcome
+                was decided meanwhile; the batch's files and marker are then deleted and
+                ``CommitConflictError`` is raised (see the module's docstring).
         """
         if len(files) != len(items):
             raise ValueError(f"{len(files)} files named for {len(items)} to write")
         if not files:
             return []
-        mark_files(self.table, self.instant, [(f.path, f.kind) for f in files], marker_token(token))
+        batch = marker_token(token)
+        mark_files(self.table, self.instant, [(f.path, f.kind) for f in files], batch)
         if marked is not None:
             marked()
         results: list[Result] = []
-        with ThreadPoolExecutor(self.threads) as pool:
-            for future in [pool.submit(write_one, item) for item in items]:
-                results.append(future.result())
-                if done is not None:
-                    done(results[-1])
+        try:
+            with ThreadPoolExecutor(self.threads) as pool:
+                for future in [pool.submit(write_one, item) for item in items]:
+                    results.append(future.result())
+                    if done is not None:
+                        done(results[-1])
+        except BaseException:
+            if fence is not None and fence():
+                self._unwrite(files, batch)
+            raise
+        if fence is not None and fence():
+            self._unwrite(files, batch)
+            raise CommitConflictError(
+                f"instant {self.instant} of table {self.table.name} was rolled back or committed while "
+                f"this task wrote {len(files)} file(s) for it; they are deleted (the job had failed, "
+                "or this task attempt lost to another)"
+            )
         return results
+
+    def _unwrite(self, files: Sequence[NewFile], batch: str) -> None:
+        for file in files:
+            with contextlib.suppress(FileNotFoundError):  # never written, or the rollback got it
+                self.table.fs.rm_file(file.path)
+        unmark_files(self.table, self.instant, batch)

@@ -56,6 +56,13 @@ def mark_files(table: TableHandle, instant: str, entries: Sequence[tuple[str, st
         table.fs.table_fs.pipe_file(batch, body)
 
 
+def unmark_files(table: TableHandle, instant: str, token: str) -> None:
+    """Drop one marker batch of ``instant`` (its files deleted by the task that wrote them)."""
+    batch = f"{marker_folder(table, instant)}/{MARKER_BATCH_PREFIX}{token}"
+    with contextlib.suppress(FileNotFoundError), storage_errors(batch):
+        table.fs.table_fs.rm_file(batch)
+
+
 def mark_claim(table: TableHandle, instant: str, name: str) -> None:
     """Record the claim ``name`` among ``instant``'s markers, before it is taken."""
     marker = f"{marker_folder(table, instant)}/{_CLAIMS}{name}"

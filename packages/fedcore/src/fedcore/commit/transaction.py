@@ -392,6 +392,18 @@ def is_rolled_back(table: TableHandle, instant_time: str) -> bool:
         return False
 
 
+def is_decided(table: TableHandle, instant_time: str) -> bool:
+    """Whether ``instant_time``'s outcome (commit or rollback) is decided: a write task that
+    sees it may no longer add files to the instant (``FileGroupWriter``'s fence)."""
+    path = table.outcome_path(instant_time)
+    try:
+        with storage_errors(path):
+            read_object(table.fs.table_fs, path)  # one GET (an existence check may also list)
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def roll_back_if_failed(table: TableHandle, instant_time: str) -> bool:
     """Roll back ``instant_time`` if it is pending and its writer is dead; True if it was."""
     instant = table.timeline().find(instant_time)

@@ -49,7 +49,13 @@ from fedcore.commit.file_writer import (
     written_record_size,
 )
 from fedcore.commit.pending import wait_for_services
-from fedcore.commit.transaction import Heartbeat, Transaction, roll_back_failed_writes, stat_claims
+from fedcore.commit.transaction import (
+    Heartbeat,
+    Transaction,
+    is_decided,
+    roll_back_failed_writes,
+    stat_claims,
+)
 from fedcore.commit.upgrade import upgrade_config
 from fedcore.exceptions import (
     CommitConflictError,
@@ -180,6 +186,7 @@ class WriteJob:
         self.rules = merge_rules(table.name, table.config, ()) if operation in (UPSERT, INSERT) else None
         self.instant = ""
         self._transaction: Transaction | None = None
+        self._found_decided = False  # a task's fence found the instant decided
 
     @classmethod
     def open(
@@ -405,14 +412,21 @@ class WriteJob:
 
     @contextlib.contextmanager
     def beating(self) -> Iterator[None]:
-        """Refresh the instant's heartbeat while a task runs."""
+        """Refresh the instant's heartbeat while a task runs; a task that finds the instant
+        decided (``_decided``) removes the heartbeat its beats made again."""
         heartbeat = Heartbeat(self.table, self.instant, self.table.heartbeat_interval_ms)
         heartbeat.beat()
         heartbeat.start()
+        self._found_decided = False
         try:
             yield
         finally:
-            heartbeat.stop()
+            heartbeat.stop(remove=self._found_decided)
+
+    def _decided(self) -> bool:
+        """The fence of a task's file-group writer (``FileGroupWriter.write``)."""
+        self._found_decided = is_decided(self.table, self.instant)
+        return self._found_decided
 
     def write_new(self, data: pa.Table, task: int, attempt: int = 0) -> list[WriteStat]:
         """A task's rows as new file groups (bulk insert, insert, overwrites): checked,
@@ -544,7 +558,11 @@ class WriteJob:
 
             writer = FileGroupWriter(table, self.instant, IO_THREADS)
             token = names[0].token if names else ""
-            return writer.write(files, list(zip(groups, names, strict=True)), write_one, token, done=done)
+            # A task beside a driver that decides the outcome is fenced (see FileGroupWriter).
+            fence = None if self._transaction is not None else self._decided
+            return writer.write(
+                files, list(zip(groups, names, strict=True)), write_one, token, done=done, fence=fence
+            )
 
     def put(self) -> PutFile:
         """How this process puts a data file: through its transaction (its "data" step) when
