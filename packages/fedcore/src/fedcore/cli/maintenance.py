@@ -27,7 +27,6 @@ from tqdm import tqdm
 
 from fedcore import properties as P
 from fedcore.cli.table import open_table, parse_pairs, positive_int, storage_options
-from fedcore.commit.upgrade import upgrade_config
 from fedcore.exceptions import FedError, MissingDependencyError
 from fedcore.io.filesystems import storage_options_of
 from fedcore.migrate import migrate
@@ -222,7 +221,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 def _upgrade(args: argparse.Namespace) -> int:
     table = open_table(args)
-    changed = upgrade_config(table.handle)
+    changed = table.upgrade()
     if not changed:
         print(f"table {table.name} is up to date")
     for key, (old, new) in changed.items():

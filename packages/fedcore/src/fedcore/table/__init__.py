@@ -17,6 +17,7 @@ import pyarrow as pa
 from fsspec import AbstractFileSystem
 
 from fedcore import properties as P
+from fedcore.commit.upgrade import upgrade_config
 from fedcore.exceptions import (
     ConfigError,
     InvalidPathError,
@@ -297,6 +298,12 @@ class Table:
         """Hold the metadata table against storage (``fed verify``); ``deep`` reads every
         referenced file back; ``progress`` gets the count of objects each listed folder added."""
         return verify_table(self._handle, progress, deep=deep)
+
+    def upgrade(self) -> dict[str, tuple[str, str]]:
+        """Persist what the table's config lacks as this fedcore writes it (``fed upgrade``):
+        the keys changed, each with its old and new value; empty when it was up to date. A
+        change fedcore cannot write on with is refused (``fedcore.commit.upgrade``)."""
+        return upgrade_config(self._handle)
 
     def delete_orphans(self, report: VerifyReport, older_than: timedelta) -> list[str]:
         """Delete the orphans ``verify`` reported that were last modified more than
