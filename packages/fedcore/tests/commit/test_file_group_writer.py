@@ -7,8 +7,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from fed_dev.testing import Backend, trips
 from fedcore import properties as P
+from fedcore.commit.file_group_writer import FileGroupWriter, NewFile
 from fedcore.migrate import migrate
 from fedcore.steps import observe_steps
 from fedcore.table import Table, load_table
@@ -112,6 +115,28 @@ def test_a_compaction_marks_its_base_files_then_writes_them(backend: Backend) ->
     for seen in recorder.batches:
         assert list(seen.values()) == [lines(stats, "MERGE")]
         assert re.fullmatch(r"MARKERS-0-1-0-[0-9a-f]{12}", next(iter(seen)))
+
+
+def test_a_failed_file_stops_the_batch_files_not_begun_are_never_written(backend: Backend) -> None:
+    """One file fails: the error is the batch's, and the writes not yet begun are dropped
+    (the marker batch names them all, so a rollback finds whatever was written)."""
+    table = make_table(backend)
+    begun: list[int] = []
+
+    def write_one(item: int) -> int:
+        begun.append(item)
+        if item == 0:
+            raise OSError("the store refused file 0")
+        return item
+
+    files = [NewFile(f"country=us/f{i}.parquet", "CREATE") for i in range(8)]
+    writer = FileGroupWriter(table.handle, "20260101000000000", threads=1)
+    with pytest.raises(OSError, match="refused file 0"):
+        writer.write(files, list(range(8)), write_one, "0-0-0")
+    assert begun[0] == 0
+    assert len(begun) <= 2  # file 1 may have begun on the freed thread; no later one has
+    marked = table.fs.table_fs.find(f"{table.path}/{P.HOODIE_FOLDER}/.temp/20260101000000000")
+    assert [m.rsplit("/", 1)[-1][:10] for m in marked] == ["MARKERS-0-"]
 
 
 def test_a_migration_marks_its_copies_in_one_batch_then_copies_them(tmp_path: Path) -> None:

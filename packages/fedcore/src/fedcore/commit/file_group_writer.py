@@ -104,10 +104,16 @@ class FileGroupWriter:
         results: list[Result] = []
         try:
             with ThreadPoolExecutor(self.threads) as pool:
-                for future in [pool.submit(write_one, item) for item in items]:
-                    results.append(future.result())
-                    if done is not None:
-                        done(results[-1])
+                futures = [pool.submit(write_one, item) for item in items]
+                try:
+                    for future in futures:
+                        results.append(future.result())
+                        if done is not None:
+                            done(results[-1])
+                except BaseException:
+                    for future in futures:  # the batch fails: files not begun are not written
+                        future.cancel()
+                    raise
         except BaseException:
             if fence is not None and fence():
                 self._unwrite(files, batch)
