@@ -87,7 +87,7 @@ def test_create_write_read_files_timeline_clean_rollback(
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["read", "{table}", "--where", "country = us"], "is not a literal"),
+        (["read", "{table}", "--where", "country = us"], "is not a value: quote a string"),
         (["read", "{table}", "--where", "country = 'us' OR 1 = 1"], "OR is not supported"),
         (["rollback", "{table}", "20200101000000000"], "no instant 20200101000000000"),
         (["write", "{table}", "{missing}"], "cannot read"),

@@ -430,6 +430,49 @@ def test_a_filter_that_is_never_true_says_what_to_write(
     assert sorted(found) == expected
 
 
+@pytest.mark.parametrize(
+    ("bad", "says", "follow"),
+    [
+        ("fare >> 1", "expected a value (a number, a 'quoted string', true or false), found '>'", "fare > 1"),
+        ("country = us", "quote a string ('us')", "country = 'us'"),
+    ],
+)
+def test_a_filter_typo_says_what_a_value_is(two_countries: Table, bad: str, says: str, follow: str) -> None:
+    with pytest.raises(InvalidFilterError, match=re.escape(says)):
+        parse_where(bad)
+    found = two_countries.read(filters=parse_where(follow), columns=["trip_id"]).column(0).to_pylist()
+    assert sorted(found) == ([1] if "us" in follow else [1, 2])
+
+
+def test_a_scan_takes_no_filters_as_none_and_filters_as_text(two_countries: Table) -> None:
+    """``scan(None)`` is every row (it was a ``TypeError``); text is ``fed read --where``'s."""
+
+    def rows(filters: Any) -> Counter[tuple[Any, ...]]:
+        found = two_countries.scan(filters, ["trip_id", "country"]).to_arrow().to_pylist()
+        return Counter(tuple(row.values()) for row in found)
+
+    assert rows(None) == rows(()) == Counter([(1, "us"), (2, "de")])
+    assert rows("country = 'de'") == Counter([(2, "de")])
+
+
+def test_a_key_fed_writes_into_every_table_may_be_given_at_create(local: Backend, tmp_path: Path) -> None:
+    """``-p hoodie.table.timeline.timezone=UTC`` was refused ("did you mean
+    hoodie.table.version?") although fed writes it into every table; another zone is refused
+    by name (fed makes its instant times in UTC)."""
+    path = f"file://{tmp_path}/utc"
+    assert (
+        main(["create", path, "--name", "t", "--record-key", "id", "-p", f"{P.TIMELINE_TIMEZONE}=UTC"]) == 0
+    )
+    assert load_table(path).config[P.TIMELINE_TIMEZONE] == "UTC"
+    with pytest.raises(InvalidTableConfigError, match="fed makes its instant times in UTC"):
+        create_table(
+            f"file://{tmp_path}/local",
+            name="t",
+            record_key_fields=["id"],
+            properties={P.TIMELINE_TIMEZONE: "LOCAL"},
+        )
+
+
 def _filters(spec: Any) -> list[Filter]:
     return parse_where(spec) if isinstance(spec, str) else [Filter.of(spec)]
 

@@ -98,6 +98,13 @@ class TableConfig(Mapping[str, str]):
         if database:
             props[P.DATABASE_NAME] = database
         props.update(properties or {})
+        if props[P.TIMELINE_TIMEZONE].upper() != "UTC":
+            # Instant times are compared across writers: a table's are all in one zone.
+            raise InvalidTableConfigError(
+                P.TIMELINE_TIMEZONE,
+                f"is {props[P.TIMELINE_TIMEZONE]!r}: fed makes its instant times in UTC, the only "
+                "value it writes",
+            )
         props[P.METADATA_LAYOUT] = str(P.CURRENT_METADATA_LAYOUT)  # a new table's is always current
         props[P.TABLE_CHECKSUM] = str(table_checksum(props[P.TABLE_NAME], props.get(P.DATABASE_NAME, "")))
         config = cls(props)

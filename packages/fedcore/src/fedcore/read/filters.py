@@ -156,7 +156,14 @@ def _literal(token: tuple[str, str], text: str) -> Any:
         return value.lower() == "true"
     if kind == "word" and value == "NULL":
         raise InvalidFilterError(f"in {text!r}: comparing with NULL is never true; use IS NULL")
-    raise InvalidFilterError(f"in {text!r}: {value!r} is not a literal (quote strings)")
+    if kind == "word":
+        raise InvalidFilterError(
+            f"in {text!r}: {value!r} is not a value: quote a string ('{value}'); a filter compares a "
+            "column with a value, not with another column"
+        )
+    raise InvalidFilterError(
+        f"in {text!r}: expected a value (a number, a 'quoted string', true or false), found {value!r}"
+    )
 
 
 def typed(value: Any, arrow_type: pa.DataType, column: str) -> Any:

@@ -27,7 +27,7 @@ from fedcore.exceptions import InvalidColumnsError, MissingDependencyError, Unsu
 from fedcore.files.file_slice import FileSlice, QueryType
 from fedcore.io.filesystems import open_sized
 from fedcore.io.parquet import read_parquet_metadata
-from fedcore.read.filters import Filter, FilterSpec
+from fedcore.read.filters import Filter, FilterSpec, parse_where
 from fedcore.read.planner import ScanPlan, ScanPlanner
 from fedcore.schema.evolution import conform_to, widens
 from fedcore.schema.meta import COMMIT_TIME, META_COLUMNS
@@ -81,7 +81,7 @@ class DataScan:
     def of(
         cls,
         table: TableHandle,
-        filters: Sequence[FilterSpec] = (),
+        filters: Sequence[FilterSpec] | str | None = (),
         columns: Sequence[str] | None = None,
         as_of: str | None = None,
         limit: int | None = None,
@@ -89,6 +89,10 @@ class DataScan:
         query_type: QueryType = "snapshot",
         changed_after: str | None = None,
     ) -> DataScan:
+        if filters is None:
+            filters = ()
+        elif isinstance(filters, str):  # the CLI's --where: "a = 'x' AND b IN (1, 2)"
+            filters = parse_where(filters)
         if isinstance(columns, str):
             raise InvalidColumnsError(f"columns must be a list of names, not the string {columns!r}")
         return cls(

@@ -159,7 +159,7 @@ class Table:
 
     def scan(
         self,
-        filters: Sequence[FilterSpec] = (),
+        filters: Sequence[FilterSpec] | str | None = (),
         columns: Sequence[str] | None = None,
         *,
         as_of: str | None = None,
@@ -172,9 +172,10 @@ class Table:
 
         Args:
             filters: ``(column, op, value)`` triples joined by AND; ops ``=, !=, <, <=, >, >=, IN``,
-                ``IS NULL``, ``IS NOT NULL``. Partition-column filters prune partitions through
-                the metadata table; every filter skips the files and row groups whose column
-                statistics prove that no row matches.
+                ``IS NULL``, ``IS NOT NULL``; or the same as text (``"region = 'eu' AND fare > 1"``,
+                as ``fed read --where`` takes it); None or empty: every row. Partition-column
+                filters prune partitions through the metadata table; every filter skips the
+                files and row groups whose column statistics prove that no row matches.
             columns: columns to return, in order; None for all.
             as_of: time travel to an instant (``yyyyMMddHHmmssSSS``).
             limit: at most this many rows.
