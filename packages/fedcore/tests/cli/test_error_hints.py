@@ -25,6 +25,7 @@ from fed_dev.testing import Backend, trips
 from fedcore import properties as P
 from fedcore.cli.main import main
 from fedcore.exceptions import (
+    AtomicWriteUnsupportedError,
     CommitConflictError,
     ConfigError,
     DataFileCorruptError,
@@ -32,6 +33,7 @@ from fedcore.exceptions import (
     InvalidFilterError,
     InvalidPartitionValueError,
     InvalidRecordsError,
+    InvalidStorageConfigError,
     InvalidTableConfigError,
     MetadataTableError,
     MetadataTableRequiredError,
@@ -584,6 +586,49 @@ def test_missing_credentials_are_given_as_storage_options(s3_server: LoopbackS3,
     assert held(backend) == Counter([row(1, "us")])  # ``held`` gives them as storage options
 
 
+def test_a_storage_profile_is_used_and_an_unknown_one_is_refused(
+    s3_server: LoopbackS3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The storage option ``profile`` was passed over (s3fs reads it only into a session of
+    its own, and fed gives it one): the store's credentials in a profile were never found,
+    and with ``AWS_*`` variables set a nonexistent profile went unnoticed."""
+    tables, storage = s3_server.create_bucket("tables"), s3_server.create_bucket("storage")
+    backend = Backend("s3", f"{tables}/trips", storage, s3_server.storage_options())
+    assert backend.storage_options is not None
+    make_table(backend).upsert(trips([1], "us"))
+    given = backend.storage_options["s3"]
+    credentials = tmp_path / "credentials"
+    credentials.write_text(
+        f"[fedtest]\naws_access_key_id = {given['key']}\naws_secret_access_key = {given['secret']}\n"
+    )
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(credentials))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    anonymous = {k: v for k, v in given.items() if k not in ("key", "secret")}
+    by_profile = load_table(backend.table_path, storage_options={"s3": {**anonymous, "profile": "fedtest"}})
+    assert Counter(by_profile.read(columns=["trip_id"]).column(0).to_pylist()) == Counter([1])
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", given["key"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", given["secret"])
+    with pytest.raises(InvalidStorageConfigError, match=r"'nope' is not a profile .*profiles there: fedtest"):
+        load_table(backend.table_path, storage_options={"s3": {**anonymous, "profile": "nope"}})
+
+
+@pytest.mark.parametrize(
+    ("path", "properties"),
+    [
+        ("gs://bucket/t", {}),
+        ("{tmp}/t", {P.STORAGE_STRATEGY_CLASS: "object_store", P.STORAGE_PATH: "gs://bucket/s"}),
+    ],
+)
+def test_a_store_fed_cannot_commit_to_is_refused_at_create(
+    tmp_path: Path, path: str, properties: dict[str, str]
+) -> None:
+    """``gs://`` asked for gcsfs, then failed at the first commit: it is refused at once, with
+    the stores that work, and nothing is written."""
+    with pytest.raises(AtomicWriteUnsupportedError, match=r"local disks \(file://\) and S3-compatible"):
+        create_table(path.format(tmp=tmp_path), name="t", record_key_fields=["id"], properties=properties)
+    assert not any(tmp_path.iterdir())
+
+
 # --- concurrent writers: "retry it" ----------------------------------------------------------
 
 
@@ -695,6 +740,15 @@ def _de(trip_id: int) -> Row:
 
 
 # --- the CLI -----------------------------------------------------------------------------------
+
+
+def test_fed_version_says_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    import fedcore
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"fed {fedcore.__version__}\n"
 
 
 def test_the_cli_says_which_argument_to_give(

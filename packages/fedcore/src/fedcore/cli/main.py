@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from datetime import date, timedelta
 from typing import NoReturn
 
+from fedcore import __version__
 from fedcore import properties as P
 from fedcore.cli.maintenance import maintenance_commands
 from fedcore.cli.table import non_negative_int, open_table, parse_pairs, positive_int, table_commands
@@ -43,6 +44,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="fed", description="Federated storage layout for Hudi-style lakehouse tables.")
+    parser.add_argument("--version", action="version", version=f"fed {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     layout = commands.add_parser(
         "layout",

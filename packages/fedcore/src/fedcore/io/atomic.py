@@ -17,12 +17,14 @@ import contextlib
 import errno
 import os
 import uuid
+from typing import Final
 
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
 from fedcore.exceptions import AtomicWriteUnsupportedError, StorageError
 from fedcore.io.errors import storage_errors
+from fedcore.io.uris import protocol_of
 
 
 def create_exclusive(fs: AbstractFileSystem, path: str, data: bytes, *, owned: bool = False) -> None:
@@ -59,6 +61,24 @@ def create_exclusive(fs: AbstractFileSystem, path: str, data: bytes, *, owned: b
         raise AtomicWriteUnsupportedError(
             f"{type(fs).__name__} offers no atomic exclusive create; "
             "fedcore commits to local files and S3-compatible stores"
+        )
+
+
+#: Where fedcore can commit (an exclusive create and an atomic overwrite): local disks and
+#: S3-compatible stores with conditional writes (``If-None-Match``).
+COMMITTING_PROTOCOLS: Final = ("file", "s3", "s3a")
+
+
+def check_commits_supported(uri: str, what: str = "a table") -> None:
+    """Refuse, before anything is written, a location fedcore cannot commit to (a table's
+    data is written with the same guarantees): ``AtomicWriteUnsupportedError`` naming the
+    schemes it can. Without it, ``gs://`` asked for gcsfs, then failed at the first commit."""
+    protocol = protocol_of(uri)
+    if protocol not in COMMITTING_PROTOCOLS:
+        raise AtomicWriteUnsupportedError(
+            f"{uri}: fedcore cannot keep {what} on {protocol}:// (its commits need an atomic "
+            "exclusive create); it keeps tables on local disks (file://) and S3-compatible "
+            "stores with conditional writes (s3://, s3a://)"
         )
 
 

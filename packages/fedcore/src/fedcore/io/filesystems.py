@@ -94,15 +94,35 @@ def _fail_fast_after(session: Any, limit: int) -> None:
 
 
 @functools.cache
-def _s3_session(limit: int) -> Any:
-    """The botocore session fedcore's S3 filesystems share (one per connect-attempt limit,
-    so that fsspec's cache of filesystems by their options still finds them), with
-    ``_unreachable_fails_fast``."""
+def _s3_session(limit: int, profile: str | None = None) -> Any:
+    """The botocore session fedcore's S3 filesystems share (one per connect-attempt limit
+    and profile, so that fsspec's cache of filesystems by their options still finds them),
+    with ``_unreachable_fails_fast``. s3fs reads the ``profile`` option only into a session
+    it makes itself, so the profile is this session's."""
     import aiobotocore.session  # S3 only: a third of fedcore's import time otherwise
 
-    session = aiobotocore.session.AioSession()
+    session = aiobotocore.session.AioSession(profile=profile)
     _fail_fast_after(session, limit)
     return session
+
+
+def _profile(uri: str, options: dict[str, Any]) -> str | None:
+    """The storage option ``profile``, taken out of the options (it goes to the session) and
+    checked: a profile botocore does not know would otherwise fail at the first request or,
+    with ``AWS_*`` variables set, be passed over for them."""
+    profile = options.pop("profile", None)
+    if profile is None:
+        return None
+    import aiobotocore.session
+
+    known = aiobotocore.session.AioSession().available_profiles
+    if profile not in known:
+        raise InvalidStorageConfigError(
+            f"storage option profile for {uri}",
+            f"{profile!r} is not a profile of the AWS config or credentials files "
+            f"(profiles there: {', '.join(sorted(known)) or 'none'})",
+        )
+    return str(profile)
 
 
 def _connect_attempts(uri: str, options: dict[str, Any]) -> int:
@@ -168,10 +188,14 @@ def filesystem_for(uri: str, storage_options: StorageOptions | None = None) -> A
         config.setdefault("connect_timeout", CONNECT_TIMEOUT_S)
         options["config_kwargs"] = config
         attempts = _connect_attempts(uri, options)
-        if "session" in options:  # the caller's: it fails fast too
+        if "session" in options:  # the caller's: it fails fast too (and carries its profile)
+            if "profile" in options:
+                raise InvalidStorageConfigError(
+                    f"storage option profile for {uri}", "goes to the session given with it, not beside it"
+                )
             _fail_fast_after(options["session"], attempts)
         else:
-            options["session"] = _s3_session(attempts)
+            options["session"] = _s3_session(attempts, _profile(uri, options))
     try:
         fs = fsspec.filesystem(protocol, **options)
     except (ImportError, ValueError) as exc:

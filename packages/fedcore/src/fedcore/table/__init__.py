@@ -35,6 +35,7 @@ from fedcore.handle import (
 )
 from fedcore.handle.config import TableConfig, check_table_name
 from fedcore.handle.identity import folder_for, new_identity
+from fedcore.io.atomic import check_commits_supported
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import StorageOptions, filesystem_for
 from fedcore.io.uris import normalize_uri
@@ -337,6 +338,7 @@ def create_table(
     as a SQL ``CREATE TABLE`` gives them): reads of the empty table return them, and the first
     write evolves them like any later one."""
     table_path = normalize_uri(path)
+    check_commits_supported(table_path)
     check_table_name(name)  # before it names a folder
     requested = {str(k): str(v) for k, v in (properties or {}).items()}
     if schema is not None:
@@ -364,6 +366,8 @@ def create_table(
     if P.STORAGE_TABLE_FOLDER in strategy_class.accepted_keys:  # a folder of its own, by its id
         requested[P.STORAGE_TABLE_FOLDER] = folder_for(name, identity[P.TABLE_ID])
     strategy = load_storage_strategy(table_path, {**requested, P.TABLE_NAME: name})
+    for root in strategy.roots():
+        check_commits_supported(root, "a table's data")
     wanted = P.METADATA_ENABLE.of(requested)
     if not strategy.data_under_table_path and not wanted:
         raise MetadataTableRequiredError(
