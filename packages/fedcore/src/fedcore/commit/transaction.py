@@ -191,7 +191,12 @@ class Transaction:
         this fedcore writes (``fedcore.commit.upgrade``): every instant fed makes, whatever its action."""
         upgrade_config(self.table)
         self.instant = new_instant(
-            self._fs, self.table.path, self.table.layout.instants, self.action, requested
+            self._fs,
+            self.table.path,
+            self.table.layout.instants,
+            self.action,
+            requested,
+            self.table.config.timeline_zone,
         )
         self.heartbeat = Heartbeat(self.table, self.instant.time, self.table.heartbeat_interval_ms)
         self.heartbeat.start()
@@ -347,7 +352,7 @@ def is_failed(table: TableHandle, instant: Instant) -> bool:
     was requested (or later), so a writer that died before its first beat still
     expires after the same interval as any other."""
     last = last_beat(table, instant) or 0
-    requested_ms = int(parse_instant_time(instant.time).timestamp() * 1000)
+    requested_ms = int(parse_instant_time(instant.time, table.config.timeline_zone).timestamp() * 1000)
     expiry = table.heartbeat_interval_ms * (table.heartbeat_tolerable_misses + 1)
     return _now_ms() - max(last, requested_ms) > expiry
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import datetime, timezone, tzinfo
 
 import javaproperties
 from fsspec import AbstractFileSystem
@@ -98,13 +98,6 @@ class TableConfig(Mapping[str, str]):
         if database:
             props[P.DATABASE_NAME] = database
         props.update(properties or {})
-        if props[P.TIMELINE_TIMEZONE].upper() != "UTC":
-            # Instant times are compared across writers: a table's are all in one zone.
-            raise InvalidTableConfigError(
-                P.TIMELINE_TIMEZONE,
-                f"is {props[P.TIMELINE_TIMEZONE]!r}: fed makes its instant times in UTC, the only "
-                "value it writes",
-            )
         props[P.METADATA_LAYOUT] = str(P.CURRENT_METADATA_LAYOUT)  # a new table's is always current
         props[P.TABLE_CHECKSUM] = str(table_checksum(props[P.TABLE_NAME], props.get(P.DATABASE_NAME, "")))
         config = cls(props)
@@ -195,6 +188,16 @@ class TableConfig(Mapping[str, str]):
         return int(self._props[P.TABLE_VERSION])
 
     @property
+    def timeline_zone(self) -> tzinfo | None:
+        """The zone instant times are in (``hoodie.table.timeline.timezone``): UTC, or None for
+        ``LOCAL``, each writer's local time, which Hudi writes into the tables it creates and
+        assumes when the key is absent. fed creates its tables with UTC."""
+        value = self._props.get(P.TIMELINE_TIMEZONE, "LOCAL").strip().upper()
+        if value not in ("UTC", "LOCAL"):
+            raise InvalidTableConfigError(P.TIMELINE_TIMEZONE, f"is {value!r}: one of UTC, LOCAL")
+        return timezone.utc if value == "UTC" else None
+
+    @property
     def record_key_fields(self) -> tuple[str, ...]:
         return _split_fields(self._props.get(P.RECORD_KEY_FIELDS, ""))
 
@@ -269,6 +272,7 @@ class TableConfig(Mapping[str, str]):
             raise InvalidTableConfigError(
                 P.RECORD_KEY_FIELDS, "is missing: a table without meta fields computes its keys from them"
             )
+        self.timeline_zone  # noqa: B018 (UTC or LOCAL, checked on opening, not at a first commit)
         layout = self._props.get(P.METADATA_LAYOUT, "1").strip()
         if layout not in {str(n) for n in range(1, P.CURRENT_METADATA_LAYOUT + 1)}:
             raise InvalidTableConfigError(

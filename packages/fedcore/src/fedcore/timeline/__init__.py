@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone, tzinfo
 from typing import Final
 
 from fsspec import AbstractFileSystem
@@ -222,7 +222,12 @@ def heartbeat_path(table_path: str, time: str) -> str:
 
 
 def new_instant(
-    fs: AbstractFileSystem, table_path: str, naming: InstantNaming, action: str, plan: bytes = b""
+    fs: AbstractFileSystem,
+    table_path: str,
+    naming: InstantNaming,
+    action: str,
+    plan: bytes = b"",
+    zone: tzinfo | None = timezone.utc,
 ) -> Instant:
     """Request a new instant, strictly later than any on the timeline and unique among writers.
 
@@ -239,10 +244,13 @@ def new_instant(
     later time tried. So no instant ever completes that was requested after a later one
     was visible, whatever a writer's clock or pauses: what a reader has listed stays
     listed, and ``Timeline.load(since=...)`` may list only from its earliest pending instant.
+
+    ``zone``: the table's timeline zone (``TableConfig.timeline_zone``; None: local time, as
+    Hudi's writers make instant times on a ``LOCAL`` table).
     """
     moment = datetime.now(timezone.utc)
     for _ in range(100):
-        instant = Instant(instant_time(moment), action, REQUESTED)
+        instant = Instant(instant_time(moment, zone), action, REQUESTED)
         moment += timedelta(milliseconds=1)
         beat = str(int(datetime.now(timezone.utc).timestamp() * 1000)).encode()
         beating = heartbeat_path(table_path, instant.time)
@@ -264,7 +272,7 @@ def new_instant(
             fs.rm_file(naming.path(table_path, instant))
             fs.rm_file(beating)
         if last is not None:
-            moment = max(moment, parse_instant_time(last) + timedelta(milliseconds=1))
+            moment = max(moment, parse_instant_time(last, zone) + timedelta(milliseconds=1))
     raise InstantConflictError(f"could not request a new {action} instant on {table_path}")
 
 

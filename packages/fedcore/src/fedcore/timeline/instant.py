@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timezone, tzinfo
 from typing import Final
 
 from fedcore.exceptions import InvalidInstantError
@@ -39,20 +39,25 @@ SAVEPOINT: Final = "savepoint"
 READABLE_ACTIONS: Final = frozenset({*ACTIONS, SAVEPOINT})
 
 
-def instant_time(moment: datetime) -> str:
-    """Hudi's instant time: ``yyyyMMddHHmmssSSS`` in UTC."""
-    return moment.astimezone(timezone.utc).strftime(_INSTANT_FORMAT)[:-3]
+def instant_time(moment: datetime, zone: tzinfo | None = timezone.utc) -> str:
+    """Hudi's instant time: ``yyyyMMddHHmmssSSS`` in the table's timeline zone (``zone``;
+    None: this process's local zone, Hudi's ``LOCAL``)."""
+    return moment.astimezone(zone).strftime(_INSTANT_FORMAT)[:-3]
 
 
-def parse_instant_time(value: str) -> datetime:
+def parse_instant_time(value: str, zone: tzinfo | None = timezone.utc) -> datetime:
+    """The moment an instant time stands for, read in the table's timeline zone (``zone``;
+    None: this process's local zone)."""
     if not re.fullmatch(r"\d{17}|\d{14}", value or ""):
         raise InvalidInstantError(f"{value!r} is not an instant time (yyyyMMddHHmmssSSS)")
     try:
         if len(value) == 14:
-            return datetime.strptime(value, "%Y%m%d%H%M%S").replace(tzinfo=timezone.utc)
-        return datetime.strptime(value + "000", _INSTANT_FORMAT).replace(tzinfo=timezone.utc)
+            naive = datetime.strptime(value, "%Y%m%d%H%M%S")
+        else:
+            naive = datetime.strptime(value + "000", _INSTANT_FORMAT)
     except ValueError:
         raise InvalidInstantError(f"{value!r} is not a valid date and time") from None
+    return naive.replace(tzinfo=zone) if zone is not None else naive.astimezone()
 
 
 @dataclass(frozen=True, order=True)
