@@ -184,7 +184,30 @@ def cli() -> str:
     return "\n".join(lines) + "\n"
 
 
+def undescribed() -> list[str]:
+    """Configuration keys without a ``#:`` comment and ``fed`` arguments without help: the
+    build fails on any (a reference row that says nothing is a reference that is not one)."""
+    comments, names = _comments(), _constants()
+    runtime = {str(option) for option in P.RUNTIME_OPTIONS}
+    keys = [*runtime, *P.STORAGE_KEYS, *(P.TABLE_KEYS - runtime - set(P.STORAGE_KEYS))]
+    missing = [f"key {key}" for key in sorted(set(keys)) if not comments.get(names.get(key, ""), "")]
+
+    def walk(parser: argparse.ArgumentParser, command: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, f"{command} {name}")
+            elif not isinstance(action, argparse._HelpAction) and not action.help:
+                missing.append(f"argument {command} {'/'.join(action.option_strings) or action.dest}")
+
+    walk(_parser(), "fed")
+    return missing
+
+
 def on_files(files: Files, config: Any) -> Files:
+    missing = undescribed()
+    if missing:
+        raise ValueError("the references would list these without a description: " + "; ".join(missing))
     for uri, content in (("reference/configuration.md", configuration()), ("reference/cli.md", cli())):
         files.append(File.generated(config, uri, content=content))
     return files

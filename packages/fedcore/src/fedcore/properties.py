@@ -20,26 +20,44 @@ PROPERTIES_FILE: Final = "hoodie.properties"
 PARTITION_METADATA_FILE: Final = ".hoodie_partition_metadata"
 
 # --- Hudi table config (hoodie.properties) ---------------------------------------
+#: The table's name: Hudi's, and the default name it is registered under in a catalog.
 TABLE_NAME: Final = "hoodie.table.name"
+#: The database the table belongs to (a catalog's); with the name, it makes Hudi's table checksum.
 DATABASE_NAME: Final = "hoodie.database.name"
+#: ``COPY_ON_WRITE`` (the default) or ``MERGE_ON_READ``; stored with the prefix ``FEDERATED_`` when
+#: the data files are not under the table path (see ``FEDERATED_TABLE_TYPE_PREFIX``).
 TABLE_TYPE: Final = "hoodie.table.type"
+#: Hudi's table version: how instant files, commit metadata and log files are named and encoded
+#: (``fedcore.timeline.layout``); fed writes 6.
 TABLE_VERSION: Final = "hoodie.table.version"
+#: The record key: one column or several (comma-separated, a complex key); a write upserts by it.
 RECORD_KEY_FIELDS: Final = "hoodie.table.recordkey.fields"
+#: The partition columns, comma-separated (none: a non-partitioned table).
 PARTITION_FIELDS: Final = "hoodie.table.partition.fields"
+#: The ordering column: among records of one key in a write, and under the event-time payload
+#: between a log record and the record it updates, the greatest value wins.
 PRECOMBINE_FIELD: Final = "hoodie.table.precombine.field"
 #: The write operation (upsert, insert, bulk_insert, delete, insert_overwrite, ...).
 OPERATION: Final = "hoodie.datasource.write.operation"
+#: Partition folders named ``field=value`` (``true``, fed's default) or by the value alone.
 HIVE_STYLE_PARTITIONING: Final = "hoodie.datasource.write.hive_style_partitioning"
+#: Partition values URL-encoded in folder names, so a ``/`` in a value never makes a folder.
 URL_ENCODE_PARTITIONING: Final = "hoodie.datasource.write.partitionpath.urlencode"
+#: Hudi's key generator class: how record keys and partition paths are made from columns (simple,
+#: complex, non-partitioned, timestamp-based, custom).
 KEY_GENERATOR_CLASS: Final = "hoodie.table.keygenerator.class"
+#: The key generator by type name (``SIMPLE``, ``COMPLEX``, ...), as later Hudi versions record it.
 KEY_GENERATOR_TYPE: Final = "hoodie.table.keygenerator.type"
 
+#: Hudi's timeline layout: 1 for table version 6 (instant files in ``.hoodie/``).
 TIMELINE_LAYOUT_VERSION: Final = "hoodie.timeline.layout.version"
+#: The folder in ``.hoodie/`` archival moves old instants to (``archived``).
 ARCHIVELOG_FOLDER: Final = "hoodie.archivelog.folder"
-#: The clock of instant times: fed's are UTC, and a new table says so, so that Hudi's writers
-#: of it make UTC times too (Hudi's default is the writer's local time zone, whose times
-#: would interleave with fed's out of order).
+#: The zone of instant times: ``UTC`` (fed's tables, so that Hudi's writers of them make UTC
+#: times too) or ``LOCAL`` (each writer's local clock: what Hudi writes into the tables it
+#: creates, and assumes when the key is absent); fed makes and reads instant times in it.
 TIMELINE_TIMEZONE: Final = "hoodie.table.timeline.timezone"
+#: The base files' format: ``PARQUET`` (the only one fed writes and reads).
 BASE_FILE_FORMAT: Final = "hoodie.table.base.file.format"
 TABLE_CHECKSUM: Final = "hoodie.table.checksum"
 #: The table's Avro schema at creation: the schema of a table no write has completed on.
@@ -50,6 +68,8 @@ PAYLOAD_CLASS: Final = "hoodie.compaction.payload.class"
 #: wins (Hudi's default), or the one with the greatest ordering value.
 OVERWRITE_WITH_LATEST_PAYLOAD: Final = "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"
 DEFAULT_HOODIE_PAYLOAD: Final = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
+#: Hudi's record-merger strategy id: with the payload class, how a reader merges log records onto
+#: base records (fed writes Hudi's default).
 RECORD_MERGER_STRATEGY: Final = "hoodie.compaction.record.merger.strategy"
 #: Hudi's default merger strategy (``HoodieAvroRecordMerger``: the payload class decides).
 DEFAULT_RECORD_MERGER_STRATEGY: Final = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
@@ -215,19 +235,33 @@ class TextOption(str):
         return str(raw).strip()
 
 
-#: Table config read as flags: partition columns kept only in paths; meta columns filled.
+#: Partition columns kept only in folder names, not in data files (Hudi's option; fed reads
+#: such tables and writes them so).
 DROP_PARTITION_COLUMNS: Final = BoolOption("hoodie.datasource.write.drop.partition.columns", False)
+#: Whether data files hold Hudi's ``_hoodie_*`` meta columns (``false``: virtual keys, computed
+#: from the record key columns on read).
 POPULATE_META_FIELDS: Final = BoolOption("hoodie.populate.meta.fields", True)
 
 #: Whether a table has fedcore's metadata table. A new table gets it unless told otherwise
 #: (Hudi's default since 0.11); an existing config without the key has none
 #: (``TableConfig.metadata_enabled``).
 METADATA_ENABLE: Final = BoolOption("hoodie.metadata.enable", True)
+#: Compact fed's metadata table (fold its deltas into one manifest) once this many deltas are on
+#: top of the last one.
 METADATA_COMPACT_DELTAS: Final = IntOption("hoodie.metadata.compact.max.delta.commits", 10, 1)
+#: How often a writer refreshes its instant's heartbeat (ms); the next writer rolls back an instant
+#: whose heartbeat stopped for the tolerable misses plus one intervals.
 HEARTBEAT_INTERVAL_MS: Final = IntOption("hoodie.client.heartbeat.interval_in_ms", 60_000, 1)
+#: Heartbeats a writer may miss before its pending instant counts as a dead writer's.
 HEARTBEAT_TOLERABLE_MISSES: Final = IntOption("hoodie.client.heartbeat.tolerable.misses", 2, 0)
+#: The greatest size of a base file in bytes: a write splits its rows over files of at most this
+#: many (by the table's record size).
 MAX_FILE_SIZE: Final = IntOption("hoodie.parquet.max.file.size", 120 * 2**20, 1)
+#: Base files smaller than this (bytes) take an insert's or upsert's new records before new file
+#: groups are made; 0: never top up.
 SMALL_FILE_LIMIT: Final = IntOption("hoodie.parquet.small.file.limit", 100 * 2**20, 0)
+#: Bytes per record assumed for file sizing until a commit large enough has measured the table's
+#: own.
 RECORD_SIZE_ESTIMATE: Final = IntOption("hoodie.copyonwrite.record.size.estimate", 1024, 1)
 #: A commit teaches the record size only when it wrote more than this times the small file
 #: limit (Hudi's rule: a small commit's bytes per record are mostly footers).
@@ -241,27 +275,38 @@ PARQUET_COMPRESSION_CODEC: Final = ChoiceOption(
     {"snappy": "snappy", "gzip": "gzip", "zstd": "zstd", "lz4": "lz4", "lz4_raw": "lz4", "brotli": "brotli",
      "uncompressed": "none"},
 )  # fmt: skip
-#: Bytes of a row group (converted to rows with the record size estimate) and of a data page.
+#: Bytes of a Parquet row group in base files (converted to rows with the table's record size).
 PARQUET_BLOCK_SIZE: Final = IntOption("hoodie.parquet.block.size", 120 * 2**20, 1)
+#: Bytes of a Parquet data page in base files.
 PARQUET_PAGE_SIZE: Final = IntOption("hoodie.parquet.page.size", 2**20, 1)
 #: Per-file column statistics (least, greatest, nulls) recorded in the metadata table, so that
 #: reads skip files no row of which can match their filters. The columns: those listed, or
 #: the first ``DEFAULT_STATS_COLUMNS`` data columns (as Delta Lake's default).
 COLUMN_STATS_ENABLE: Final = BoolOption("hoodie.metadata.index.column.stats.enable", True)
+#: The columns whose statistics are recorded, comma-separated (default: the first 32 data columns).
 COLUMN_STATS_COLUMNS: Final = ListOption("hoodie.metadata.index.column.stats.column.list")
 DEFAULT_STATS_COLUMNS: Final = 32
+#: Cleaning keeps every file version the latest this many writes need: time travel and incremental
+#: reads reach that far back.
 CLEANER_COMMITS_RETAINED: Final = IntOption("hoodie.cleaner.commits.retained", 10, 1)
+#: Clean after each commit (``fed clean`` otherwise).
 CLEAN_AUTOMATIC: Final = BoolOption("hoodie.clean.automatic", True)
+#: Archival keeps at least this many completed instants on the active timeline.
 ARCHIVE_MIN_INSTANTS: Final = IntOption("hoodie.keep.min.commits", 20, 1)
+#: Archival runs once the active timeline holds more completed instants than this.
 ARCHIVE_MAX_INSTANTS: Final = IntOption("hoodie.keep.max.commits", 30, 2)
+#: Archive after each commit.
 ARCHIVE_AUTOMATIC: Final = BoolOption("hoodie.archive.automatic", True)
 #: Schema evolution on write: an input without one of the table's (nullable) columns writes
 #: it as null (Hudi's reconciliation, or its narrower switch); otherwise it is refused.
 RECONCILE_SCHEMA: Final = BoolOption("hoodie.datasource.write.reconcile.schema", False)
+#: Write a table column the input lacks (it must be nullable) as null, without the rest of schema
+#: reconciliation.
 SET_NULL_FOR_MISSING_COLUMNS: Final = BoolOption("hoodie.write.set.null.for.missing.columns", False)
 #: Merge-on-read: compact after a write once this many delta commits completed since the last
 #: compaction (Hudi's inline compaction; off by default, as in Hudi's batch writers).
 COMPACT_INLINE: Final = BoolOption("hoodie.compact.inline", False)
+#: Merge-on-read inline compaction runs after this many delta commits since the last compaction.
 COMPACT_INLINE_MAX_DELTA_COMMITS: Final = IntOption("hoodie.compact.inline.max.delta.commits", 5, 1)
 #: How long a write waits for a compaction another fed writer is running on the table
 #: (``fedcore.commit.pending``): longer than a heartbeat's expiry at Hudi's defaults (3 minutes),
@@ -276,15 +321,21 @@ LOG_DATA_BLOCK_FORMAT: Final = ChoiceOption(
 #: registered in a Hive metastore (``fedcore.catalog.meta_sync``). Only the metastore mode exists;
 #: the URIs are tried in order; the table name defaults to the fed table's.
 HIVE_SYNC_ENABLE: Final = BoolOption("hoodie.datasource.hive_sync.enable", False)
+#: How Hive sync registers the table: ``hms`` (a Hive metastore, the one mode fed has).
 HIVE_SYNC_MODE: Final = ChoiceOption("hoodie.datasource.hive_sync.mode", "hms", {"hms": "hms"})
+#: The Hive metastores' Thrift URIs (``thrift://host:9083``), comma-separated, tried in order.
 HIVE_SYNC_METASTORE_URIS: Final = ListOption("hoodie.datasource.hive_sync.metastore.uris")
+#: The database the table is registered in (default ``default``).
 HIVE_SYNC_DATABASE: Final = TextOption("hoodie.datasource.hive_sync.database")
+#: The name the table is registered under (default: the table's name).
 HIVE_SYNC_TABLE: Final = TextOption("hoodie.datasource.hive_sync.table")
 DEFAULT_HIVE_SYNC_DATABASE: Final = "default"
 #: Hudi's meta sync: after each commit, sync with each tool named (Hudi's class names: its
 #: Hive sync, a Hive metastore, and its Glue sync, AWS Glue); the database and table names are
 #: the Hive sync's keys, as Hudi's Glue sync reads them.
 META_SYNC_ENABLE: Final = BoolOption("hoodie.datasource.meta.sync.enable", False)
+#: The sync tools to run after each commit, by Hudi's class names (``HIVE_SYNC_TOOL``,
+#: ``GLUE_SYNC_TOOL``), comma-separated.
 META_SYNC_TOOLS: Final = ListOption("hoodie.meta.sync.client.tool.class")
 HIVE_SYNC_TOOL: Final = "org.apache.hudi.hive.HiveSyncTool"
 GLUE_SYNC_TOOL: Final = "org.apache.hudi.aws.sync.AwsGlueCatalogSyncTool"
@@ -292,18 +343,34 @@ SYNC_TOOLS: Final = (HIVE_SYNC_TOOL, GLUE_SYNC_TOOL)
 #: Where AWS Glue is, and the credentials to reach it (default: boto3's chain: environment,
 #: profile, instance role). The credentials are a write's options only, never a table's config.
 AWS_GLUE_ENDPOINT: Final = TextOption("hoodie.aws.glue.endpoint")
+#: The AWS region of the Glue catalog (default: boto3's).
 AWS_GLUE_REGION: Final = TextOption("hoodie.aws.glue.region")
+#: The access key id for Glue (a write's option, never stored).
 AWS_ACCESS_KEY: Final = TextOption("hoodie.aws.access.key")
+#: The secret access key for Glue (a write's option, never stored).
 AWS_SECRET_KEY: Final = TextOption("hoodie.aws.secret.key")
+#: The session token of temporary credentials for Glue (a write's option, never stored).
 AWS_SESSION_TOKEN: Final = TextOption("hoodie.aws.session.token")
 CREDENTIAL_KEYS: Final = frozenset({str(AWS_ACCESS_KEY), str(AWS_SECRET_KEY), str(AWS_SESSION_TOKEN)})
 
 # --- Storage strategy (fedcore / RFC-60) ------------------------------------------
+#: Where data files go: ``hive`` (under the table path, the default), ``object_store`` (hashed
+#: prefixes under the storage path), ``partition_map`` (a location per partition), an entry point
+#: of group ``fedcore.storage_strategies`` or a class path.
 STORAGE_STRATEGY_CLASS: Final = "hoodie.storage.strategy.class"
+#: The root data files go under: required by ``object_store``; for ``partition_map``, the location
+#: of partitions no entry maps.
 STORAGE_PATH: Final = "hoodie.storage.path"
+#: The hash that names an ``object_store`` prefix: ``xxh32`` (8 hex characters, the default) or
+#: ``xxh64`` (16).
 STORAGE_HASH_FUNCTION: Final = "hoodie.storage.hash.function"
+#: What is hashed: ``file_id`` (the default: a file group's files share a prefix) or
+#: ``partition_and_file_id``.
 STORAGE_HASH_INPUT: Final = "hoodie.storage.hash.input"
+#: N > 0: the hash modulo N, as fixed-width hex (fewer, denser prefixes); unset: the whole hash.
 STORAGE_PREFIX_COUNT: Final = "hoodie.storage.prefix.count"
+#: ``partition_map``'s JSON object: partition-path prefix -> location URI; the longest whole-
+#: segment match wins.
 STORAGE_PARTITION_LOCATIONS: Final = "hoodie.storage.partition.locations"
 #: The folder under each storage location that holds this table's partitions: fed sets it to
 #: ``<table name>-<table id>`` when it creates a table whose strategy places files by table, so

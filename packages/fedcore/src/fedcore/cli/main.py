@@ -15,7 +15,14 @@ from typing import NoReturn
 from fedcore import __version__
 from fedcore import properties as P
 from fedcore.cli.maintenance import maintenance_commands
-from fedcore.cli.table import non_negative_int, open_table, parse_pairs, positive_int, table_commands
+from fedcore.cli.table import (
+    add_storage_option,
+    non_negative_int,
+    open_table,
+    parse_pairs,
+    positive_int,
+    table_commands,
+)
 from fedcore.exceptions import FedError
 from fedcore.storage.layout import preview_layout
 from fedcore.storage.loader import load_storage_strategy, named_strategy_class
@@ -59,7 +66,7 @@ def _parser() -> argparse.ArgumentParser:
         help="place generated file ids instead of reading a table",
     )
     layout.add_argument("--table-path", default="s3://lake-tables/trips", help="logical table path")
-    layout.add_argument("--table-name", default="trips")
+    layout.add_argument("--table-name", default="trips", help="table name the preview places files for")
     layout.add_argument(
         "--storage-strategy",
         default=P.STORAGE_STRATEGY_OBJECT_STORE,
@@ -92,7 +99,7 @@ def _parser() -> argparse.ArgumentParser:
     layout.add_argument("--seed", type=int, default=0, help="seed for the generated file ids")
     layout.add_argument("--samples", type=non_negative_int, default=5, help="placements to print")
     layout.add_argument("--plot", metavar="PNG", help="also draw files per prefix into this file")
-    layout.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE")
+    add_storage_option(layout)
     layout.set_defaults(run=_run_layout)
     table_commands(commands)
     maintenance_commands(commands)

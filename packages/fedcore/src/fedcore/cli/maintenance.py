@@ -26,7 +26,14 @@ from typing import Any
 from tqdm import tqdm
 
 from fedcore import properties as P
-from fedcore.cli.table import open_table, parse_pairs, positive_int, storage_options
+from fedcore.cli.table import (
+    PROPERTY_HELP,
+    add_storage_option,
+    open_table,
+    parse_pairs,
+    positive_int,
+    storage_options,
+)
 from fedcore.exceptions import FedError, MissingDependencyError
 from fedcore.io.filesystems import storage_options_of
 from fedcore.migrate import migrate
@@ -42,7 +49,7 @@ def maintenance_commands(commands: Any) -> None:
     def add(name: str, help_text: str) -> argparse.ArgumentParser:
         parser: argparse.ArgumentParser = commands.add_parser(name, help=help_text, description=help_text)
         parser.add_argument("table", help="table path (local path, file:// or s3:// URI)")
-        parser.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE")
+        add_storage_option(parser)
         return parser
 
     repair = add("repair", "rebuild the metadata table from storage and the timeline")
@@ -151,7 +158,7 @@ def maintenance_commands(commands: Any) -> None:
         help="a client credential the OAuth2 token endpoint exchanges for a token (repeatable; "
         "default: $FED_SERVE_CREDENTIAL)",
     )
-    serve.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE")
+    add_storage_option(serve)
     serve.set_defaults(run=_serve)
 
     move = commands.add_parser(
@@ -169,7 +176,9 @@ def maintenance_commands(commands: Any) -> None:
     )
     move.add_argument("--storage-path", help="where data files go (object_store)")
     move.add_argument("--name", help="the new table's name (default: the source's)")
-    move.add_argument("-p", "--property", action="append", default=[], metavar="KEY=VALUE")
+    move.add_argument(
+        "-p", "--property", action="append", default=[], metavar="KEY=VALUE", help=PROPERTY_HELP
+    )
     move.add_argument("--record-key", help="a plain Parquet dataset's record key field(s), comma separated")
     move.add_argument("--partition-by", help="a plain dataset's partition fields (default: its key= folders)")
     move.add_argument("--precombine", help="a plain dataset's ordering field")

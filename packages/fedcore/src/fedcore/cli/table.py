@@ -25,23 +25,30 @@ from fedcore.table import Table, create_table, load_table
 from fedcore.write.client import OPERATIONS, WriteClient
 from fedcore.write.job import UPSERT
 
+#: The help of every command's ``--storage-option``.
+STORAGE_OPTION_HELP = (
+    "fsspec option for s3 roots, e.g. endpoint_url=http://127.0.0.1:9000, key=..., secret=..., "
+    "profile=...; repeatable"
+)
+#: The help of ``--property`` where it makes a table.
+PROPERTY_HELP = "a table property (the configuration reference lists them), repeatable"
+
+
+def add_storage_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--storage-option", action="append", default=[], metavar="KEY=VALUE", help=STORAGE_OPTION_HELP
+    )
+
 
 def table_commands(commands: Any) -> None:
     def add(name: str, help_text: str) -> argparse.ArgumentParser:
         parser: argparse.ArgumentParser = commands.add_parser(name, help=help_text, description=help_text)
         parser.add_argument("table", help="table path (local path, file:// or s3:// URI)")
-        parser.add_argument(
-            "--storage-option",
-            action="append",
-            default=[],
-            metavar="KEY=VALUE",
-            help="fsspec option for s3 roots, e.g. endpoint_url=http://127.0.0.1:9000, key=..., "
-            "secret=..., profile=...",
-        )
+        add_storage_option(parser)
         return parser
 
     create = add("create", "create a table and persist its storage strategy")
-    create.add_argument("--name", required=True)
+    create.add_argument("--name", required=True, help="the table's name (hoodie.table.name)")
     create.add_argument("--record-key", required=True, help="record key field(s), comma separated")
     create.add_argument("--partition-by", default="", help="partition field(s), comma separated")
     create.add_argument("--precombine", help="field whose greatest value wins among duplicates")
@@ -50,10 +57,17 @@ def table_commands(commands: Any) -> None:
         choices=P.TABLE_TYPES,
         help="MERGE_ON_READ: upserts append log files (default COPY_ON_WRITE, or -p hoodie.table.type)",
     )
-    create.add_argument("--storage-strategy", default=P.DEFAULT_STORAGE_STRATEGY)
+    create.add_argument(
+        "--storage-strategy",
+        default=P.DEFAULT_STORAGE_STRATEGY,
+        help="where data files go: hive (under the table path), object_store (hashed prefixes under "
+        "--storage-path), partition_map, an entry-point name or a class path",
+    )
     create.add_argument("--storage-path", help="where data files go (object_store)")
     create.add_argument("--plain-partitions", action="store_true", help="value folders, not field=value")
-    create.add_argument("-p", "--property", action="append", default=[], metavar="KEY=VALUE")
+    create.add_argument(
+        "-p", "--property", action="append", default=[], metavar="KEY=VALUE", help=PROPERTY_HELP
+    )
     create.add_argument(
         "--start-over",
         action="store_true",
@@ -63,8 +77,21 @@ def table_commands(commands: Any) -> None:
 
     write = add("write", "write records from a Parquet or CSV file")
     write.add_argument("input", help="INPUT.parquet or INPUT.csv")
-    write.add_argument("--operation", choices=OPERATIONS, default=UPSERT)
-    write.add_argument("-p", "--property", action="append", default=[], metavar="KEY=VALUE")
+    write.add_argument(
+        "--operation",
+        choices=OPERATIONS,
+        default=UPSERT,
+        help="Hudi's write operation: upsert by record key, insert, bulk_insert (new file groups only), "
+        "delete (the keys given), insert_overwrite (the partitions written), insert_overwrite_table",
+    )
+    write.add_argument(
+        "-p",
+        "--property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a write option (file sizes, cleaning, sync, ...: the configuration reference), repeatable",
+    )
     write.set_defaults(run=_write)
 
     read = add("read", "read the table (snapshot, or --as-of an instant)")
@@ -85,8 +112,8 @@ def table_commands(commands: Any) -> None:
     read.set_defaults(run=_read)
 
     files = add("files", "list the file slices a read would use")
-    files.add_argument("--where")
-    files.add_argument("--as-of")
+    files.add_argument("--where", help="list the file slices of the partitions and files these filters keep")
+    files.add_argument("--as-of", help="instant time yyyyMMddHHmmssSSS: the file slices as of it")
     files.add_argument("--physical", action="store_true", help="show physical paths")
     files.set_defaults(run=_files)
 
@@ -103,7 +130,7 @@ def table_commands(commands: Any) -> None:
     compactor.set_defaults(run=_compact)
 
     undo = add("rollback", "roll back a failed write or the latest completed one")
-    undo.add_argument("instant")
+    undo.add_argument("instant", help="the instant time (yyyyMMddHHmmssSSS) of the write to undo")
     undo.set_defaults(run=_rollback)
 
 
