@@ -82,6 +82,31 @@ def check_commits_supported(uri: str, what: str = "a table") -> None:
         )
 
 
+def check_conditional_create(fs: AbstractFileSystem, folder: str) -> None:
+    """Refuse an object store that does not honour S3's conditional writes
+    (``If-None-Match: *``), once, before a table is created on it: fed's commit point is an
+    exclusive create, and a store that answers every such PUT by overwriting would let two
+    writers both complete one instant, silently. A probe object is created twice under
+    ``folder`` (the second must be refused), then deleted. Local disks need no probe."""
+    if "s3" not in _protocols(fs):
+        return
+    probe = f"{folder}/.fed/conditional-write-probe-{uuid.uuid4().hex}"
+    try:
+        create_exclusive(fs, probe, b"first")
+        try:
+            create_exclusive(fs, probe, b"second")
+        except FileExistsError:
+            return
+        raise AtomicWriteUnsupportedError(
+            f"{folder}: the object store overwrote an object a conditional write (If-None-Match: *) "
+            "should have left alone: it does not honour S3's conditional writes, which fed's commits "
+            "need (AWS S3 and recent S3-compatible stores do; see the production guide)"
+        )
+    finally:
+        with contextlib.suppress(OSError):  # a probe left behind is harmless; the answer is not
+            fs.rm_file(probe)
+
+
 def replace_atomic(fs: AbstractFileSystem, path: str, data: bytes) -> None:
     """Write ``data`` to ``path`` whether or not something is there; a reader sees the old
     content or the new, never a part (an S3 PUT; a local temporary file renamed into place)."""

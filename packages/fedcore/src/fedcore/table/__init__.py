@@ -35,7 +35,7 @@ from fedcore.handle import (
 )
 from fedcore.handle.config import TableConfig, check_table_name
 from fedcore.handle.identity import folder_for, new_identity
-from fedcore.io.atomic import check_commits_supported
+from fedcore.io.atomic import check_commits_supported, check_conditional_create
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import StorageOptions, filesystem_for
 from fedcore.io.uris import normalize_uri
@@ -395,6 +395,7 @@ def create_table(
     check_file_shape(config)
     fs = filesystem_for(table_path, storage_options)
     _prepare_new_table_path(fs, table_path, start_over)
+    check_conditional_create(fs, f"{table_path}/{P.HOODIE_FOLDER}")
     config.save_new(fs, table_path)
     table = Table(TableHandle(table_path, config, strategy, storage_options))
     index = table.handle.metadata_table_or_none()
