@@ -18,7 +18,7 @@ from typing import Final
 from fedcore import properties as P
 from fedcore.handle import TableHandle
 from fedcore.io.errors import storage_errors
-from fedcore.io.filesystems import read_objects
+from fedcore.io.filesystems import read_objects, remove_tree
 
 #: A marker batch: ``<marker folder>/MARKERS-<token>``, one line per file a task is about to
 #: write (``<partition>/<file>.marker.<CREATE|MERGE|APPEND>``, the lines of Hudi's own batched
@@ -100,5 +100,4 @@ def marked(table: TableHandle, instant: str) -> tuple[list[str], list[str]]:
 def remove_markers(table: TableHandle, instant: str) -> None:
     """Drop ``instant``'s markers: it completed, or its files are rolled back."""
     folder = marker_folder(table, instant)
-    with contextlib.suppress(FileNotFoundError), storage_errors(folder):  # none: nothing was written
-        table.fs.table_fs.rm(folder, recursive=True)
+    remove_tree(table.fs.table_fs, folder)  # none: nothing was written

@@ -46,6 +46,7 @@ from fedcore.handle import TableHandle, check_storage_checksum, check_supported
 from fedcore.handle.config import TableConfig, properties_path
 from fedcore.handle.identity import check_not_a_copy, recorded_identity
 from fedcore.io.errors import storage_errors
+from fedcore.io.filesystems import remove_tree
 from fedcore.metadata.format import FOLDER, LEGACY_FOLDER
 
 #: The metadata table's subfolders, in the order they are copied.
@@ -150,11 +151,11 @@ def _drop_hudi_metadata_table(table: TableHandle) -> None:
             return
         entries = [entry.rstrip("/") for entry in fs.ls(folder, detail=False, refresh=True)]
         if kept not in entries:
-            fs.rm(folder, recursive=True)  # as Hudi drops it: the folder and all in it
+            remove_tree(fs, folder)  # as Hudi drops it: the folder and all in it
             return
         for entry in entries:
             if entry != kept:
-                fs.rm(entry, recursive=True)
+                remove_tree(fs, entry)
 
 
 def copy_metadata_table(table: TableHandle) -> int:

@@ -48,7 +48,7 @@ import fsspec.asyn
 from fsspec import AbstractFileSystem
 from fsspec.spec import AbstractBufferedFile
 
-from fedcore.exceptions import InvalidStorageConfigError
+from fedcore.exceptions import InvalidStorageConfigError, StorageError, StoragePermissionError
 from fedcore.io.errors import storage_errors
 from fedcore.io.uris import has_scheme, is_within, normalize_uri, protocol_of
 
@@ -331,8 +331,11 @@ def list_names_after(fs: AbstractFileSystem, folder: str, start_after: str) -> l
 def remove_files(fs: AbstractFileSystem, paths: Sequence[str]) -> None:
     """Delete files in one bulk request where the store has one; a file already gone is
     no error: table services are idempotent, and two writers' services may race to the
-    same deletions."""
+    same deletions. A file the store refuses to delete is an error (``StorageError``)."""
     if not paths:
+        return
+    if _is_s3(fs):
+        _delete_objects(fs, paths)
         return
     with storage_errors(paths[0]):
         try:
@@ -343,3 +346,56 @@ def remove_files(fs: AbstractFileSystem, paths: Sequence[str]) -> None:
         for path in paths:
             with contextlib.suppress(FileNotFoundError):
                 fs.rm_file(path)
+
+
+def remove_tree(fs: AbstractFileSystem, folder: str) -> None:
+    """Delete a folder and everything under it (nothing there: no error); on S3, what the
+    store refuses to delete is an error, as in ``remove_files``."""
+    with storage_errors(folder):
+        if not _is_s3(fs):
+            with contextlib.suppress(FileNotFoundError):
+                fs.rm(folder, recursive=True)
+            return
+        found = [str(p) for p in fs.find(folder, detail=False)]
+    remove_files(fs, found)
+
+
+def _is_s3(fs: AbstractFileSystem) -> bool:
+    protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
+    return "s3" in protocols and hasattr(fs, "_call_s3")
+
+
+def _delete_objects(fs: Any, paths: Sequence[str]) -> None:
+    """S3's DeleteObjects, a request per bucket and 1,000 keys, its per-key errors raised.
+
+    s3fs's bulk delete asks in quiet mode and drops the answer's ``Errors``: a key the store
+    refused (a policy without ``s3:DeleteObject`` on it, object lock, ...) was reported as
+    deleted, and a rollback that could not delete an instant's file left it on the timeline."""
+    by_bucket: dict[str, list[str]] = {}
+    for path in paths:
+        bucket, key, _ = fs.split_path(path)
+        by_bucket.setdefault(bucket, []).append(key)
+    for bucket, keys in by_bucket.items():
+        for start in range(0, len(keys), 1000):
+            chunk = keys[start : start + 1000]
+            where = f"s3://{bucket}/{chunk[0]}"
+            with storage_errors(where):
+                answer = fs.call_s3(
+                    "delete_objects",
+                    Bucket=bucket,
+                    Delete={"Objects": [{"Key": key} for key in chunk], "Quiet": True},
+                )
+            for key in chunk:
+                fs.invalidate_cache(f"{bucket}/{key}")
+            errors = [e for e in answer.get("Errors", []) if e.get("Code") != "NoSuchKey"]
+            if errors:
+                first = errors[0]
+                what = f"s3://{bucket}/{first.get('Key')}"
+                reason = f"{first.get('Code')}: {first.get('Message')}"
+                more = f" (and {len(errors) - 1} more of {len(chunk)})" if len(errors) > 1 else ""
+                if first.get("Code") == "AccessDenied":
+                    raise StoragePermissionError(
+                        f"{what}: access denied to DeleteObjects ({reason}){more}: check the credentials "
+                        "and the bucket's policy (s3:DeleteObject)"
+                    )
+                raise StorageError(f"{what}: the store did not delete it ({reason}){more}")

@@ -9,7 +9,6 @@ the table), one Parquet file per task attempt, until the write ends.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import uuid
 from collections.abc import Iterable
@@ -22,7 +21,7 @@ from fedcore import properties as P
 from fedcore.handle import HasHandle, handle_of
 from fedcore.io.atomic import create_exclusive
 from fedcore.io.errors import storage_errors
-from fedcore.io.filesystems import read_objects
+from fedcore.io.filesystems import read_objects, remove_tree
 
 #: Staging folders, under the table's ``.hoodie``.
 STAGING_FOLDER: Final = ".fed/staging"
@@ -60,5 +59,4 @@ class Staging:
 
     def drop(self) -> None:
         """Delete the folder and all in it (gone already is fine)."""
-        with contextlib.suppress(FileNotFoundError), storage_errors(self.folder):
-            self._table.fs.table_fs.rm(self.folder, recursive=True)
+        remove_tree(self._table.fs.table_fs, self.folder)
