@@ -9,7 +9,7 @@ from pathlib import Path
 
 from fed_dev.testing import Backend, trips
 from fedcore import properties as P
-from fedcore.migrate import migrate
+from fedcore.services.migrate import migrate
 from fedcore.steps import observe_steps
 from fedcore.table import Table, load_table
 from fedcore.timeline.commit_metadata import WriteStat
