@@ -30,7 +30,7 @@ from tqdm import tqdm
 
 from fed_dev.servers import LoopbackS3
 from fedcore import properties as P
-from fedcore.migrate import MigrationReport, migrate
+from fedcore.services.migrate import MigrationReport, migrate
 from fedcore.table import create_table, load_table
 
 PARTITIONS = 100

@@ -18,7 +18,7 @@ from foreign.hudi_spark.bundles import HUDI_VERSIONS, run_hudi
 from foreign.layouts import COUNTRY, Written, fedcore_reads
 
 from fedcore import properties as P
-from fedcore.migrate import migrate
+from fedcore.services.migrate import migrate
 from fedcore.table import create_table, load_table
 
 WRITER = Path(__file__).with_name("write_with_fed_spark.py")

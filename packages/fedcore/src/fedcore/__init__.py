@@ -3,10 +3,10 @@
 from fedcore.files.file_slice import FileSlice
 from fedcore.handle import TableHandle
 from fedcore.handle.config import TableConfig
-from fedcore.migrate import MigrationReport
 from fedcore.read.planner import ScanPlan
 from fedcore.read.scan import DataScan
 from fedcore.services.cleaning import CleanResult
+from fedcore.services.migrate import MigrationReport, migrate
 from fedcore.services.repair import RepairReport, repair_metadata
 from fedcore.services.verify import VerifyReport, verify_table
 from fedcore.storage import (
@@ -47,6 +47,7 @@ __all__ = [
     "create_table",
     "load_table",
     "load_storage_strategy",
+    "migrate",
     "table_layout",
     "repair_metadata",
     "verify_table",

@@ -5,6 +5,7 @@ the same for a copy-on-write upsert, a merge-on-read log append, a compaction an
 from __future__ import annotations
 
 import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from fed_dev.testing import Backend, trips
 from fedcore import properties as P
 from fedcore.commit.file_group_writer import FileGroupWriter, NewFile
-from fedcore.migrate import migrate
+from fedcore.services.migrate import migrate
 from fedcore.steps import observe_steps
 from fedcore.table import Table, load_table
 from fedcore.timeline.commit_metadata import WriteStat
@@ -170,3 +171,59 @@ def test_a_migration_marks_its_copies_in_one_batch_then_copies_them(tmp_path: Pa
     assert [(m["token"], m["instant"]) for m in names if m] == [("1-0-0", instant), ("0-0-0", instant)]
     # One "data" step for the copies, one per rewritten file, then "copied" and the commit.
     assert steps == [*COMMIT_STEPS, "data", "data", "data", "copied", *AFTER_DATA]
+
+
+def test_a_migration_into_a_merge_on_read_table_marks_its_log_copies_as_appends(
+    backend: Backend, tmp_path: Path
+) -> None:
+    # A merge-on-read source fed wrote: each file group a base file and log files, which a
+    # merge-on-read target takes as they are (the only input that makes APPEND copies).
+    source = mor_table(backend)
+    WriteClient(source).upsert(trips([1, 2, 3], ["us", "de", "us"]))
+    WriteClient(source).upsert(trips([1, 2], ["us", "de"], fare=50.0))
+    WriteClient(source).delete(trips([3], ["us"]))
+    slices = source.file_slices()
+    assert all(s.base_file_name is not None and s.log_files for s in slices)
+    files = [[s.base_file_name, *(name for name, _ in s.log_files)] for s in slices]
+    expected_names = sorted(
+        f"{s.partition_path}/{name}" for s, names in zip(slices, files, strict=True) for name in names
+    )
+    target = f"file://{tmp_path}/target"
+    steps: list[str] = []
+    batches: list[dict[str, list[str]]] = []
+
+    def record(step: str) -> None:
+        steps.append(step)
+        if step == "data" and not batches:
+            folder = tmp_path / "target" / P.HOODIE_FOLDER / ".temp"
+            batches.append({p.name: p.read_text().splitlines() for p in folder.rglob("MARKERS-*")})
+
+    storage = {P.STORAGE_STRATEGY_CLASS: "object_store", P.STORAGE_PATH: f"file://{tmp_path}/storage"}
+    with observe_steps(record):
+        report = migrate(
+            source.path,
+            target,
+            storage=storage,
+            properties={P.TABLE_TYPE: "MERGE_ON_READ"},
+            source_options=backend.storage_options,
+        )
+    assert (report.copied, report.rewritten) == (len(expected_names), 0)
+    migrated = load_table(target)
+    _, stats = latest_stats(migrated)
+    # One batch marks every copy before any is copied: base files as creates, log files as appends.
+    (seen,) = batches
+    kinds = ["APPEND" if LOG.fullmatch(s.path.rsplit("/", 1)[-1]) else "CREATE" for s in stats]
+    assert list(seen.values()) == [[f"{s.path}.marker.{kind}" for s, kind in zip(stats, kinds, strict=True)]]
+    assert kinds.count("APPEND") == sum(len(s.log_files) for s in slices) > 0
+    assert re.fullmatch(r"MARKERS-copies-[0-9a-f]{12}", next(iter(seen)))
+    # The copies keep their names, and the target reads the source's rows, whole.
+    assert sorted(s.path for s in stats) == expected_names
+    assert steps == [*COMMIT_STEPS, "data", "copied", *AFTER_DATA]
+
+    def rows(table: Table) -> Counter[tuple[object, ...]]:
+        data = table.read()
+        columns = sorted(data.column_names)
+        return Counter(tuple(row[c] for c in columns) for row in data.to_pylist())
+
+    assert rows(migrated) == rows(source)
+    assert sum(rows(source).values()) == 2

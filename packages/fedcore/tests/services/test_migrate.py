@@ -17,8 +17,8 @@ from fed_dev.servers import LoopbackS3
 from fed_dev.testing import Backend
 from fedcore import properties as P
 from fedcore.exceptions import ConfigError, FedError, TableAlreadyExistsError, TableNotFoundError
-from fedcore.migrate import migrate
 from fedcore.schema.meta import META_COLUMNS
+from fedcore.services.migrate import migrate
 from fedcore.services.verify import verify_table
 from fedcore.table import load_table
 from fedcore.write.client import WriteClient
@@ -244,7 +244,7 @@ def test_a_migration_that_fails_leaves_nothing_behind(tmp_path: Path) -> None:
 _KILL = """
 import json, os, sys
 from fed_dev.crash import exit_at
-from fedcore.migrate import migrate
+from fedcore.services.migrate import migrate
 from fedcore.steps import observe_steps
 args = json.loads(sys.argv[1])
 with observe_steps(exit_at(args["step"], 9)):

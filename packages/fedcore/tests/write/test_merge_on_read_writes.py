@@ -684,7 +684,7 @@ def test_incremental_queries_and_time_travel_see_through_log_files_and_compactio
 
 
 def test_migrating_to_a_merge_on_read_table_copies_fed_log_files_as_they_are(tmp_path: Path) -> None:
-    from fedcore.migrate import migrate
+    from fedcore.services.migrate import migrate
 
     backend = Backend("local", f"file://{tmp_path}/tables/trips", f"file://{tmp_path}/storage", None)
     source, expected = changed(backend)

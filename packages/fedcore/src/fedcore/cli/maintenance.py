@@ -36,7 +36,7 @@ from fedcore.cli.table import (
 )
 from fedcore.exceptions import FedError, MissingDependencyError
 from fedcore.io.filesystems import storage_options_of
-from fedcore.migrate import migrate
+from fedcore.services.migrate import migrate
 from fedcore.table import load_table
 
 #: ``fed verify``'s exit status when the table fails the check.

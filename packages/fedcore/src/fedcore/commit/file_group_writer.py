@@ -22,13 +22,24 @@ its files and its marker batch are deleted here. Either the rollback listed its 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Literal, NamedTuple, Protocol, TypeAlias, TypeVar
 
+from fedcore.commit.file_writer import (
+    FileGroupWrite,
+    FileName,
+    InputChunk,
+    PutFile,
+    relative_path,
+    write_group,
+    write_partition_metadata,
+)
 from fedcore.commit.markers import mark_files, marker_token, unmark_files
 from fedcore.exceptions import CommitConflictError
 from fedcore.handle import TableHandle
+from fedcore.timeline.commit_metadata import WriteStat
 
 #: Hudi's marker types: a new file group's base file, a base file's rewrite, a log file.
 MarkerKind: TypeAlias = Literal["CREATE", "MERGE", "APPEND"]
@@ -132,3 +143,38 @@ class FileGroupWriter:
             with contextlib.suppress(FileNotFoundError):  # never written, or the rollback got it
                 self.table.fs.rm_file(file.path)
         unmark_files(self.table, self.instant, batch)
+
+
+def write_file_groups(
+    table: TableHandle,
+    instant: str,
+    groups: Sequence[FileGroupWrite],
+    source: InputChunk,
+    names: Sequence[FileName],
+    put: PutFile,
+    threads: int,
+    *,
+    done: Callable[[WriteStat], None] | None = None,
+    fence: Callable[[], bool] | None = None,
+) -> list[WriteStat]:
+    """Write file groups of rows in parallel (files go to many prefixes, often many buckets),
+    after one marker batch naming them all and the partition metadata files of partitions
+    that may be new; ``done(stat)`` is called as each is written. A write's tasks and a
+    migration's rewrites both write rows this way (``fence``: see ``FileGroupWriter.write``)."""
+    new = sorted({group.partition for group in groups if group.new_partition})
+    write_partition_metadata(table, new, source.instant)
+    files = [
+        NewFile(relative_path(table, group, name, source.instant), marker_kind(group))
+        for group, name in zip(groups, names, strict=True)
+    ]
+    # Encoding runs on one thread per core (more only contend); reads and uploads on ``threads``.
+    with ThreadPoolExecutor(os.cpu_count() or 1) as encoder:
+
+        def write_one(job: tuple[FileGroupWrite, FileName]) -> WriteStat:
+            return write_group(table, job[0], source, job[1], encoder, put)
+
+        writer = FileGroupWriter(table, instant, threads)
+        token = names[0].token if names else ""
+        return writer.write(
+            files, list(zip(groups, names, strict=True)), write_one, token, done=done, fence=fence
+        )

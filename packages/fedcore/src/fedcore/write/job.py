@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from types import TracebackType
@@ -32,7 +30,7 @@ from typing import Any, Final, Literal, TypeAlias, get_args
 import pyarrow as pa
 
 from fedcore import properties as P
-from fedcore.commit.file_group_writer import FileGroupWriter, NewFile, marker_kind
+from fedcore.commit.file_group_writer import write_file_groups
 from fedcore.commit.file_writer import (
     FileGroupWrite,
     FileName,
@@ -42,10 +40,7 @@ from fedcore.commit.file_writer import (
     new_groups,
     parquet_options,
     put_data_file,
-    relative_path,
     sampled_record_size,
-    write_group,
-    write_partition_metadata,
     written_record_size,
 )
 from fedcore.commit.pending import wait_for_services
@@ -541,28 +536,13 @@ class WriteJob:
         put: PutFile,
         done: Callable[[WriteStat], None] | None = None,
     ) -> list[WriteStat]:
-        """Write file groups in parallel (files go to many prefixes, often many buckets),
-        after one marker batch naming them all and the partition metadata files of partitions
-        that may be new; ``done(stat)`` is called as each is written."""
-        new = sorted({group.partition for group in groups if group.new_partition})
-        write_partition_metadata(self.table, new, source.instant)
-        table = self.table
-        files = [
-            NewFile(relative_path(table, group, name, source.instant), marker_kind(group))
-            for group, name in zip(groups, names, strict=True)
-        ]
-        with ThreadPoolExecutor(os.cpu_count() or 1) as encoder:
-
-            def write_one(job: tuple[FileGroupWrite, FileName]) -> WriteStat:
-                return write_group(table, job[0], source, job[1], encoder, put)
-
-            writer = FileGroupWriter(table, self.instant, IO_THREADS)
-            token = names[0].token if names else ""
-            # A task beside a driver that decides the outcome is fenced (see FileGroupWriter).
-            fence = None if self._transaction is not None else self._decided
-            return writer.write(
-                files, list(zip(groups, names, strict=True)), write_one, token, done=done, fence=fence
-            )
+        """Write file groups in parallel (``file_group_writer.write_file_groups``): one marker
+        batch naming them all, then the files; ``done(stat)`` is called as each is written."""
+        # A task beside a driver that decides the outcome is fenced (see FileGroupWriter).
+        fence = None if self._transaction is not None else self._decided
+        return write_file_groups(
+            self.table, self.instant, groups, source, names, put, IO_THREADS, done=done, fence=fence
+        )
 
     def put(self) -> PutFile:
         """How this process puts a data file: through its transaction (its "data" step) when
