@@ -25,10 +25,19 @@ from fedcore.write.client import WriteClient
 
 # HUDI_WRITTEN_ZIPS: merge-on-read tables Hudi 0.15 wrote, whose reads by fedcore match Hudi's
 # Spark reader (hudi-rs 0.5 misses a pending compaction's log files).
-from ..hudi.test_hudi_conformance import HUDI_RS_TABLES, HUDI_WRITTEN_ZIPS, unpack
+from ..hudi.test_hudi_conformance import HUDI_RS_TABLES, HUDI_WRITTEN_ZIPS, ZIPS, unpack, zip_properties
 from ..write.test_writes import FAST_HEARTBEAT, make_table, rows, trips
 
-SHARED_ZIPS = sorted(HUDI_RS_TABLES.rglob("*.zip"))
+
+def migrates(archive: Path) -> bool:
+    """What migrate reads: version 6 through fedcore, version 8 copy-on-write through hudi-rs."""
+    config = zip_properties(archive)
+    version, table_type = config["hoodie.table.version"], config["hoodie.table.type"]
+    return version == "6" or (version == "8" and table_type == P.TABLE_TYPE_COW)
+
+
+SHARED_ZIPS = [z for z in ZIPS if migrates(z)]
+REFUSED_ZIPS = [z for z in ZIPS if not migrates(z)]
 
 
 def object_store(storage_path: str) -> dict[str, str]:
@@ -56,8 +65,18 @@ def label(archive: Path) -> str:
 
 
 def test_the_shared_tables_are_all_here() -> None:
-    assert len(SHARED_ZIPS) == 12
+    assert len(SHARED_ZIPS) == 15
+    assert len(REFUSED_ZIPS) == 13, "version 9, and version 8 merge-on-read"
     assert len(HUDI_WRITTEN_ZIPS) == 5
+
+
+@pytest.mark.parametrize("archive", REFUSED_ZIPS, ids=label)
+def test_a_hudi_table_migrate_cannot_read_is_refused_before_any_write(archive: Path, tmp_path: Path) -> None:
+    source = unpack(archive, tmp_path / "source")
+    with pytest.raises(FedError):  # a typed error naming the version or the table type
+        migrate(source, f"file://{tmp_path}/target", storage=object_store(f"file://{tmp_path}/storage"))
+    assert not (tmp_path / "target").exists()
+    assert not (tmp_path / "storage").exists()
 
 
 @pytest.mark.parametrize("archive", SHARED_ZIPS + HUDI_WRITTEN_ZIPS, ids=label)
