@@ -1,6 +1,6 @@
-"""The production guide's IAM policies, applied: an S3 server that enforces IAM (moto's, with
-its access control on) is given the guide's policy documents for a writer and a reader, and
-fed works under each exactly as far as the guide says.
+"""The production guide's IAM policies (``docs/production.md``), applied: an S3 server that
+enforces IAM (moto's, with its access control on) is given the guide's policy documents for a
+writer and a reader, and fed works under each exactly as far as the guide says.
 
 The writer creates a table on a federated layout, upserts, deletes, cleans and rolls back; the
 reader reads every row and filters, and is refused (by name, with nothing changed) when it
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -34,7 +35,7 @@ from fedcore import properties as P
 from fedcore.exceptions import StoragePermissionError
 from fedcore.table import create_table, load_table
 
-POLICIES = Path(__file__).parents[1] / "docs" / "production"
+GUIDE = Path(__file__).parents[1] / "docs" / "production.md"
 REGION = "us-east-1"
 TABLE_PREFIX, STORAGE_PREFIX = "lake", "data"
 
@@ -80,6 +81,13 @@ def _admin(url: str, service: str) -> Any:
     )
 
 
+def _documented(role: str) -> str:
+    """The policy the guide shows for ``role``: the JSON block after ``<!-- policy: role -->``."""
+    found = re.search(rf"<!-- policy: {role} -->\n```json\n(.*?)\n```", GUIDE.read_text(), re.S)
+    assert found is not None, f"the production guide shows no {role} policy"
+    return found.group(1)
+
+
 #: What moto needs to allow a bulk delete (AWS needs ``s3:DeleteObject`` on each key only).
 MOTO_BULK_DELETE = {
     "Sid": "MotoBulkDelete",
@@ -90,7 +98,7 @@ MOTO_BULK_DELETE = {
 
 
 def _policy(name: str, tables: str, storage: str) -> str:
-    document = json.loads((POLICIES / f"{name.removesuffix('-documented-only')}-policy.json").read_text())
+    document = json.loads(_documented(name.removesuffix("-documented-only")))
     if name == "writer":
         document["Statement"].append(MOTO_BULK_DELETE)
     text = json.dumps(document)
@@ -172,6 +180,7 @@ def test_the_writer_policy_runs_a_tables_writes_and_the_reader_policy_its_reads(
     table.rollback(undone.instant)
     expected = Counter([(1, "us", 1.0), (2, "de", 1.0), (3, "us", 2.0)])
     assert _rows(load_table(path, storage_options=writer)) == expected
+    assert table.verify().ok  # lists the storage path: every referenced file there, no orphan
 
     reader = load_table(path, storage_options=principals["reader"])
     assert _rows(reader) == expected

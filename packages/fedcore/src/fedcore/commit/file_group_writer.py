@@ -25,7 +25,7 @@ import contextlib
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Literal, NamedTuple, Protocol, TypeAlias, TypeVar
+from typing import Final, Literal, NamedTuple, Protocol, TypeAlias, TypeVar
 
 from fedcore.commit.file_writer import (
     FileGroupWrite,
@@ -40,6 +40,10 @@ from fedcore.commit.markers import mark_files, marker_token, unmark_files
 from fedcore.exceptions import CommitConflictError
 from fedcore.handle import TableHandle
 from fedcore.timeline.commit_metadata import WriteStat
+
+#: Threads a process writes files on: reads and uploads overlap on these, while encoding
+#: runs on one thread per core (more only contend, each with an allocator heap of its own).
+IO_THREADS: Final = 8
 
 #: Hudi's marker types: a new file group's base file, a base file's rewrite, a log file.
 MarkerKind: TypeAlias = Literal["CREATE", "MERGE", "APPEND"]

@@ -198,6 +198,11 @@ class TableConfig(Mapping[str, str]):
         return timezone.utc if value == "UTC" else None
 
     @property
+    def key_columns(self) -> tuple[str, ...]:
+        """The columns a record's key and partition path are spelled from: their types are fixed."""
+        return tuple(dict.fromkeys([*self.record_key_fields, *self.partition_fields]))
+
+    @property
     def record_key_fields(self) -> tuple[str, ...]:
         return _split_fields(self._props.get(P.RECORD_KEY_FIELDS, ""))
 

@@ -30,7 +30,7 @@ from typing import Any, Final, Literal, TypeAlias, get_args
 import pyarrow as pa
 
 from fedcore import properties as P
-from fedcore.commit.file_group_writer import write_file_groups
+from fedcore.commit.file_group_writer import IO_THREADS, write_file_groups
 from fedcore.commit.file_writer import (
     FileGroupWrite,
     FileName,
@@ -87,17 +87,8 @@ INSERT_OVERWRITE: Final = "insert_overwrite"
 INSERT_OVERWRITE_TABLE: Final = "insert_overwrite_table"
 OPERATIONS: Final[tuple[Operation, ...]] = get_args(Operation)
 REPLACING: Final = (INSERT_OVERWRITE, INSERT_OVERWRITE_TABLE)
-#: Threads a process writes files on: reads and uploads overlap on these, while encoding
-#: runs on one thread per core (more only contend, each with an allocator heap of its own).
-IO_THREADS: Final = 8
 #: Listings of the timeline a plan tries when others' archival keeps moving it (``opened_files``).
 _RELISTS: Final = 3
-
-
-def key_columns(table: TableHandle) -> tuple[str, ...]:
-    """The columns a record's key and partition path are spelled from: their types are fixed."""
-    config = table.config
-    return tuple(dict.fromkeys([*config.record_key_fields, *config.partition_fields]))
 
 
 @dataclass(frozen=True)
@@ -219,7 +210,7 @@ class WriteJob:
             given = strip_meta(input_schema.empty_table()).schema
             # The first write's schema is its input's; later ones evolve the table's.
             fill = P.RECONCILE_SCHEMA.of(table.options) or P.SET_NULL_FOR_MISSING_COLUMNS.of(table.options)
-            keys = key_columns(table)
+            keys = table.config.key_columns
             schema = (
                 given if table_schema is None else evolve(table_schema, given, fill_missing=fill, keys=keys)
             )
@@ -503,8 +494,8 @@ class WriteJob:
         to the table's types (what a record's key and partition path are spelled from)."""
         if keys_only or self.operation == DELETE:
             schema = self.table_schema if self.operation == DELETE else self.schema
-            return conform_keys(strip_meta(data), schema, key_columns(self.table))
-        return conform(data, self.schema, key_columns(self.table))
+            return conform_keys(strip_meta(data), schema, self.table.config.key_columns)
+        return conform(data, self.schema, self.table.config.key_columns)
 
     def encoding(self, data: pa.Table, keys: pa.Array | None) -> InputChunk:
         """What the file groups of ``data`` (conformed rows; ``keys``: their record keys, when

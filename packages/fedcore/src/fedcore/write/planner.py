@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from fedcore import properties as P
+from fedcore.commit.file_group_writer import IO_THREADS
 from fedcore.commit.file_writer import NO_ROWS, FileGroupWrite, new_groups
 from fedcore.exceptions import InvalidRecordsError, UnsupportedTableError
 from fedcore.files.filenames import new_file_id
@@ -36,7 +37,6 @@ from fedcore.write.job import (
     BULK_INSERT,
     DELETE,
     INSERT_OVERWRITE_TABLE,
-    IO_THREADS,
     REPLACING,
     UPSERT,
     WriteJob,

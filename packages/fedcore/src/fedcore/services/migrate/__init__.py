@@ -47,7 +47,7 @@ from typing import Final
 import pyarrow as pa
 
 from fedcore import properties as P
-from fedcore.commit.file_group_writer import FileGroupWriter, NewFile, write_file_groups
+from fedcore.commit.file_group_writer import IO_THREADS, FileGroupWriter, NewFile, write_file_groups
 from fedcore.commit.file_writer import (
     InputChunk,
     copy_data_file,
@@ -91,8 +91,6 @@ __all__ = ["MigrationReport", "migrate"]
 
 #: The commit's operation: the target's one instant reads as Hudi reads a bulk insert.
 BULK_INSERT: Final = "BULK_INSERT"
-#: Threads the copies and rewrites are put on (a write's: reads and uploads overlap on them).
-IO_THREADS: Final = 8
 
 
 @dataclass
@@ -284,7 +282,7 @@ class _Rewrite:
         schema = (
             given
             if table_schema is None
-            else evolve(table_schema, given, fill_missing=fill, keys=_key_columns(table))
+            else evolve(table_schema, given, fill_missing=fill, keys=table.config.key_columns)
         )
         if not P.POPULATE_META_FIELDS.of(config):
             error = virtual_key_types_error(schema, config.record_key_fields)
@@ -295,7 +293,7 @@ class _Rewrite:
     def write(self, data: pa.Table, task: int, transaction: Transaction) -> list[WriteStat]:
         """Rows as new file groups, named by ``task`` (the rewrite's place among the units)."""
         table = self.table
-        data = conform(data, self.schema, _key_columns(table))
+        data = conform(data, self.schema, table.config.key_columns)
         partitions = partition_rows(data, table.partition_scheme)
         check_keys(data, table.config.record_key_fields)
         if self.unsized and data.num_rows:
@@ -316,12 +314,6 @@ class _Rewrite:
 
     def _chunk(self, data: pa.Table) -> InputChunk:
         return InputChunk(self.instant, data, None, self.schema, self.parquet)
-
-
-def _key_columns(table: TableHandle) -> tuple[str, ...]:
-    """The columns a record's key and partition path are spelled from: their types are fixed."""
-    config = table.config
-    return tuple(dict.fromkeys([*config.record_key_fields, *config.partition_fields]))
 
 
 def _relative(unit: Unit) -> str:
