@@ -395,7 +395,7 @@ class WriteJob:
         replaced: dict[str, list[str]] = {}
         versions: list[tuple[str, str]] = []
         for partition, files in current.items():
-            overwritten = files.overwritten()
+            overwritten = files.overwritten(self.table.layout.log_files)
             if overwritten:
                 replaced[partition] = [file_id for file_id, _ in overwritten]
                 versions.extend(overwritten)
