@@ -30,7 +30,8 @@ class InstantNaming(ABC):
 
     @abstractmethod
     def parse(self, name: str) -> Instant | None:
-        """The instant a listed file name stands for; None for any other file in the folder."""
+        """The instant a listed file name stands for (its completion time too, where the name
+        carries one); None for any other file in the folder."""
 
     def path(self, table_path: str, instant: Instant, state: str | None = None) -> str:
         return f"{self.folder(table_path)}/{self.file_name(instant, state)}"
@@ -42,7 +43,8 @@ _V6_FILE_RE: Final = re.compile(r"(\d{17}|\d{14})\.([a-z]+)(?:\.(requested|infli
 
 class InstantNamingV6(InstantNaming):
     """Table version 6 (timeline layout 1): ``.hoodie/<time>.<action>[.<state>]``; a commit's
-    inflight file is ``<time>.inflight``, and a compaction completes as a ``commit``."""
+    inflight file is ``<time>.inflight``, and a compaction completes as a ``commit``. Its
+    names carry no completion time: a parsed instant's is None."""
 
     def folder(self, table_path: str) -> str:
         return f"{table_path}/{P.HOODIE_FOLDER}"
