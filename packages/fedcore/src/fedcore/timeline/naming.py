@@ -18,11 +18,19 @@ from fedcore.timeline.instant import COMMIT, COMPACTION, COMPLETED, INFLIGHT, In
 
 
 class InstantNaming(ABC):
-    """The file names of instants, and the folder they are listed from."""
+    """The file names of instants, and the folders a timeline is listed from."""
 
     @abstractmethod
     def folder(self, table_path: str) -> str:
         """The folder whose listing holds the active timeline's instant files."""
+
+    def pointer_folder(self, table_path: str) -> str:
+        """The folder whose listing holds fed's own files that a timeline's load reads beside
+        the instants: the metadata table's manifest pointers, archival's markers and the
+        archive folder (``fedcore.timeline``). ``.hoodie/`` whatever the version: Hudi 1.x
+        parses every name in its timeline folder, so fed keeps its files out of it. Where it
+        is the instants' folder (version 6), one listing gives both."""
+        return f"{table_path}/{P.HOODIE_FOLDER}"
 
     @abstractmethod
     def file_name(self, instant: Instant, state: str | None = None) -> str:
