@@ -33,7 +33,7 @@ from fedcore.files.filenames import LogFileNaming
 from fedcore.io.filesystems import read_objects
 from fedcore.metadata.operations import removal_ops
 from fedcore.timeline import CLEAN, SAVEPOINT, Timeline
-from fedcore.timeline.commit_metadata import clean_metadata, savepointed_files
+from fedcore.timeline.commit_metadata import savepointed_files
 from fedcore.timeline.retention import last_clean_retained
 
 if TYPE_CHECKING:
@@ -157,7 +157,7 @@ def clean(
                 # Already gone if an earlier clean died before completing.
                 with contextlib.suppress(FileNotFoundError):
                     table.fs.rm_file(path)
-        body = clean_metadata(
+        body = table.layout.services.clean(
             start=transaction.time,
             earliest_retained=plan.earliest_retained,
             deleted={p: list(names) for p, names in doomed.items()},
