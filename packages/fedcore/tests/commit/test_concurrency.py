@@ -260,7 +260,9 @@ def test_a_plan_builds_on_the_table_as_it_is_once_its_listing_was_archived(backe
         other.upsert(trips(range(4), "us", ts=2, fare=100.0 * fare))
     assert not any(i.time == job.timeline.completed()[0].time for i in table.timeline().instants)
     found = WritePlanner(job).latest_base_files(["country=us"])
-    latest = table.handle.file_index.files(["country=us"])["country=us"].latest_base_files()
+    latest = table.handle.file_index.files(["country=us"])["country=us"].latest_base_files(
+        table.handle.layout.log_files
+    )
     assert {fid: base.name for (_, fid), base in found.items()} == {fid: n for fid, (_, n) in latest.items()}
     WriteClient(table).upsert(trips([0], ts=3, fare=7.0))
     assert rows(table) == {0: ("us", 7.0), **{n: ("us", 500.0 + n) for n in range(1, 4)}}

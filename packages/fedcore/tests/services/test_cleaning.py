@@ -23,7 +23,10 @@ def local(tmp_path: Path) -> Backend:
 
 def full_plan(table: Table, earliest: str) -> dict[str, dict[str, int]]:
     """What a clean looking at every partition would delete."""
-    found = {p: _doomed(files, earliest) for p, files in table.handle.file_index.files().items()}
+    found = {
+        p: _doomed(files, earliest, table.handle.layout.log_files)
+        for p, files in table.handle.file_index.files().items()
+    }
     return {p: doomed for p, doomed in found.items() if doomed}
 
 

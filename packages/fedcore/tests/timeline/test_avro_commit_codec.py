@@ -17,7 +17,7 @@ import pytest
 from fedcore.exceptions import MetadataTableError
 from fedcore.timeline.avro_commit_codec import AvroCommitCodec
 from fedcore.timeline.commit_codec import JsonCommitCodec
-from fedcore.timeline.commit_metadata import CommitMetadata, WriteStat
+from fedcore.timeline.commit_metadata import CommitMetadata, PlannedWrite, WriteStat
 
 from ..hudi.test_hudi_conformance import HUDI_RS_TABLES, V8_V9_ZIPS, name_of
 
@@ -197,6 +197,30 @@ def test_fed_metadata_round_trips_as_a_commit_or_a_replace_commit() -> None:
     assert CODEC.decode(encoded) == overwrite
     compaction = fed_metadata("COMPACT", compacted=True)
     assert CODEC.decode(CODEC.encode(compaction)) == compaction
+
+
+def test_an_inflight_plan_is_a_commit_metadata_skeleton_that_gives_back_its_extra_metadata() -> None:
+    """As Hudi 1.x writes a write's inflight file (for a replace commit too): the planned file
+    groups without paths, the operation, and the commit's ``extraMetadata`` (a streaming
+    sink's checkpoint), which reads back."""
+    planned = [
+        PlannedWrite("p=a", "f0-0", None, 3, 0, 0),
+        PlannedWrite("p=b", "f1-0", "20260101000000000", 1, 2, 1),
+    ]
+    encoded = CODEC.encode_inflight("insert_overwrite", planned, {"checkpoint": "7"})
+    name, record = raw(encoded)
+    assert name == "org.apache.hudi.avro.model.HoodieCommitMetadata"
+    assert record["operationType"] == "INSERT_OVERWRITE"
+    skeleton = record["partitionToWriteStats"]["p=b"][0]
+    assert (skeleton["fileId"], skeleton["prevCommit"], skeleton["path"]) == (
+        "f1-0",
+        "20260101000000000",
+        None,
+    )
+    assert (skeleton["numInserts"], skeleton["numUpdateWrites"], skeleton["numDeletes"]) == (1, 2, 1)
+    assert record["partitionToWriteStats"]["p=a"][0]["prevCommit"] == "null"
+    decoded = CODEC.decode(encoded)
+    assert (decoded.operation, decoded.extra, decoded.stats) == ("INSERT_OVERWRITE", {"checkpoint": "7"}, [])
 
 
 def test_fields_hudis_schema_has_no_place_for_are_not_kept() -> None:

@@ -57,7 +57,7 @@ from fedcore.timeline import (
     parse_instant_time,
     transition,
 )
-from fedcore.timeline.commit_metadata import WriteStat, rollback_metadata
+from fedcore.timeline.commit_metadata import WriteStat
 
 if TYPE_CHECKING:
     from fedcore.handle import TableHandle
@@ -462,7 +462,7 @@ def rollback_body(
     rollback: Transaction, undone: Instant, deleted: dict[str, list[str]], start: float
 ) -> bytes:
     """The completed rollback instant's metadata; ``start`` is the ``time.monotonic()`` it began."""
-    return rollback_metadata(
+    return rollback.table.layout.services.rollback(
         start=rollback.time,
         rolled_back=undone.time,
         action=undone.action,

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from fedcore.files.filenames import BASE_FILE_RE, LOG_FILE_RE
+from fedcore.files.filenames import BASE_FILE_RE, LogFileNaming
 
 
 @dataclass(frozen=True)
@@ -75,17 +75,19 @@ class FileGroup:
         return SliceFiles(start, bases.get(start), merged)
 
 
-def file_groups(names: Iterable[str]) -> dict[str, FileGroup]:
+def file_groups(names: Iterable[str], log_files: LogFileNaming) -> dict[str, FileGroup]:
     """The file groups of a partition's data files, by file id (names that are not data
-    files, and change-data-capture logs, are left out)."""
+    files, and change-data-capture logs, are left out). ``log_files`` is the table's log file
+    naming (``TableHandle.layout.log_files``): what a log file's name says is the table
+    version's to decide."""
     groups: dict[str, FileGroup] = {}
     for name in names:
         if name.startswith("."):
-            match = LOG_FILE_RE.fullmatch(name)
-            if match is None or match[5] is not None:
+            log = log_files.parse(name)
+            if log is None or log.cdc:
                 continue
-            group = groups.get(match[1]) or groups.setdefault(match[1], FileGroup(match[1]))
-            group.logs.append((match[2], int(match[3]), match[4], name))
+            group = groups.get(log.file_id) or groups.setdefault(log.file_id, FileGroup(log.file_id))
+            group.logs.append((log.instant, log.version, log.write_token, name))
         else:
             match = BASE_FILE_RE.fullmatch(name)
             if match is None:

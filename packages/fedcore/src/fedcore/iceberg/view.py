@@ -318,7 +318,9 @@ class _Publisher:
             index = self.table.file_index_at(self.timeline)
             for partition, partition_files in index.files().items():
                 change = changes.setdefault(_shard(partition), _Change())
-                for file_id, (_base, name) in sorted(partition_files.latest_base_files().items()):
+                for file_id, (_base, name) in sorted(
+                    partition_files.latest_base_files(self.table.layout.log_files).items()
+                ):
                     path = f"{partition}/{name}" if partition else name
                     size = partition_files.files[name]
                     rows, stats = self._stats(path, size, partition_files.stats.get(name))

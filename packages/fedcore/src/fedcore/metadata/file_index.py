@@ -7,48 +7,62 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from fedcore.files.file_group import FileGroup, SliceFiles, file_groups
+from fedcore.files.filenames import LogFileNaming
 
 
 @dataclass
 class PartitionFiles:
-    """The data files of one partition, and the file groups a replace commit retired."""
+    """The data files of one partition, and the file groups a replace commit retired.
+
+    Its file groups are read from its file names, so each method that groups them takes the
+    table's log file naming (``TableHandle.layout.log_files``): what a log file's name says
+    is the table version's to decide."""
 
     files: dict[str, int] = field(default_factory=dict)  # file name -> size in bytes
     replaced: dict[str, str] = field(default_factory=dict)  # file id -> replacing instant
     #: file name -> its column statistics (``io.parquet.file_stats``), where recorded
     stats: dict[str, str] = field(default_factory=dict)
 
-    def groups(self) -> dict[str, FileGroup]:
+    def groups(self, log_files: LogFileNaming) -> dict[str, FileGroup]:
         """Its live file groups (``fedcore.files.file_group``), by file id: those no replace commit
         retired."""
-        return {fid: group for fid, group in file_groups(self.files).items() if fid not in self.replaced}
+        return {
+            fid: group
+            for fid, group in file_groups(self.files, log_files).items()
+            if fid not in self.replaced
+        }
 
-    def latest_base_files(self, as_of: str | None = None) -> dict[str, tuple[str, str]]:
+    def latest_base_files(
+        self, log_files: LogFileNaming, as_of: str | None = None
+    ) -> dict[str, tuple[str, str]]:
         """file id -> (base instant, file name) of the newest base file of each live file group."""
-        found = ((fid, group.latest_base(as_of)) for fid, group in self.groups().items())
+        found = ((fid, group.latest_base(as_of)) for fid, group in self.groups(log_files).items())
         return {fid: base for fid, base in found if base is not None}
 
-    def overwritten(self) -> list[tuple[str, str]]:
+    def overwritten(self, log_files: LogFileNaming) -> list[tuple[str, str]]:
         """(file id, base instant) of each live file group's newest base file, by file id:
         what an overwrite of the partition replaces (the groups) and supersedes (the
         versions, claimed against a racing writer)."""
-        return sorted((fid, base[0]) for fid, base in self.latest_base_files().items())
+        return sorted((fid, base[0]) for fid, base in self.latest_base_files(log_files).items())
 
-    def logs_by_slice(self) -> dict[tuple[str, str], list[tuple[int, str]]]:
+    def logs_by_slice(self, log_files: LogFileNaming) -> dict[tuple[str, str], list[tuple[int, str]]]:
         """(file id, slice start) -> (version, name) of the log files written onto each slice
         (``FileGroup.logs_onto``)."""
         return {
             (fid, start): group.logs_onto(start)
-            for fid, group in file_groups(self.files).items()
+            for fid, group in file_groups(self.files, log_files).items()
             for start in sorted({log[0] for log in group.logs})
         }
 
     def latest_file_slices(
-        self, as_of: str | None, committed: Callable[[str], bool]
+        self, log_files: LogFileNaming, as_of: str | None, committed: Callable[[str], bool]
     ) -> dict[str, SliceFiles]:
         """file id -> the latest slice of each live file group, log files included
         (``FileGroup.latest_slice``)."""
-        found = ((fid, group.latest_slice(as_of, committed)) for fid, group in sorted(self.groups().items()))
+        found = (
+            (fid, group.latest_slice(as_of, committed))
+            for fid, group in sorted(self.groups(log_files).items())
+        )
         return {fid: files for fid, files in found if files is not None}
 
 

@@ -39,7 +39,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
-from fedcore import properties as P
 from fedcore.exceptions import MetadataTableError, TimelineMovedError
 from fedcore.io.atomic import create_exclusive
 from fedcore.io.cache import BoundedCache
@@ -716,7 +715,7 @@ class MetadataTable(FileIndex):
         self.point_to(NO_MANIFEST)
 
     def pointer_path(self, instant: str) -> str:
-        return f"{self.table_path}/{P.HOODIE_FOLDER}/{MANIFEST_POINTER_PREFIX}{instant}"
+        return f"{self.layout.instants.pointer_folder(self.table_path)}/{MANIFEST_POINTER_PREFIX}{instant}"
 
     def point_to(self, instant: str) -> None:
         """Name a manifest in the timeline's listing (after the manifest exists: a pointer

@@ -170,7 +170,7 @@ class ScanPlanner:
             sizes, stats = partition_files.files, partition_files.stats
             if self.merging:
                 for file_id, found in partition_files.latest_file_slices(
-                    self.as_of, self.reader.committed
+                    self.table.layout.log_files, self.as_of, self.reader.committed
                 ).items():
                     base = found.base_file
                     logs = tuple((name, sizes[name]) for name in found.log_files)
@@ -181,7 +181,9 @@ class ScanPlanner:
                         FileSlice(partition, file_id, found.base_instant, base, size, values or {}, logs)
                     )
                 continue
-            for file_id, (instant, name) in sorted(partition_files.latest_base_files(self.as_of).items()):
+            for file_id, (instant, name) in sorted(
+                partition_files.latest_base_files(self.table.layout.log_files, self.as_of).items()
+            ):
                 if self._may_match(stats.get(name), skipping):
                     slices.append(FileSlice(partition, file_id, instant, name, sizes[name], values or {}))
         return ScanPlan(slices, tuple(parsed), self.reader, checked)

@@ -142,7 +142,7 @@ def _mark_archived(table: TableHandle, timeline: Timeline, boundary: str) -> Non
     """Say in the timeline's listing, before any instant goes, that those up to ``boundary``
     are leaving: a long-lived handle's cached metadata-table view from before it lacks
     them (``Timeline.archived_through``). Older markers go: the newest one says it all."""
-    folder = f"{table.path}/{P.HOODIE_FOLDER}"
+    folder = table.layout.instants.pointer_folder(table.path)
     with contextlib.suppress(FileExistsError):  # a crashed archival's retry
         create_exclusive(table.fs.table_fs, f"{folder}/{ARCHIVED_MARKER_PREFIX}{boundary}", b"")
     older = timeline.archived_through

@@ -29,10 +29,11 @@ from typing import TYPE_CHECKING
 from fedcore.commit.pending import refuse_beside_services
 from fedcore.commit.transaction import Transaction, roll_back_failed_writes
 from fedcore.files.file_group import file_groups
+from fedcore.files.filenames import LogFileNaming
 from fedcore.io.filesystems import read_objects
 from fedcore.metadata.operations import removal_ops
 from fedcore.timeline import CLEAN, SAVEPOINT, Timeline
-from fedcore.timeline.commit_metadata import clean_metadata, savepointed_files
+from fedcore.timeline.commit_metadata import savepointed_files
 from fedcore.timeline.retention import last_clean_retained
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ def plan_clean(table: TableHandle, retained: int, timeline: Timeline | None = No
             return plan
     kept = _savepointed(table, timeline)
     for partition, files in table.file_index_at(timeline).files(plan.partitions).items():
-        doomed = _doomed(files, earliest)
+        doomed = _doomed(files, earliest, table.layout.log_files)
         for name in kept.get(partition, ()):
             doomed.pop(name, None)
         if doomed:
@@ -101,10 +102,10 @@ def _savepointed(table: TableHandle, timeline: Timeline) -> dict[str, set[str]]:
     return kept
 
 
-def _doomed(files: PartitionFiles, earliest: str) -> dict[str, int]:
+def _doomed(files: PartitionFiles, earliest: str, log_files: LogFileNaming) -> dict[str, int]:
     """The files of the slices no retained instant needs (``fedcore.files.file_group``)."""
     doomed: dict[str, int] = {}
-    for file_id, group in file_groups(files.files).items():
+    for file_id, group in file_groups(files.files, log_files).items():
         starts = group.starts()
         replaced_at = files.replaced.get(file_id)
         if replaced_at is not None and replaced_at < earliest:
@@ -156,7 +157,7 @@ def clean(
                 # Already gone if an earlier clean died before completing.
                 with contextlib.suppress(FileNotFoundError):
                     table.fs.rm_file(path)
-        body = clean_metadata(
+        body = table.layout.services.clean(
             start=transaction.time,
             earliest_retained=plan.earliest_retained,
             deleted={p: list(names) for p, names in doomed.items()},

@@ -140,7 +140,9 @@ def plan_compaction(table: TableHandle, timeline: Timeline) -> list[CompactionOp
     found = table.file_index_at(timeline).files(None)
     operations = []
     for partition, files in sorted(found.items()):
-        for file_id, slice_files in sorted(files.latest_file_slices(None, completed.__contains__).items()):
+        for file_id, slice_files in sorted(
+            files.latest_file_slices(table.layout.log_files, None, completed.__contains__).items()
+        ):
             if not slice_files.log_files:
                 continue
             base = slice_files.base_file

@@ -120,7 +120,11 @@ def _roll_back_completed(table: TableHandle, instant: Instant, metadata: CommitM
         if metadata.replaced:
             previous = table.file_index.files(metadata.replaced, as_of=_before(table, instant))
             for partition, file_ids in metadata.replaced.items():
-                slices = previous[partition].latest_base_files() if partition in previous else {}
+                slices = (
+                    previous[partition].latest_base_files(table.layout.log_files)
+                    if partition in previous
+                    else {}
+                )
                 for file_id in file_ids:
                     if file_id in slices:
                         release_claim(table, f"{file_id}_{slices[file_id][0]}", instant.time)

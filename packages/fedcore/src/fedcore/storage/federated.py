@@ -153,7 +153,9 @@ class FederatedFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec s
         folder, _, name = rel.rpartition("/")
         if folder not in self._safe_folders:
             self._check_folder(folder)
-        # filenames.data_file_id, inlined: a call is a twentieth of the conversion budget.
+        # filenames.data_file_id, inlined: a call is a twentieth of the conversion budget. Not the
+        # table's LogFileNaming: every Hudi version puts the file id at the same place, and a
+        # location that depended on the version would move every data file on an upgrade.
         match = (LOG_FILE_RE if name.startswith(".") else BASE_FILE_RE).fullmatch(name)
         if match is not None and not rel.startswith(_HOODIE_PREFIX):
             return self._place(folder, match[1], rel)

@@ -138,14 +138,18 @@ class Timeline:
         manifest pointer; compaction adds one) and a rollback adds a rollback instant;
         either makes it list the whole timeline again. Timelines of tables without
         fedcore's metadata table (their writers follow no such rule) are always listed
-        whole. ``naming``: the table version's names of instant files (and their folder)."""
-        folder = naming.folder(table_path)
+        whole. ``naming``: the table version's names of instant files and the folders they
+        and fed's pointer files are listed from (one listing where that is one folder)."""
+        folders = naming.folder(table_path), naming.pointer_folder(table_path)
         if since is not None and since.manifests and since.instants:
             pending = since.pending()
             mark = pending[0].time if pending else since.instants[-1].time
-            names = list_names_after(fs, folder, mark)
-            if names is not None:
-                listed = cls._from_names(names, naming)
+            # fed's pointer files and the archive folder are named with letters, which sort
+            # after every instant time: a listing after ``mark`` holds all of them.
+            after = {folder: list_names_after(fs, folder, mark) for folder in dict.fromkeys(folders)}
+            instant_names, pointer_names = after[folders[0]], after[folders[1]]
+            if instant_names is not None and pointer_names is not None:
+                listed = cls._from_names(instant_names, pointer_names, naming)
                 kept = [i for i in since.instants if i.time < mark]
                 known = set(since.instants)
                 news = [i for i in listed.instants if i not in known]
@@ -161,17 +165,19 @@ class Timeline:
                         listed.archived_through,
                         listed.has_archive,
                     )
-        # refresh: s3fs caches listings, and a stale timeline would hide commits.
-        with storage_errors(folder):
-            names = [entry.rsplit("/", 1)[-1] for entry in fs.ls(folder, detail=False, refresh=True)]
-        return cls._from_names(names, naming)
+        listed_now = {folder: _names_in(fs, folder) for folder in dict.fromkeys(folders)}
+        return cls._from_names(listed_now[folders[0]], listed_now[folders[1]], naming)
 
     @classmethod
-    def _from_names(cls, names: Iterable[str], naming: InstantNaming) -> Timeline:
-        names = list(names)
+    def _from_names(
+        cls, instant_names: Iterable[str], pointer_names: Iterable[str], naming: InstantNaming
+    ) -> Timeline:
+        """The timeline of the names listed in the instants' folder and in fed's pointer
+        files' folder (``InstantNaming.pointer_folder``)."""
+        names = list(pointer_names)
         pointers = [match[1] for match in map(_POINTER_RE.fullmatch, names) if match is not None]
         archived = [match[1] for match in map(_ARCHIVED_RE.fullmatch, names) if match is not None]
-        instants = (instant for instant in map(naming.parse, names) if instant is not None)
+        instants = (instant for instant in map(naming.parse, instant_names) if instant is not None)
         return cls(instants, pointers, max(archived, default=None), ARCHIVE_FOLDER in names)
 
     def __iter__(self) -> Iterator[Instant]:
@@ -215,6 +221,13 @@ class Timeline:
 
     def last_time(self) -> str | None:
         return self.instants[-1].time if self.instants else None
+
+
+def _names_in(fs: AbstractFileSystem, folder: str) -> list[str]:
+    """The names ``folder`` lists now (refresh: s3fs caches listings, and a stale timeline
+    would hide commits)."""
+    with storage_errors(folder):
+        return [entry.rsplit("/", 1)[-1] for entry in fs.ls(folder, detail=False, refresh=True)]
 
 
 def heartbeat_path(table_path: str, time: str) -> str:

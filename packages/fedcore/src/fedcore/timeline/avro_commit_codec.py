@@ -21,13 +21,14 @@ from __future__ import annotations
 import io
 import json
 import os
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 import fastavro
 
 from fedcore.exceptions import MetadataTableError
 from fedcore.timeline.commit_codec import CommitCodec, JsonCommitCodec
-from fedcore.timeline.commit_metadata import CommitMetadata, action_body
+from fedcore.timeline.commit_metadata import CommitMetadata, PlannedWrite, action_body
 
 _MAGIC: Final = b"Obj\x01"
 _NAMESPACE: Final = "org.apache.hudi.avro.model"
@@ -195,6 +196,31 @@ class AvroCommitCodec(CommitCodec):
         }
         if metadata.replaced or metadata.operation in REPLACE_OPERATIONS:
             return _container(_REPLACE, {**record, "partitionToReplaceFileIds": metadata.replaced})
+        return _container(_COMMIT, record)
+
+    def encode_inflight(
+        self, operation: str, writes: Iterable[PlannedWrite], extra: Mapping[str, str]
+    ) -> bytes:
+        """Hudi 1.x's inflight file: a ``HoodieCommitMetadata`` (for every write action) whose
+        stats are a skeleton of the planned file groups (no path)."""
+        by_partition: dict[str, list[dict[str, Any]]] = {}
+        for write in writes:
+            skeleton: dict[str, Any] = dict.fromkeys(WRITE_STAT_FIELDS)
+            skeleton.update(
+                fileId=write.file_id,
+                prevCommit=write.base_instant or "null",
+                numInserts=write.inserts,
+                numUpdateWrites=write.updates,
+                numDeletes=write.deletes,
+            )
+            by_partition.setdefault(write.partition, []).append(skeleton)
+        record: dict[str, Any] = {
+            "partitionToWriteStats": by_partition,
+            "compacted": False,
+            "extraMetadata": dict(extra),
+            "version": None,
+            "operationType": operation.upper(),
+        }
         return _container(_COMMIT, record)
 
     def decode(self, data: bytes, where: str = "commit") -> CommitMetadata:

@@ -1,7 +1,7 @@
 """How a table version encodes a write's commit metadata in its instant files.
 
-Every commit, delta commit and replace commit file (and a write's inflight plan, which
-streaming checkpoints read back) is encoded and decoded through the table's ``CommitCodec``
+Every commit, delta commit and replace commit file, and a write's inflight plan (which
+streaming checkpoints read back), is encoded and decoded through the table's ``CommitCodec``
 (``TableHandle.layout.commits``, picked by ``fedcore.timeline.layout``): a table version whose
 Hudi writes another encoding (Hudi 1.x writes some actions' metadata as Avro) is one more
 implementation here, not a condition in each caller.
@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fedcore.exceptions import MetadataTableError
-from fedcore.timeline.commit_metadata import CommitMetadata, WriteStat
+from fedcore.timeline.commit_metadata import CommitMetadata, PlannedWrite, WriteStat
 
 
 class CommitCodec(ABC):
@@ -23,6 +24,14 @@ class CommitCodec(ABC):
     @abstractmethod
     def encode(self, metadata: CommitMetadata) -> bytes:
         """The bytes of a completed write instant's file."""
+
+    @abstractmethod
+    def encode_inflight(
+        self, operation: str, writes: Iterable[PlannedWrite], extra: Mapping[str, str]
+    ) -> bytes:
+        """The bytes of a write's inflight file: the file groups it plans to write (none where
+        an engine's tasks decide them), its operation and the commit's ``extraMetadata``, which
+        ``decode`` gives back (a streaming sink's checkpoint: ``fedcore.write.checkpoints``)."""
 
     @abstractmethod
     def decode(self, data: bytes, where: str = "commit") -> CommitMetadata:
@@ -46,6 +55,27 @@ class JsonCommitCodec(CommitCodec):
         }
         if metadata.replaced or metadata.operation in ("INSERT_OVERWRITE", "INSERT_OVERWRITE_TABLE"):
             body["partitionToReplaceFileIds"] = metadata.replaced
+        return json.dumps(body, indent=2).encode()
+
+    def encode_inflight(
+        self, operation: str, writes: Iterable[PlannedWrite], extra: Mapping[str, str]
+    ) -> bytes:
+        by_partition: dict[str, list[dict[str, object]]] = {}
+        for write in writes:
+            by_partition.setdefault(write.partition, []).append(
+                {
+                    "fileId": write.file_id,
+                    "prevCommit": write.base_instant or "null",
+                    "numInserts": write.inserts,
+                    "numUpdateWrites": write.updates,
+                    "numDeletes": write.deletes,
+                }
+            )
+        body = {
+            "partitionToWriteStats": by_partition,
+            "extraMetadata": dict(extra),
+            "operationType": operation.upper(),
+        }
         return json.dumps(body, indent=2).encode()
 
     def decode(self, data: bytes, where: str = "commit") -> CommitMetadata:

@@ -5,17 +5,16 @@ Commit and replace-commit metadata are Hudi's ``HoodieCommitMetadata`` /
 timeline. Paths in write stats are logical (``<partition>/<file>``): the physical
 path is derived through the storage strategy, never stored.
 
-Clean and rollback metadata keep Hudi's field names but are written as JSON;
-Hudi itself writes those two as Avro, and its readers of a copy-on-write
-snapshot do not need them. Both are read here (``action_body``): a table Hudi's
-writers also write holds Hudi's.
+Clean and rollback metadata are encoded by the table version's ``ServiceMetadataCodec``
+(``fedcore.timeline.service_codec``); both encodings, fed's JSON and Hudi's Avro, are read
+here (``action_body``): a table Hudi's writers also write holds Hudi's.
 """
 
 from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -115,6 +114,20 @@ class WriteStat:
         )
 
 
+@dataclass(frozen=True)
+class PlannedWrite:
+    """One file group a write plans to write, as the write's inflight file names it (Hudi's
+    workload profile): its file id, the base instant of the version it rewrites (None for a
+    new group), and its inserts, updates and deletes."""
+
+    partition: str
+    file_id: str
+    base_instant: str | None
+    inserts: int
+    updates: int
+    deletes: int
+
+
 @dataclass
 class CommitMetadata:
     operation: str
@@ -130,30 +143,6 @@ class CommitMetadata:
 
     def file_groups(self) -> set[tuple[str, str]]:
         return {(s.partition_path, s.file_id) for s in self.stats}
-
-
-def clean_metadata(
-    *, start: str, earliest_retained: str | None, deleted: Mapping[str, Iterable[str]], took_ms: int
-) -> bytes:
-    partitions = {
-        partition: {
-            "partitionPath": partition,
-            "policy": "KEEP_LATEST_COMMITS",
-            "deletePathPatterns": sorted(names),
-            "successDeleteFiles": sorted(names),
-            "failedDeleteFiles": [],
-        }
-        for partition, names in deleted.items()
-    }
-    body = {
-        "startCleanTime": start,
-        "timeTakenInMillis": took_ms,
-        "totalFilesDeleted": sum(len(p["successDeleteFiles"]) for p in partitions.values()),
-        "earliestCommitToRetain": earliest_retained or "",
-        "partitionMetadata": partitions,
-        "version": 2,
-    }
-    return json.dumps(body, indent=2).encode()
 
 
 def action_body(data: bytes) -> dict[str, Any]:
@@ -217,25 +206,6 @@ def earliest_retained(data: bytes) -> str | None:
         return action_body(data).get("earliestCommitToRetain") or None
     except (ValueError, AttributeError, TypeError):
         return None
-
-
-def rollback_metadata(
-    *, start: str, rolled_back: str, action: str, deleted: Mapping[str, Iterable[str]], took_ms: int
-) -> bytes:
-    partitions = {
-        partition: {"partitionPath": partition, "successDeleteFiles": sorted(names), "failedDeleteFiles": []}
-        for partition, names in deleted.items()
-    }
-    body = {
-        "startRollbackTime": start,
-        "timeTakenInMillis": took_ms,
-        "totalFilesDeleted": sum(len(p["successDeleteFiles"]) for p in partitions.values()),
-        "commitsRollback": [rolled_back],
-        "partitionMetadata": partitions,
-        "instantsRollback": [{"commitTime": rolled_back, "action": action}],
-        "version": 1,
-    }
-    return json.dumps(body, indent=2).encode()
 
 
 def rolled_back_instants(data: bytes) -> list[str]:

@@ -7,7 +7,7 @@ they are listed does (``fedcore.timeline.naming``).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone, tzinfo
 from typing import Final
 
@@ -62,9 +62,18 @@ def parse_instant_time(value: str, zone: tzinfo | None = timezone.utc) -> dateti
 
 @dataclass(frozen=True, order=True)
 class Instant:
+    """An action at its requested ``time``, in ``state``.
+
+    ``completion_time`` is when a completed instant became visible, where its file name says
+    so (Hudi 1.x names a completed instant ``<time>_<completion time>.<action>``); None where
+    it does not (table version 6, and every pending instant). It takes no part in equality,
+    hashing or ordering: an instant is the same instant whether or not its completion time is
+    known, and the timeline's order stays by requested time, as callers rely on."""
+
     time: str
     action: str
     state: str
+    completion_time: str | None = field(default=None, compare=False)
 
     @property
     def is_completed(self) -> bool:

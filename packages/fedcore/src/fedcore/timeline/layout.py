@@ -1,11 +1,13 @@
 """What a table version decides about a table's files, and the one place it is decided.
 
-A Hudi table version fixes how instant files are named and listed, how commit metadata is
-encoded and how log files are named. Each is one interface (``InstantNaming``, ``CommitCodec``,
-``LogFileNaming``); a ``TableLayout`` holds a version's implementations, and ``layout_for`` is
-the only check of ``hoodie.table.version`` in fedcore: a table is opened only if its version
-has a layout (``TableHandle`` keeps it as ``layout``), so supporting a new version is adding
-its implementations and an entry in ``_LAYOUTS``, with no caller changed.
+A Hudi table version fixes how instant files are named and listed, how commit metadata (and a
+write's inflight plan) is encoded, how a clean's and a rollback's metadata is encoded and how
+log files are named. Each is one interface (``InstantNaming``, ``CommitCodec``,
+``ServiceMetadataCodec``, ``LogFileNaming``); a ``TableLayout`` holds a version's
+implementations, and ``layout_for`` is the only check of ``hoodie.table.version`` in fedcore: a
+table is opened only if its version has a layout (``TableHandle`` keeps it as ``layout``), so
+supporting a new version is adding its implementations and an entry in ``_LAYOUTS``, with no
+caller changed.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from fedcore.exceptions import UnsupportedTableVersionError
 from fedcore.files.filenames import LogFileNaming, LogFileNamingV6
 from fedcore.timeline.commit_codec import CommitCodec, JsonCommitCodec
 from fedcore.timeline.naming import InstantNaming, InstantNamingV6
+from fedcore.timeline.service_codec import JsonServiceMetadataCodec, ServiceMetadataCodec
 
 
 @dataclass(frozen=True)
@@ -26,11 +29,14 @@ class TableLayout:
     version: int
     instants: InstantNaming
     commits: CommitCodec
+    services: ServiceMetadataCodec
     log_files: LogFileNaming
 
 
 #: Table version 6 (Apache Hudi 0.14 and 0.15, timeline layout 1): what fedcore writes.
-V6: Final = TableLayout(6, InstantNamingV6(), JsonCommitCodec(), LogFileNamingV6())
+V6: Final = TableLayout(
+    6, InstantNamingV6(), JsonCommitCodec(), JsonServiceMetadataCodec(), LogFileNamingV6()
+)
 _LAYOUTS: Final = {layout.version: layout for layout in (V6,)}
 
 

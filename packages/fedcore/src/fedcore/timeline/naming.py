@@ -18,11 +18,19 @@ from fedcore.timeline.instant import COMMIT, COMPACTION, COMPLETED, INFLIGHT, In
 
 
 class InstantNaming(ABC):
-    """The file names of instants, and the folder they are listed from."""
+    """The file names of instants, and the folders a timeline is listed from."""
 
     @abstractmethod
     def folder(self, table_path: str) -> str:
         """The folder whose listing holds the active timeline's instant files."""
+
+    def pointer_folder(self, table_path: str) -> str:
+        """The folder whose listing holds fed's own files that a timeline's load reads beside
+        the instants: the metadata table's manifest pointers, archival's markers and the
+        archive folder (``fedcore.timeline``). ``.hoodie/`` whatever the version: Hudi 1.x
+        parses every name in its timeline folder, so fed keeps its files out of it. Where it
+        is the instants' folder (version 6), one listing gives both."""
+        return f"{table_path}/{P.HOODIE_FOLDER}"
 
     @abstractmethod
     def file_name(self, instant: Instant, state: str | None = None) -> str:
@@ -30,7 +38,8 @@ class InstantNaming(ABC):
 
     @abstractmethod
     def parse(self, name: str) -> Instant | None:
-        """The instant a listed file name stands for; None for any other file in the folder."""
+        """The instant a listed file name stands for (its completion time too, where the name
+        carries one); None for any other file in the folder."""
 
     def path(self, table_path: str, instant: Instant, state: str | None = None) -> str:
         return f"{self.folder(table_path)}/{self.file_name(instant, state)}"
@@ -42,7 +51,8 @@ _V6_FILE_RE: Final = re.compile(r"(\d{17}|\d{14})\.([a-z]+)(?:\.(requested|infli
 
 class InstantNamingV6(InstantNaming):
     """Table version 6 (timeline layout 1): ``.hoodie/<time>.<action>[.<state>]``; a commit's
-    inflight file is ``<time>.inflight``, and a compaction completes as a ``commit``."""
+    inflight file is ``<time>.inflight``, and a compaction completes as a ``commit``. Its
+    names carry no completion time: a parsed instant's is None."""
 
     def folder(self, table_path: str) -> str:
         return f"{table_path}/{P.HOODIE_FOLDER}"

@@ -20,7 +20,6 @@ nothing of it is ever visible.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -73,7 +72,7 @@ from fedcore.schema.meta import strip_meta
 from fedcore.services.after_commit import run_table_services
 from fedcore.steps import observers_now
 from fedcore.timeline import COMMIT, DELTA_COMMIT, REPLACE_COMMIT, Instant, Timeline
-from fedcore.timeline.commit_metadata import CommitMetadata, WriteStat
+from fedcore.timeline.commit_metadata import CommitMetadata, PlannedWrite, WriteStat
 
 Operation: TypeAlias = Literal[
     "bulk_insert", "insert", "upsert", "delete", "insert_overwrite", "insert_overwrite_table"
@@ -246,7 +245,19 @@ class WriteJob:
         profile: by partition, each group's file id, the version it rewrites, and its
         inserts, updates and deletes) and the commit's ``extraMetadata``. An engine whose
         tasks decide the file groups themselves gives none."""
-        self._require().inflight(_inflight_plan(plan, self.operation, self.extra_metadata))
+        planned = (
+            PlannedWrite(
+                group.partition,
+                group.file_id,
+                group.base[0] if group.base else None,
+                inserts=len(group.rows) - group.updates,
+                updates=group.updates,
+                deletes=group.deletes,
+            )
+            for group in plan
+        )
+        body = self.table.layout.commits.encode_inflight(self.operation, planned, self.extra_metadata)
+        self._require().inflight(body)
 
     def detach(self) -> None:
         """Stop this process's heartbeat thread (tasks beat from here on): for engines whose
@@ -381,7 +392,7 @@ class WriteJob:
         replaced: dict[str, list[str]] = {}
         versions: list[tuple[str, str]] = []
         for partition, files in current.items():
-            overwritten = files.overwritten()
+            overwritten = files.overwritten(self.table.layout.log_files)
             if overwritten:
                 replaced[partition] = [file_id for file_id, _ in overwritten]
                 versions.extend(overwritten)
@@ -541,23 +552,3 @@ class WriteJob:
         if self._transaction is not None:
             return self._transaction.write_file
         return partial(put_data_file, self.table)
-
-
-def _inflight_plan(plan: Iterable[FileGroupWrite], operation: str, extra: Mapping[str, str]) -> bytes:
-    by_partition: dict[str, list[dict[str, object]]] = {}
-    for group in plan:
-        by_partition.setdefault(group.partition, []).append(
-            {
-                "fileId": group.file_id,
-                "prevCommit": group.base[0] if group.base else "null",
-                "numInserts": len(group.rows) - group.updates,
-                "numUpdateWrites": group.updates,
-                "numDeletes": group.deletes,
-            }
-        )
-    body = {
-        "partitionToWriteStats": by_partition,
-        "extraMetadata": dict(extra),
-        "operationType": operation.upper(),
-    }
-    return json.dumps(body, indent=2).encode()

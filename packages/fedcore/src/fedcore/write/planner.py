@@ -170,8 +170,8 @@ class WritePlanner:
         current = self.job.opened_files(sorted(partitions))
         found: dict[tuple[str, str], BaseFile] = {}
         for partition, files in current.items():
-            slices = files.latest_base_files()
-            logs = files.logs_by_slice() if self.merge_on_read else {}
+            slices = files.latest_base_files(self.table.layout.log_files)
+            logs = files.logs_by_slice(self.table.layout.log_files) if self.merge_on_read else {}
             if self.merge_on_read and self.job.operation in (UPSERT, DELETE):
                 self._check_keys_in_base_files(partition, slices, files, logs)
             for file_id, (instant, name) in slices.items():
@@ -333,7 +333,7 @@ class WritePlanner:
         if operation in REPLACING:
             overwritten = sorted(set(overwritten) | (set(first.by_partition) & set(current)))
         for partition in overwritten:
-            versions = current[partition].overwritten()
+            versions = current[partition].overwritten(self.table.layout.log_files)
             if versions:
                 replaced[partition] = [file_id for file_id, _ in versions]
                 superseded += versions
@@ -371,11 +371,11 @@ class WritePlanner:
         appended onto the slice holding their key; inserts go to small groups that have no
         log files yet (rewritten, with that group's updates) or to new ones."""
         operation = self.job.operation
-        slices = files.latest_base_files()
+        slices = files.latest_base_files(self.table.layout.log_files)
         groups: dict[str, FileGroupWrite] = {}
         inserts = rows
         index: KeyIndex | None = None
-        logs = files.logs_by_slice() if self.merge_on_read else {}
+        logs = files.logs_by_slice(self.table.layout.log_files) if self.merge_on_read else {}
         if keys is not None and operation in (UPSERT, DELETE):
             self._check_keys_in_base_files(partition, slices, files, logs)
             index = self._key_index(partition, slices, files, logs)

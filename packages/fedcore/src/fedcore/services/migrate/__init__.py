@@ -38,7 +38,6 @@ table at the target is refused.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -183,7 +182,7 @@ def migrate(
     # An error rolls the instant back; a crash leaves it to the next run.
     with Transaction(table, action, observers_now()) as transaction:
         instant = rewrite.instant = report.instant = transaction.time
-        transaction.inflight(_inflight_plan(extra))
+        transaction.inflight(table.layout.commits.encode_inflight(BULK_INSERT, (), extra))
         total = len(units)
         done = 0
 
@@ -232,13 +231,6 @@ def migrate(
     report.files_written = len(stats)
     report.seconds = time.monotonic() - start
     return report
-
-
-def _inflight_plan(extra: Mapping[str, str]) -> bytes:
-    """The inflight instant's content: a write's plan with no file groups planned (the files
-    are the source's), and what the commit's ``extraMetadata`` will say."""
-    body = {"partitionToWriteStats": {}, "extraMetadata": dict(extra), "operationType": BULK_INSERT}
-    return json.dumps(body, indent=2).encode()
 
 
 class _Rewrite:
