@@ -51,6 +51,10 @@ KEY_GENERATOR_TYPE: Final = "hoodie.table.keygenerator.type"
 
 #: Hudi's timeline layout: 1 for table version 6 (instant files in ``.hoodie/``).
 TIMELINE_LAYOUT_VERSION: Final = "hoodie.timeline.layout.version"
+#: Table versions 8 and 9 (timeline layout 2): the folder in ``.hoodie/`` that holds the
+#: timeline (``timeline``, the only one fed reads).
+TIMELINE_PATH: Final = "hoodie.timeline.path"
+DEFAULT_TIMELINE_FOLDER: Final = "timeline"
 #: The folder in ``.hoodie/`` archival moves old instants to (``archived``).
 ARCHIVELOG_FOLDER: Final = "hoodie.archivelog.folder"
 #: The zone of instant times: ``UTC`` (fed's tables, so that Hudi's writers of them make UTC

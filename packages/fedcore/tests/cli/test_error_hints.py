@@ -392,7 +392,7 @@ def test_the_leftovers_of_an_earlier_table_go_with_start_over(local: Backend, tw
 
 def test_every_extra_a_missing_dependency_names_exists() -> None:
     """Hints: "pip install 'fedcore[iceberg]'" (fed sync, the Iceberg view), "[serve]",
-    "[glue]", "[migrate]", "[plot]", and a read's "[pandas]" / "[polars]" / "[duckdb]":
+    "[glue]", "[plot]", and a read's "[pandas]" / "[polars]" / "[duckdb]":
     each names an extra fedcore's package declares."""
     source = Path(__file__).parents[2] / "src" / "fedcore"
     named = {
@@ -404,7 +404,7 @@ def test_every_extra_a_missing_dependency_names_exists() -> None:
     project = (source.parents[1] / "pyproject.toml").read_text()
     extras = project.split("[project.optional-dependencies]")[1].split("\n[")[0]
     declared = set(re.findall(r"^(\w+) = \[", extras, re.MULTILINE))
-    assert named >= {"iceberg", "serve", "glue", "migrate", "plot"}
+    assert named >= {"iceberg", "serve", "glue", "plot"}
     assert named <= declared, named - declared
     assert issubclass(MissingDependencyError, ImportError)
 

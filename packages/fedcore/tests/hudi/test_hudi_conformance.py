@@ -377,13 +377,70 @@ V8_V9_ROWS = {
 }
 
 
-@pytest.mark.parametrize("archive", V8_V9_ZIPS, ids=name_of)
-def test_a_table_of_version_8_or_9_is_refused_by_its_version(archive: Path, tmp_path: Path) -> None:
+def _reads_it(archive: Path) -> bool:
+    """Whether fedcore reads a table of version 8 or 9: copy-on-write with Parquet base files,
+    as its own config says (not a list of names)."""
+    config = zip_properties(archive)
+    return config.get("hoodie.table.type", "COPY_ON_WRITE") == "COPY_ON_WRITE" and (
+        config.get("hoodie.table.base.file.format", "PARQUET").upper() == "PARQUET"
+    )
+
+
+@pytest.mark.parametrize("archive", [z for z in V8_V9_ZIPS if _reads_it(z)], ids=name_of)
+def test_a_copy_on_write_table_of_version_8_or_9_is_read_like_hudi_rs(archive: Path, tmp_path: Path) -> None:
+    """Whole rows (every plain column both give, meta columns too) and filters on every
+    partition column and a data column, against hudi-rs's rows; time travel and incremental
+    queries (which Hudi 1.x answers by completion time) are refused by name, and so is a
+    write, before anything is written."""
     path = unpack(archive, tmp_path)
-    version = table_version(path)
-    assert version in (8, 9)
-    with pytest.raises(UnsupportedTableVersionError, match=f"table version {version};"):
-        load_table(path)  # on opening: nothing is read by version 6's names
+    table = load_table(path)
+    ours = table.read()
+    theirs = hudi_rs(path)
+    if theirs is None:
+        assert ours.num_rows == 0
+        assert ours.schema.names == [*META, *theirs_schema(path)], "empty, with the table's schema"
+    else:
+        columns = [c for c in simple_columns(theirs) if c in ours.column_names]
+        assert {"_hoodie_record_key", "_hoodie_commit_time"} <= set(columns) or "_hoodie_record_key" not in (
+            theirs.column_names
+        )
+        assert rows(ours, columns) == rows(theirs, columns)
+        fields = [f for f in table.handle.partition_scheme.fields if f in columns]
+        data_column = next(c for c in columns if not c.startswith("_hoodie_") and c not in fields)
+        for column in [*fields, data_column]:
+            values = sorted({v for v in theirs.column(column).to_pylist() if v is not None})
+            middle = values[len(values) // 2]
+            for op, expression in (
+                ("=", pc.field(column) == middle),
+                ("!=", pc.field(column) != middle),
+                ("<", pc.field(column) < middle),
+            ):
+                got = table.read([(column, op, middle)])
+                assert rows(got, columns) == rows(theirs.filter(expression), columns), (column, op)
+    latest = table.timeline().completed()
+    if latest:
+        with pytest.raises(UnsupportedTableError, match="completion time"):
+            table.read(as_of=latest[-1].time)
+        with pytest.raises(UnsupportedTableError, match="completion time"):
+            table.changes("000").to_arrow()
+    before = sorted(p.name for p in Path(path.removeprefix("file://"), ".hoodie", "timeline").iterdir())
+    config = table.config
+    needed = [*config.key_columns, *([config.precombine_field] if config.precombine_field else [])]
+    with pytest.raises(UnsupportedTableVersionError, match="reads it but writes only version 6"):
+        table.upsert(pa.table({column: ["x"] for column in dict.fromkeys(needed)}))
+    after = sorted(p.name for p in Path(path.removeprefix("file://"), ".hoodie", "timeline").iterdir())
+    assert after == before, "nothing of the write was begun"
+
+
+@pytest.mark.parametrize("archive", [z for z in V8_V9_ZIPS if not _reads_it(z)], ids=name_of)
+def test_what_fedcore_does_not_read_of_version_8_or_9_is_refused_by_name(
+    archive: Path, tmp_path: Path
+) -> None:
+    path = unpack(archive, tmp_path)
+    config = zip_properties(archive)
+    what = "merge-on-read" if config.get("hoodie.table.type") == "MERGE_ON_READ" else "base files"
+    with pytest.raises(UnsupportedTableError, match=what):
+        load_table(path)  # on opening: nothing is read
 
 
 @pytest.mark.parametrize("archive", V8_V9_ZIPS, ids=name_of)

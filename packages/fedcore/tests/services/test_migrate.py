@@ -30,10 +30,12 @@ from ..write.test_writes import FAST_HEARTBEAT, make_table, rows, trips
 
 
 def migrates(archive: Path) -> bool:
-    """What migrate reads: version 6 through fedcore, version 8 copy-on-write through hudi-rs."""
+    """What migrate reads (what fedcore reads): version 6, and copy-on-write tables of versions
+    8 and 9 with Parquet base files."""
     config = zip_properties(archive)
     version, table_type = config["hoodie.table.version"], config["hoodie.table.type"]
-    return version == "6" or (version == "8" and table_type == P.TABLE_TYPE_COW)
+    parquet = config.get("hoodie.table.base.file.format", "PARQUET").upper() == "PARQUET"
+    return version == "6" or (table_type == P.TABLE_TYPE_COW and parquet)
 
 
 SHARED_ZIPS = [z for z in ZIPS if migrates(z)]
@@ -65,8 +67,8 @@ def label(archive: Path) -> str:
 
 
 def test_the_shared_tables_are_all_here() -> None:
-    assert len(SHARED_ZIPS) == 15
-    assert len(REFUSED_ZIPS) == 13, "version 9, and version 8 merge-on-read"
+    assert len(SHARED_ZIPS) == 20
+    assert len(REFUSED_ZIPS) == 8, "merge-on-read of versions 8 and 9, and Lance base files"
     assert len(HUDI_WRITTEN_ZIPS) == 5
 
 
@@ -115,7 +117,7 @@ def test_what_is_copied_and_what_is_rewritten(tmp_path: Path) -> None:
     cases = {
         "v6_simplekeygen_nonhivestyle": (3, 0),  # copy-on-write with meta fields: copies
         "v6_simplekeygen_hivestyle_no_metafields": (0, 3),  # no meta fields: rewritten
-        "v8_complexkeygen_hivestyle": (3, 0),  # version 8, through hudi-rs: copies
+        "v8_complexkeygen_hivestyle": (3, 0),  # version 8 copy-on-write: copies
     }
     for name, (copied, rewritten) in cases.items():
         source = unpack(HUDI_RS_TABLES / f"{name}.zip", tmp_path / name)

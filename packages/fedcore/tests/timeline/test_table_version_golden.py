@@ -126,9 +126,53 @@ def test_log_file_names() -> None:
 
 
 def test_one_layout_per_version() -> None:
-    """Version 6 is the one fedcore has; any other is refused by name, not read by 6's rules."""
+    """Versions 6 (read and written), 8 and 9 (read) have layouts; any other is refused by
+    name, never read by another version's rules."""
     assert V6.instants.folder("s3://b/t") == "s3://b/t/.hoodie"
     assert layout_for(6) is V6
-    for version in (5, 8, 9):
+    assert (layout_for(8).version, layout_for(9).version) == (8, 9)
+    assert layout_for(8).instants.folder("s3://b/t") == "s3://b/t/.hoodie/timeline"
+    assert (V6.writes, layout_for(8).writes, layout_for(9).writes) == (True, False, False)
+    with pytest.raises(UnsupportedTableVersionError, match="reads it but writes only version 6"):
+        layout_for(9).check_writable("trips")
+    for version in (5, 7, 10):
         with pytest.raises(UnsupportedTableVersionError, match=f"table version {version};"):
             layout_for(version, "trips")
+
+
+@pytest.mark.parametrize(
+    ("name", "instant"),
+    [
+        (
+            "20260101000000000_20260101000001000.commit",
+            ("20260101000000000", "commit", "completed", "20260101000001000"),
+        ),
+        ("20260101000000000.inflight", ("20260101000000000", "commit", "inflight", None)),
+        ("20260101000000000.commit.requested", ("20260101000000000", "commit", "requested", None)),
+        ("20260101000000000.clustering.inflight", ("20260101000000000", "clustering", "inflight", None)),
+        (
+            "20260101000000000_20260101000001000.replacecommit",
+            ("20260101000000000", "replacecommit", "completed", "20260101000001000"),
+        ),
+        ("20260101000000000.deltacommit", ("20260101000000000", "deltacommit", "completed", None)),  # legacy
+    ],
+)
+def test_version_8_instant_names_parse_and_name_back(
+    name: str, instant: tuple[str, str, str, str | None]
+) -> None:
+    naming = layout_for(8).instants
+    parsed = naming.parse(name)
+    assert parsed is not None
+    assert (parsed.time, parsed.action, parsed.state, parsed.completion_time) == instant
+    assert naming.file_name(parsed) == name
+
+
+def test_version_8_names_of_other_files_do_not_parse() -> None:
+    naming = layout_for(8).instants
+    for name in (
+        "history",
+        "20260101000000000_20260101000001000.commit.requested",
+        "hoodie.properties",
+        "x.crc",
+    ):
+        assert naming.parse(name) is None, name

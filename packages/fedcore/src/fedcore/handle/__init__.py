@@ -353,7 +353,21 @@ class TableHandle:
 
 
 def check_supported(config: TableConfig, strategy: StorageStrategy) -> None:
-    layout_for(config.version, config.name)  # the one check of the table version
+    layout = layout_for(config.version, config.name)  # the one check of the table version
+    if not layout.writes:
+        # Hudi 1.x's tables: what fedcore does not read yet is refused on opening, by name.
+        if config.merge_on_read:
+            raise UnsupportedTableError(
+                f"table {config.name} is a merge-on-read table of table version {config.version}: fedcore "
+                "reads copy-on-write tables of that version; its merge-on-read file slices (log files "
+                "sliced by their delta commits' completion times) are not read yet"
+            )
+        folder = config.get(P.TIMELINE_PATH, P.DEFAULT_TIMELINE_FOLDER).strip()
+        if folder != P.DEFAULT_TIMELINE_FOLDER:
+            raise UnsupportedTableError(
+                f"table {config.name} keeps its timeline in .hoodie/{folder} ({P.TIMELINE_PATH}); "
+                f"fedcore reads it from .hoodie/{P.DEFAULT_TIMELINE_FOLDER}, Hudi's default"
+            )
     base_format = config.get(P.BASE_FILE_FORMAT, "PARQUET").strip().upper()
     if base_format != "PARQUET":
         raise UnsupportedTableError(

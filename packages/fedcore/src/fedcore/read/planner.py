@@ -22,6 +22,7 @@ from fedcore.exceptions import (
     InvalidColumnsError,
     InvalidFilterError,
     InvalidPartitionValueError,
+    UnsupportedTableError,
 )
 from fedcore.files.file_slice import QUERY_TYPES, VIRTUAL_META_COLUMNS, FileSlice, QueryType
 from fedcore.io.parquet import ColumnStats, read_file_stats
@@ -74,6 +75,17 @@ class ScanPlan:
         return self.reader.read_all(self.slices, self.columns, self.row_filters)
 
 
+def check_by_requested_time(table: TableHandle, query: str) -> None:
+    """Refuse a query that selects instants by time on a table whose version orders them by
+    completion time (Hudi 1.x: time travel and incremental queries compare completion times;
+    fedcore's compare requested times, which may differ and so return other rows)."""
+    if not table.layout.writes:
+        raise UnsupportedTableError(
+            f"table {table.name} has table version {table.config.version}: its {query} selects instants by "
+            "completion time, which fedcore does not read yet (a snapshot of its latest state is read)"
+        )
+
+
 class ScanPlanner:
     """Plans reads of one snapshot of a table (the latest, or ``as_of``); made by ``open``."""
 
@@ -107,6 +119,7 @@ class ScanPlanner:
             raise InvalidColumnsError(f"query type {query_type!r} is not one of {', '.join(QUERY_TYPES)}")
         if as_of is not None:
             parse_instant_time(as_of)
+            check_by_requested_time(table, "time travel")
             check_not_archived(table.fs.table_fs, table.path, as_of)
         merge_on_read = table.config.merge_on_read
         timeline = table.timeline(latest_read=as_of is None)

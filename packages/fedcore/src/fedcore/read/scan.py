@@ -28,7 +28,7 @@ from fedcore.files.file_slice import FileSlice, QueryType
 from fedcore.io.filesystems import open_sized
 from fedcore.io.parquet import read_parquet_metadata
 from fedcore.read.filters import Filter, FilterSpec, parse_where
-from fedcore.read.planner import ScanPlan, ScanPlanner
+from fedcore.read.planner import ScanPlan, ScanPlanner, check_by_requested_time
 from fedcore.schema.evolution import conform_to, widens
 from fedcore.schema.meta import COMMIT_TIME, META_COLUMNS
 from fedcore.timeline import parse_instant_time
@@ -124,6 +124,7 @@ class DataScan:
             return self._snapshot
         planner = ScanPlanner.open(self.table, self.as_of, self.query_type)
         if self.changed_after is not None:
+            check_by_requested_time(self.table, "incremental query")
             if self.changed_after.strip("0"):  # "000": from the start, as Hudi spells it
                 parse_instant_time(self.changed_after)
             if not planner.meta_fields:

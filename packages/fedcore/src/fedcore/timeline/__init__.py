@@ -27,11 +27,13 @@ from fedcore.properties import HOODIE_FOLDER
 from fedcore.timeline.instant import (
     ACTIONS,
     CLEAN,
+    CLUSTERING,
     COMMIT,
     COMPACTION,
     COMPLETED,
     DELTA_COMMIT,
     INFLIGHT,
+    LOG_COMPACTION,
     MERGE_ON_READ_WRITE_ACTIONS,
     READABLE_ACTIONS,
     REPLACE_COMMIT,
@@ -73,6 +75,8 @@ __all__ = [
     "transition",
 ]
 
+#: Pending actions whose instants complete as another action.
+_COMPLETES_AS: Final = {COMPACTION: COMMIT, CLUSTERING: REPLACE_COMMIT, LOG_COMPACTION: DELTA_COMMIT}
 #: The actions fedcore's own instants have (a delta commit only on merge-on-read tables).
 _OWN_ACTIONS: Final = (*ACTIONS, DELTA_COMMIT)
 #: Actions whose new instants only add to what a listed timeline shows (see ``Timeline.load``).
@@ -115,10 +119,15 @@ class Timeline:
             key = (instant.time, instant.action)
             if key not in latest or rank[instant.state] > rank[latest[key].state]:
                 latest[key] = instant
-        # A compaction's requested and inflight files stay beside the commit it completed as.
-        done = {time for (time, action), i in latest.items() if action == COMMIT and i.is_completed}
+        # A compaction's requested and inflight files stay beside the commit it completed as
+        # (a clustering's beside its replace commit, a log compaction's beside its delta commit).
+        done = {(time, action) for (time, action), i in latest.items() if i.is_completed}
         self.instants: tuple[Instant, ...] = tuple(
-            sorted(i for (time, action), i in latest.items() if action != COMPACTION or time not in done)
+            sorted(
+                i
+                for (time, action), i in latest.items()
+                if action not in _COMPLETES_AS or (time, _COMPLETES_AS[action]) not in done
+            )
         )
 
     @classmethod

@@ -24,6 +24,13 @@ ACTIONS: Final = (COMMIT, REPLACE_COMMIT, CLEAN, ROLLBACK)
 DELTA_COMMIT: Final = "deltacommit"
 #: Compaction, pending: completed, it is a ``commit``.
 COMPACTION: Final = "compaction"
+#: Hudi 1.x's clustering, pending: completed, it is a ``replacecommit`` (Hudi 0.x names the
+#: pending one ``replacecommit`` too).
+CLUSTERING: Final = "clustering"
+#: Hudi 1.x's log compaction, pending: completed, it is a ``deltacommit``.
+LOG_COMPACTION: Final = "logcompaction"
+#: Hudi's asynchronous indexing: it builds its metadata table's indexes and changes no data.
+INDEXING: Final = "indexing"
 #: Every action whose files make up a merge-on-read snapshot.
 MERGE_ON_READ_WRITE_ACTIONS: Final = WRITE_ACTIONS | {DELTA_COMMIT}
 
@@ -35,8 +42,8 @@ _INSTANT_FORMAT = "%Y%m%d%H%M%S%f"
 SAVEPOINT: Final = "savepoint"
 #: Completed actions a reader understands (and ``deltacommit`` on merge-on-read tables); any
 #: other (restore, log compaction, an action of a newer Hudi) makes the table unreadable for
-#: fedcore, never silently skipped.
-READABLE_ACTIONS: Final = frozenset({*ACTIONS, SAVEPOINT})
+#: fedcore, never silently skipped. Indexing changes only Hudi's metadata table.
+READABLE_ACTIONS: Final = frozenset({*ACTIONS, SAVEPOINT, INDEXING})
 
 
 def instant_time(moment: datetime, zone: tzinfo | None = timezone.utc) -> str:

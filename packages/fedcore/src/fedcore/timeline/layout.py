@@ -12,32 +12,53 @@ caller changed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 from fedcore.exceptions import UnsupportedTableVersionError
 from fedcore.files.filenames import LogFileNaming, LogFileNamingV6
+from fedcore.timeline.avro_commit_codec import AvroCommitCodec
 from fedcore.timeline.commit_codec import CommitCodec, JsonCommitCodec
-from fedcore.timeline.naming import InstantNaming, InstantNamingV6
+from fedcore.timeline.naming import InstantNaming, InstantNamingV6, InstantNamingV8
 from fedcore.timeline.service_codec import JsonServiceMetadataCodec, ServiceMetadataCodec
 
 
 @dataclass(frozen=True)
 class TableLayout:
-    """One table version's names and encodings."""
+    """One table version's names and encodings; ``writes``: whether fedcore writes tables of
+    this version (it reads every version it has a layout for)."""
 
     version: int
     instants: InstantNaming
     commits: CommitCodec
     services: ServiceMetadataCodec
     log_files: LogFileNaming
+    writes: bool = True
+
+    def check_writable(self, table_name: str) -> None:
+        """Refuse, before anything is written, a write to a table of a version fedcore only
+        reads (``UnsupportedTableVersionError``)."""
+        if not self.writes:
+            raise UnsupportedTableVersionError(
+                f"table {table_name} has table version {self.version} (Hudi 1.x); fedcore reads it but "
+                f"writes only version {_WRITTEN} (Hudi 0.14/0.15): write it with Apache Hudi 1.x"
+            )
 
 
 #: Table version 6 (Apache Hudi 0.14 and 0.15, timeline layout 1): what fedcore writes.
 V6: Final = TableLayout(
     6, InstantNamingV6(), JsonCommitCodec(), JsonServiceMetadataCodec(), LogFileNamingV6()
 )
-_LAYOUTS: Final = {layout.version: layout for layout in (V6,)}
+#: Table versions 8 (Hudi 1.0) and 9 (Hudi 1.1 and later; its differences are configuration
+#: keys, not file names or encodings), timeline layout 2: read, copy-on-write only
+#: (``fedcore.handle.check_supported``). Log files are named as in version 6, with the writing
+#: delta commit's time where version 6 has the slice's base instant.
+V8: Final = TableLayout(
+    8, InstantNamingV8(), AvroCommitCodec(), JsonServiceMetadataCodec(), LogFileNamingV6(), writes=False
+)
+V9: Final = replace(V8, version=9)
+_LAYOUTS: Final = {layout.version: layout for layout in (V6, V8, V9)}
+_WRITTEN: Final = ", ".join(str(v) for v, layout in sorted(_LAYOUTS.items()) if layout.writes)
 
 
 def layout_for(version: int, table_name: str = "") -> TableLayout:
@@ -47,7 +68,7 @@ def layout_for(version: int, table_name: str = "") -> TableLayout:
     if layout is None:
         known = ", ".join(str(v) for v in sorted(_LAYOUTS))
         raise UnsupportedTableVersionError(
-            f"table {table_name} has table version {version}; fedcore reads and writes "
-            f"version {known} (Hudi 0.14/0.15)"
+            f"table {table_name} has table version {version}; fedcore reads versions {known} and "
+            f"writes version {_WRITTEN} (Hudi 0.14/0.15)"
         )
     return layout

@@ -14,7 +14,17 @@ from abc import ABC, abstractmethod
 from typing import Final
 
 from fedcore import properties as P
-from fedcore.timeline.instant import COMMIT, COMPACTION, COMPLETED, INFLIGHT, Instant
+from fedcore.timeline.instant import (
+    CLUSTERING,
+    COMMIT,
+    COMPACTION,
+    COMPLETED,
+    DELTA_COMMIT,
+    INFLIGHT,
+    LOG_COMPACTION,
+    REPLACE_COMMIT,
+    Instant,
+)
 
 
 class InstantNaming(ABC):
@@ -73,3 +83,47 @@ class InstantNamingV6(InstantNaming):
         if action == INFLIGHT:
             return Instant(time, COMMIT, INFLIGHT)
         return Instant(time, action, state or COMPLETED)
+
+
+#: Timeline layout 2's names: ``<requested>[_<completion>].<action>[.<state>]``.
+_V8_FILE_RE: Final = re.compile(r"(\d{17}|\d{14})(?:_(\d{17}|\d{14}))?\.([a-z]+)(?:\.(requested|inflight))?")
+#: Actions that complete as another: a compaction as a commit, a clustering as a replace
+#: commit, a log compaction as a delta commit (their pending files keep their own name).
+_COMPLETES_AS: Final = {COMPACTION: COMMIT, CLUSTERING: REPLACE_COMMIT, LOG_COMPACTION: DELTA_COMMIT}
+
+
+class InstantNamingV8(InstantNaming):
+    """Table versions 8 and 9 (Hudi 1.x, timeline layout 2): instant files in
+    ``.hoodie/timeline/`` (``hoodie.timeline.path``; its ``history/`` folder holds the archived
+    instants), a completed instant as ``<requested time>_<completion time>.<action>``, pending
+    ones as ``<requested time>.<action>.<state>`` (a commit's inflight file is
+    ``<time>.inflight``). Every state is a file of its own that stays. A completed file
+    without a completion time is one a 6 -> 8 upgrade or a 0.x writer left ("legacy"): its
+    instant's completion time is not known from its name (None)."""
+
+    def folder(self, table_path: str) -> str:
+        return f"{table_path}/{P.HOODIE_FOLDER}/{P.DEFAULT_TIMELINE_FOLDER}"
+
+    def file_name(self, instant: Instant, state: str | None = None) -> str:
+        state = state or instant.state
+        if state == COMPLETED:
+            action = _COMPLETES_AS.get(instant.action, instant.action)
+            if instant.completion_time is None:  # a legacy file: read or removed, never made
+                return f"{instant.time}.{action}"
+            return f"{instant.time}_{instant.completion_time}.{action}"
+        if state == INFLIGHT and instant.action == COMMIT:
+            return f"{instant.time}.inflight"
+        return f"{instant.time}.{instant.action}.{state}"
+
+    def parse(self, name: str) -> Instant | None:
+        match = _V8_FILE_RE.fullmatch(name)
+        if match is None:
+            return None
+        time, completion, action, state = match.groups()
+        if completion is not None and state is not None:
+            return None  # not a name Hudi makes: a pending instant has no completion time
+        if action == INFLIGHT:
+            return Instant(time, COMMIT, INFLIGHT)
+        if state is None:
+            return Instant(time, action, COMPLETED, completion_time=completion)
+        return Instant(time, action, state)

@@ -5,9 +5,8 @@ from it); moving a table onto a federated layout means writing a new table. The
 source is only read:
 
 - a table fedcore reads (any strategy; Apache Hudi's copy-on-write and merge-on-read
-  tables of table version 6, with or without meta fields, any key generator);
-- an Apache Hudi table of version 8 (copy-on-write): hudi-rs (``pip install
-  'fedcore[migrate]'``) lists its latest file slices;
+  tables of table version 6, and its copy-on-write tables of versions 8 and 9, with or
+  without meta fields, any key generator);
 - a plain Hive-layout Parquet dataset (``dataset/date=2026-01-01/part-0.parquet``),
   given its record key (partition fields: the ``key=value`` folders).
 

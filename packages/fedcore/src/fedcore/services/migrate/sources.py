@@ -1,8 +1,8 @@
 """What a migration copies: a source's config and the files of its latest snapshot, as units.
 
 The planning half of ``fed migrate`` (``fedcore.services.migrate`` writes the units): each
-kind of source (a table fedcore reads, a Hudi table-version 8 table listed by hudi-rs, a
-plain Hive-layout Parquet dataset) becomes a ``Source``, whose units are files to copy as
+kind of source (a Hudi table fedcore reads, a plain Hive-layout Parquet dataset) becomes a
+``Source``, whose units are files to copy as
 they are or slices and files to rewrite.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -20,10 +20,8 @@ from fedcore import properties as P
 from fedcore.exceptions import (
     ConfigError,
     FedError,
-    MissingDependencyError,
     TableNotFoundError,
     UnsupportedTableError,
-    UnsupportedTableVersionError,
 )
 from fedcore.files.file_slice import VIRTUAL_META_COLUMNS, FileSlice
 from fedcore.handle import TableHandle
@@ -31,33 +29,6 @@ from fedcore.handle.config import TableConfig
 from fedcore.io.filesystems import StorageOptions, filesystem_for
 from fedcore.read.planner import ScanPlanner
 from fedcore.schema.meta import META_COLUMNS
-from fedcore.timeline.layout import layout_for
-
-#: Which reader lists a Hudi source: fedcore's own, or hudi-rs (``pip install 'fedcore[migrate]'``).
-SourceReader: TypeAlias = Literal["fedcore", "hudi-rs"]
-FEDCORE: Final[SourceReader] = "fedcore"
-HUDI_RS: Final[SourceReader] = "hudi-rs"
-#: The table version a migration lists through hudi-rs (Hudi 1.x's timeline, which fedcore
-#: has no layout for: it only ever reads such a table's latest base files, to copy them).
-HUDI_RS_VERSION: Final = 8
-
-
-def source_reader(config: TableConfig) -> SourceReader:
-    """The reader a Hudi source of ``config``'s table version is listed by: fedcore's own for
-    a version fedcore has a layout for (``layout_for``, its one check of table versions),
-    hudi-rs for version 8.
-
-    Raises:
-        UnsupportedTableVersionError: any other version.
-    """
-    try:
-        layout_for(config.version, config.name)
-    except UnsupportedTableVersionError:
-        if config.version == HUDI_RS_VERSION:
-            return HUDI_RS
-        raise
-    return FEDCORE
-
 
 #: Source config keys that define how records are keyed, partitioned and merged.
 _CARRIED: Final = frozenset(
@@ -70,7 +41,7 @@ _CARRIED: Final = frozenset(
         str(P.DROP_PARTITION_COLUMNS),
     }
 )
-#: Table version 8 names the key generator by type.
+#: Tables of versions 8 and 9 name the key generator by type.
 _KEY_GENERATOR_TYPES: Final = {
     "SIMPLE": P.SIMPLE_KEY_GENERATOR,
     "COMPLEX": P.COMPLEX_KEY_GENERATOR,
@@ -138,9 +109,8 @@ def open_source(
         ):
             if given:
                 raise ConfigError(flag, f"come from the source table's config; {source} is a Hudi table")
-        config = TableConfig.load(fs, source)
-        if source_reader(config) == HUDI_RS:
-            return _hudi_rs_source(source, config, options)
+        # Any table fedcore reads (versions 6, 8 and 9; what it does not read is refused
+        # on opening, by name).
         return _fedcore_source(TableHandle.open(source, options))
     if not fs.isdir(source):
         raise TableNotFoundError(f"{source} is neither a Hudi table nor a folder of Parquet files")
@@ -269,49 +239,6 @@ def _records_by_file(table: TableHandle, slices: Sequence[FileSlice]) -> dict[st
         for stat in table.commit_metadata(instant).stats:
             out[stat.path.rpartition("/")[2]] = stat.num_writes
     return out
-
-
-def _hudi_rs_source(source: str, config: TableConfig, options: StorageOptions | None) -> Source:
-    try:
-        import hudi
-    except ImportError as exc:
-        raise MissingDependencyError(
-            f"{source} is a Hudi table-version 8 table: migrating it needs hudi-rs "
-            f"(pip install 'fedcore[migrate]'): {exc}"
-        ) from None
-    if not source.startswith("file://"):
-        raise UnsupportedTableError(
-            f"{source}: table-version 8 sources are read from local files (copy the table first)"
-        )
-    table = hudi.HudiTableBuilder.from_base_uri(source.removeprefix("file://")).build()
-    if config.table_type != P.TABLE_TYPE_COW:
-        raise UnsupportedTableError(f"{source}: table-version 8 merge-on-read tables are not migrated yet")
-    fs = filesystem_for(source, options)
-    units = []
-    for file_slice in table.get_file_slices():
-        if file_slice.has_log_files():
-            raise UnsupportedTableError(f"{source}: a copy-on-write file slice with log files")
-        units.append(
-            Unit(
-                file_slice.partition_path,
-                file_slice.base_file_name,
-                fs,
-                f"{source}/{file_slice.base_file_relative_path()}",
-                int(file_slice.base_file_size),
-                int(file_slice.num_records),
-            )
-        )
-    timeline = table.get_timeline()
-    commits = timeline.get_completed_commits()
-    instant = commits[-1].timestamp if commits else None
-    return _of_config(
-        "Hudi table-version 8 table",
-        config,
-        pa.schema(table.get_schema()),
-        str(instant) if instant is not None else None,
-        units,
-        lambda unit: pa.table({}),  # every unit is a copy
-    )
 
 
 def _parquet_source(
