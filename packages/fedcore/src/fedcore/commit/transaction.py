@@ -386,27 +386,27 @@ def check_begun_by_fed(table: TableHandle, instant: Instant) -> None:
         )
 
 
-def is_rolled_back(table: TableHandle, instant_time: str) -> bool:
-    """Whether ``instant_time``'s outcome is a rollback: it can never complete (outcomes are
-    created exclusively and never removed)."""
+def _outcome(table: TableHandle, instant_time: str) -> bytes | None:
+    """``instant_time``'s outcome object (one GET; an existence check may also list), or
+    None while it is undecided. Outcomes are created exclusively and never removed."""
     path = table.outcome_path(instant_time)
     try:
         with storage_errors(path):
-            return read_object(table.fs.table_fs, path).startswith(_ROLLBACK_OUTCOME)
+            return read_object(table.fs.table_fs, path)
     except FileNotFoundError:
-        return False
+        return None
+
+
+def is_rolled_back(table: TableHandle, instant_time: str) -> bool:
+    """Whether ``instant_time``'s outcome is a rollback: it can never complete."""
+    outcome = _outcome(table, instant_time)
+    return outcome is not None and outcome.startswith(_ROLLBACK_OUTCOME)
 
 
 def is_decided(table: TableHandle, instant_time: str) -> bool:
     """Whether ``instant_time``'s outcome (commit or rollback) is decided: a write task that
     sees it may no longer add files to the instant (``FileGroupWriter``'s fence)."""
-    path = table.outcome_path(instant_time)
-    try:
-        with storage_errors(path):
-            read_object(table.fs.table_fs, path)  # one GET (an existence check may also list)
-    except FileNotFoundError:
-        return False
-    return True
+    return _outcome(table, instant_time) is not None
 
 
 def roll_back_if_failed(table: TableHandle, instant_time: str) -> bool:
