@@ -77,6 +77,20 @@ DEFAULT_HOODIE_PAYLOAD: Final = "org.apache.hudi.common.model.DefaultHoodieRecor
 RECORD_MERGER_STRATEGY: Final = "hoodie.compaction.record.merger.strategy"
 #: Hudi's default merger strategy (``HoodieAvroRecordMerger``: the payload class decides).
 DEFAULT_RECORD_MERGER_STRATEGY: Final = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
+#: Table versions 8 and 9 (Hudi 1.x): how records of one key merge, in place of the payload
+#: class: ``COMMIT_TIME_ORDERING`` (the latest write wins), ``EVENT_TIME_ORDERING`` (the
+#: greatest ordering value wins; a tie goes to the latest write) or ``CUSTOM`` (a payload
+#: class or merger of the user's, which fed does not run).
+RECORD_MERGE_MODE: Final = "hoodie.record.merge.mode"
+#: Table version 9 (Hudi 1.1 and later): the ordering fields, in place of
+#: ``hoodie.table.precombine.field`` (fed reads one field).
+ORDERING_FIELDS: Final = "hoodie.table.ordering.fields"
+#: Table version 9: whether updates carry some columns only (``NONE``, the only mode fed
+#: reads; ``IGNORE_DEFAULTS`` and ``FILL_UNAVAILABLE`` merge column by column).
+PARTIAL_UPDATE_MODE: Final = "hoodie.table.partial.update.mode"
+#: Table version 9: settings of the merge mode (keys after this prefix), such as the column
+#: and value that mark a record as a delete; fed reads tables without them.
+MERGE_PROPERTY_PREFIX: Final = "hoodie.record.merge.property."
 
 TABLE_TYPE_COW: Final = "COPY_ON_WRITE"
 TABLE_TYPE_MOR: Final = "MERGE_ON_READ"

@@ -18,7 +18,7 @@ import fastavro
 import pyarrow as pa
 import pytest
 
-from fedcore.exceptions import CorruptLogFileError, UnsupportedLogBlockError
+from fedcore.exceptions import CorruptLogFileError, UnsupportedLogBlockError, UnsupportedTableError
 from fedcore.log.blocks import (
     BlockType,
     HeaderKey,
@@ -28,7 +28,7 @@ from fedcore.log.blocks import (
     delete_records,
     read_blocks,
 )
-from fedcore.log.merge import LogRecords, MergeRules, applicable_blocks, merge
+from fedcore.log.merge import LogRecords, MergeRules, applicable_blocks, merge, merge_rules
 
 
 def frame(kind: int, header: dict[int, str], content: bytes) -> bytes:
@@ -125,13 +125,16 @@ BASE = pa.Table.from_pylist(
 )
 
 
-def merged(logs: list[LogRecords], payload: str = "latest", base: pa.Table = BASE) -> dict[str, Any]:
+def merged(
+    logs: list[LogRecords], payload: str = "latest", base: pa.Table = BASE, rules: MergeRules | None = None
+) -> dict[str, Any]:
     keys = [
         r.data.column("_hoodie_record_key").combine_chunks() if r.data is not None else None for r in logs
     ]
-    rules = MergeRules("ts", payload)  # type: ignore[arg-type]
+    rules = rules or MergeRules("ts", payload)  # type: ignore[arg-type]
+    ordering_type = base.schema.field(rules.ordering_field).type if rules.ordering_field else None
     kept, updates = merge(
-        base, base.column("_hoodie_record_key").combine_chunks(), logs, keys, rules, pa.int64()
+        base, base.column("_hoodie_record_key").combine_chunks(), logs, keys, rules, ordering_type
     )
     rows = [*(kept.to_pylist() if kept is not None else []), *(r for _, u in updates for r in u.to_pylist())]
     assert len({r["_hoodie_record_key"] for r in rows}) == len(rows), "one row per key"
@@ -216,6 +219,87 @@ def test_deletes_follow_ordering_values_and_arrival_order() -> None:
     assert result["b"] == (1, "b-again")  # a record after a delete always wins
     assert result["c"] == (90, "c-90")  # the delete's ordering (40) is below the record's (90)
     assert "d" not in result  # deletes the base record whatever its ordering value
+
+
+#: Hudi 1.x's table config for each merge mode (table version 9 names the ordering field
+#: ``hoodie.table.ordering.fields``; version 8 ``hoodie.table.precombine.field``).
+COMMIT_TIME = {"hoodie.record.merge.mode": "COMMIT_TIME_ORDERING", "hoodie.table.ordering.fields": "ts"}
+EVENT_TIME = {"hoodie.record.merge.mode": "EVENT_TIME_ORDERING", "hoodie.table.ordering.fields": "ts"}
+
+
+def test_hudi_1x_merge_modes_are_read_from_the_table_config_or_refused_by_name() -> None:
+    assert merge_rules("t", COMMIT_TIME, ["ts"]) == MergeRules(None, "latest")
+    assert merge_rules("t", EVENT_TIME, ["ts"]) == MergeRules("ts", "ordering", ordered_deletes=True)
+    version_8 = {"hoodie.record.merge.mode": "EVENT_TIME_ORDERING", "hoodie.table.precombine.field": "ts"}
+    assert merge_rules("t", version_8, ["ts"]).ordering_field == "ts"
+    for config, what in (
+        ({"hoodie.record.merge.mode": "CUSTOM"}, "CUSTOM"),
+        ({**EVENT_TIME, "hoodie.table.partial.update.mode": "IGNORE_DEFAULTS"}, "partial updates"),
+        ({**EVENT_TIME, "hoodie.record.merge.property.hoodie.payload.delete.field": "op"}, "delete.field"),
+        ({**EVENT_TIME, "hoodie.table.ordering.fields": "ts,seq"}, "2 fields"),
+    ):
+        with pytest.raises(UnsupportedTableError, match=what):
+            merge_rules("t", config, ["ts", "seq"])
+    assert merge_rules(
+        "t", {**EVENT_TIME, "hoodie.table.partial.update.mode": "NONE"}, ["ts"]
+    ).ordered_deletes
+
+
+def test_commit_time_ordering_lets_the_latest_write_win_whatever_its_ordering_value() -> None:
+    logs = [
+        data_block("t1", [{"_hoodie_record_key": "a", "ts": 50, "v": "a-50"}]),
+        data_block("t2", [{"_hoodie_record_key": "a", "ts": 30, "v": "a-30"}]),
+        data_block("t2", [{"_hoodie_record_key": "b", "ts": 1, "v": "b-1"}]),
+        LogRecords.of(delete_block("t3", [("c", ("LongWrapper", 1))])),
+    ]
+    result = merged(logs, rules=merge_rules("t", COMMIT_TIME, ["ts"]))
+    assert result == {"a": (30, "a-30"), "b": (1, "b-1"), "d": (10, "base-d")}
+
+
+def test_event_time_ordering_orders_a_delete_that_carries_an_ordering_value_like_a_record() -> None:
+    """Hudi 1.x: a delete with an ordering value (not the default int 0) loses to a base record
+    with a greater one, and a later record brings its key back only with one at least the
+    delete's; a commit-time delete (the int 0, as Spark SQL's DELETE writes) always wins, and
+    any later record brings its key back. Hudi 0.x's payload deletes the base record."""
+    logs = [
+        LogRecords.of(
+            delete_block(
+                "t1",
+                [
+                    ("a", ("LongWrapper", 5)),  # below the base record's 10
+                    ("b", ("LongWrapper", 50)),
+                    ("c", ("LongWrapper", 50)),
+                    ("d", ("IntWrapper", 0)),
+                ],
+            )
+        ),
+        data_block(
+            "t2",
+            [
+                {"_hoodie_record_key": "b", "ts": 40, "v": "b-40"},  # below the delete's 50
+                {"_hoodie_record_key": "c", "ts": 50, "v": "c-50"},  # a tie goes to the later
+                {"_hoodie_record_key": "d", "ts": 1, "v": "d-1"},
+            ],
+        ),
+    ]
+    result = merged(logs, rules=merge_rules("t", EVENT_TIME, ["ts"]))
+    # d: the record after the delete outranks it and is what the log holds for d; its
+    # ordering value is below the base record's, which stays (Hudi merges log onto base so).
+    assert result == {"a": (10, "base-a"), "c": (50, "c-50"), "d": (10, "base-d")}
+    assert merged(logs, "ordering") == {"b": (40, "b-40"), "c": (50, "c-50"), "d": (10, "base-d")}
+
+
+def test_event_time_ordering_a_flagged_delete_at_the_default_int_0_is_a_commit_time_delete() -> None:
+    schema = pa.schema([("_hoodie_record_key", pa.string()), ("ts", pa.int32()), ("v", pa.string())])
+    flagged = schema.append(pa.field("_hoodie_is_deleted", pa.bool_()))
+    base = pa.Table.from_pylist([{"_hoodie_record_key": k, "ts": 10, "v": k} for k in "ab"], schema)
+    block = LogBlock(BlockType.PARQUET_DATA, {HeaderKey.INSTANT_TIME: "t1"}, b"", "test.log")
+    rows = [
+        {"_hoodie_record_key": "a", "ts": 0, "v": "x", "_hoodie_is_deleted": True},  # the default: wins
+        {"_hoodie_record_key": "b", "ts": 5, "v": "x", "_hoodie_is_deleted": True},  # below 10: loses
+    ]
+    logs = [LogRecords(block, pa.Table.from_pylist(rows, flagged), None)]
+    assert merged(logs, base=base, rules=merge_rules("t", EVENT_TIME, ["ts"])) == {"b": (10, "b")}
 
 
 def test_a_record_flagged_deleted_removes_its_key() -> None:

@@ -3,47 +3,102 @@ which version of a file group, written once for readers, writers and table servi
 
 A file group is every file sharing a file id in one partition. Each version of it, a file
 slice, starts at an instant: the instant of its base file, or, for a merge-on-read group
-whose first write went to log files, the base instant its log files name. A slice's log
-files are those written onto it (their base instant is the slice's start). The latest slice
-as of an instant is the one with the greatest start not after it; a replace commit retires
-a whole group. Change-data-capture log files (``.cdc``) belong to no slice.
+whose first write went to log files, the instant of its first log file. Which slice a log
+file belongs to depends on the table version: up to version 6 its name carries the slice's
+start; from version 8 (Hudi 1.x) its name carries the delta commit that wrote it, and the
+file belongs to the slice with the greatest start not after that commit's completion time
+(``LogSlicing``), so a delta commit that completed after a compaction was planned lands on
+the compaction's slice. The latest slice as of an instant is the one with the greatest start
+not after it; a replace commit retires a whole group. Change-data-capture log files
+(``.cdc``) belong to no slice.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
+from fedcore.exceptions import UnsupportedTableError
 from fedcore.files.filenames import BASE_FILE_RE, LogFileNaming
 
 
 @dataclass(frozen=True)
 class SliceFiles:
     """The files of a file slice: its base file (None for a slice of log files only) and the
-    log files to merge onto it, in Hudi's order (base instant, version, write token)."""
+    log files to merge onto it, in Hudi's order (instant, version, write token)."""
 
     base_instant: str
     base_file: str | None
     log_files: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class LogSlicing:
+    """What places a Hudi 1.x log file in its slice: the completion times of the delta
+    commits on the timeline, the compactions still pending (each starts a slice, with no base
+    file yet, that the delta commits completing after it was planned write onto), and where
+    the active timeline starts (an older instant was archived complete).
+
+    ``completion_times``: requested time -> completion time of each completed write."""
+
+    completion_times: Mapping[str, str]
+    pending_compactions: Collection[str] = ()
+    timeline_start: str = ""
+
+    def completion_time(self, instant: str) -> str | None:
+        """When the delta commit ``instant`` completed; None if it did not (pending, failed).
+        An instant older than the active timeline completed before it began: its own time
+        stands for its completion, since no slice of the active timeline can start before it."""
+        found = self.completion_times.get(instant)
+        if found is not None:
+            return found
+        return instant if instant < self.timeline_start else None
+
+
+class GroupLog(NamedTuple):
+    """A log file of a file group: the instant its name carries, its version, write token and
+    name, and the start of the slice it belongs to (None: not known without the timeline, see
+    ``LogSlicing``). Sorted, log files are in Hudi's merge order, the order of a slice's and
+    of a slice merged with the files written onto a pending compaction's alike."""
+
+    instant: str
+    version: int
+    write_token: str
+    name: str
+    start: str | None
+
+
 @dataclass
 class FileGroup:
-    """One file group of a partition: its base files by instant, and its log files (slice
-    start, version, write token, name), in Hudi's order."""
+    """One file group of a partition: its base files by instant, and its log files in
+    Hudi's order."""
 
     file_id: str
     bases: dict[str, str] = field(default_factory=dict)
-    logs: list[tuple[str, int, str, str]] = field(default_factory=list)
+    logs: list[GroupLog] = field(default_factory=list)
+
+    def _sliced(self) -> list[tuple[str, GroupLog]]:
+        """Each log file with its slice's start; refused where the start is not known."""
+        out = []
+        for log in self.logs:
+            if log.start is None:
+                raise UnsupportedTableError(
+                    f"log file {log.name} is named after the delta commit that wrote it (Hudi 1.x); "
+                    "which file slice it belongs to follows from when that commit completed, which "
+                    "this operation does not look up"
+                )
+            out.append((log.start, log))
+        return out
 
     def starts(self) -> list[str]:
         """The instants its slices start at, oldest first."""
-        return sorted(set(self.bases) | {log[0] for log in self.logs})
+        return sorted(set(self.bases) | {start for start, _ in self._sliced()})
 
     def slice_names(self, start: str) -> list[str]:
         """The names of the files of the slice that starts at ``start``: base, then logs."""
         base = self.bases.get(start)
-        return ([base] if base else []) + [log[3] for log in self.logs if log[0] == start]
+        return ([base] if base else []) + [log.name for at, log in self._sliced() if at == start]
 
     def latest_base(self, as_of: str | None = None) -> tuple[str, str] | None:
         """(instant, name) of its newest base file not after ``as_of``; None when it has none."""
@@ -52,7 +107,7 @@ class FileGroup:
 
     def logs_onto(self, start: str) -> list[tuple[int, str]]:
         """(version, name) of the log files written onto the slice starting at ``start``."""
-        return [(log[1], log[3]) for log in self.logs if log[0] == start]
+        return [(log.version, log.name) for at, log in self._sliced() if at == start]
 
     def latest_slice(self, as_of: str | None, committed: Callable[[str], bool]) -> SliceFiles | None:
         """The latest slice as of ``as_of`` (None: the newest), log files included.
@@ -62,32 +117,34 @@ class FileGroup:
         instant (written while a compaction was pending) are merged onto the latest slice,
         as Hudi's file-system view merges them; which of their blocks apply is decided per
         block, by instant."""
+        logs = self._sliced()
         bases = {t: name for t, name in self.bases.items() if as_of is None or t <= as_of}
-        starts = set(bases) | {
-            log[0] for log in self.logs if committed(log[0]) and (as_of is None or log[0] <= as_of)
-        }
+        starts = set(bases) | {at for at, _ in logs if committed(at) and (as_of is None or at <= as_of)}
         if not starts:
             return None
         start = max(starts)
-        merged = tuple(
-            log[3] for log in self.logs if log[0] == start or (log[0] > start and log[0] not in starts)
-        )
+        merged = tuple(log.name for at, log in logs if at == start or (at > start and at not in starts))
         return SliceFiles(start, bases.get(start), merged)
 
 
-def file_groups(names: Iterable[str], log_files: LogFileNaming) -> dict[str, FileGroup]:
+def file_groups(
+    names: Iterable[str], log_files: LogFileNaming, slicing: LogSlicing | None = None
+) -> dict[str, FileGroup]:
     """The file groups of a partition's data files, by file id (names that are not data
     files, and change-data-capture logs, are left out). ``log_files`` is the table's log file
     naming (``TableHandle.layout.log_files``): what a log file's name says is the table
-    version's to decide."""
+    version's to decide. ``slicing``: where a log file's name does not say its slice (Hudi
+    1.x), what does; without it such a group's bases are known, its slices are not."""
     groups: dict[str, FileGroup] = {}
+    by_commit = log_files.names_delta_commit
     for name in names:
         if name.startswith("."):
             log = log_files.parse(name)
             if log is None or log.cdc:
                 continue
             group = groups.get(log.file_id) or groups.setdefault(log.file_id, FileGroup(log.file_id))
-            group.logs.append((log.instant, log.version, log.write_token, name))
+            start = None if by_commit else log.instant
+            group.logs.append(GroupLog(log.instant, log.version, log.write_token, name, start))
         else:
             match = BASE_FILE_RE.fullmatch(name)
             if match is None:
@@ -95,5 +152,35 @@ def file_groups(names: Iterable[str], log_files: LogFileNaming) -> dict[str, Fil
             group = groups.get(match[1]) or groups.setdefault(match[1], FileGroup(match[1]))
             group.bases[match[3]] = name
     for group in groups.values():
+        if by_commit and slicing is not None and group.logs:
+            group.logs = _sliced_by_completion(group, slicing)
         group.logs.sort()
     return groups
+
+
+def _sliced_by_completion(group: FileGroup, slicing: LogSlicing) -> list[GroupLog]:
+    """A group's log files placed as Hudi 1.x's file-system view places them: in the slice
+    with the greatest start not after their delta commit's completion time; a file whose
+    commit completed before every start begins a slice of its own (log files only); one whose
+    commit did not complete is placed at its own instant (its blocks never apply)."""
+    starts = set(group.bases)
+    placed = []
+    for log in sorted(group.logs):
+        completed = slicing.completion_time(log.instant)
+        if completed is None:
+            placed.append(log._replace(start=log.instant))
+            continue
+        # A pending compaction starts a slice of the groups it plans, which were there
+        # before it: of a group with a slice before it (a group begun after it was planned
+        # is not in its plan). Which groups it planned beyond that does not change which
+        # files a read merges: its slice has not started, so its log files go onto the
+        # latest started slice either way.
+        first = min(starts, default=None)
+        planned = {t for t in slicing.pending_compactions if first is not None and first < t}
+        before = [start for start in starts | planned if start <= completed]
+        if before:
+            placed.append(log._replace(start=max(before)))
+        else:
+            placed.append(log._replace(start=log.instant))
+            starts.add(log.instant)
+    return placed

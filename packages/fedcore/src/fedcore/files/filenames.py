@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import uuid
 from abc import ABC, abstractmethod
-from typing import Final, NamedTuple
+from typing import ClassVar, Final, NamedTuple
 
 from fedcore.exceptions import InvalidFileNameError
 from fedcore.properties import PARTITION_METADATA_FILE
@@ -89,8 +89,8 @@ def _check_parts(file_id: str, write_token: str, instant: str) -> None:
 
 class LogFileName(NamedTuple):
     """What a log file's name says: its file group, the instant it is named after (the base
-    instant of its slice, in table version 6), its version in the slice, its write token,
-    and whether it holds change-data-capture records."""
+    instant of its slice in table version 6, the delta commit that wrote it in versions 8 and
+    9), its version, its write token, and whether it holds change-data-capture records."""
 
     file_id: str
     instant: str
@@ -108,6 +108,11 @@ class LogFileNaming(ABC):
     name to a location (``data_file_id``) does not depend on the version; which instant a name
     carries does (the slice's base instant up to version 6, the writing delta commit's from
     Hudi 1.x), so a writer gives both and the version picks."""
+
+    #: Whether a name's instant is the writing delta commit's (Hudi 1.x), so that the slice a
+    #: log file belongs to follows from when that commit completed (``files.file_group``),
+    #: rather than the slice's base instant itself (up to version 6).
+    names_delta_commit: ClassVar[bool] = False
 
     @abstractmethod
     def name(self, file_id: str, *, base_instant: str, instant: str, version: int, write_token: str) -> str:
@@ -130,3 +135,14 @@ class LogFileNamingV6(LogFileNaming):
         if match is None:
             return None
         return LogFileName(match[1], match[2], int(match[3]), match[4], match[5] is not None)
+
+
+class LogFileNamingV8(LogFileNamingV6):
+    """Table versions 8 and 9 (Hudi 1.x): the same pattern, carrying the time of the delta
+    commit that wrote the file (each delta commit writes files of its own, version 1 on), so
+    a file's slice is found from that commit's completion time."""
+
+    names_delta_commit = True
+
+    def name(self, file_id: str, *, base_instant: str, instant: str, version: int, write_token: str) -> str:
+        return log_file_name(file_id, instant, version, write_token)

@@ -356,12 +356,6 @@ def check_supported(config: TableConfig, strategy: StorageStrategy) -> None:
     layout = layout_for(config.version, config.name)  # the one check of the table version
     if not layout.writes:
         # Hudi 1.x's tables: what fedcore does not read yet is refused on opening, by name.
-        if config.merge_on_read:
-            raise UnsupportedTableError(
-                f"table {config.name} is a merge-on-read table of table version {config.version}: fedcore "
-                "reads copy-on-write tables of that version; its merge-on-read file slices (log files "
-                "sliced by their delta commits' completion times) are not read yet"
-            )
         folder = config.get(P.TIMELINE_PATH, P.DEFAULT_TIMELINE_FOLDER).strip()
         if folder != P.DEFAULT_TIMELINE_FOLDER:
             raise UnsupportedTableError(

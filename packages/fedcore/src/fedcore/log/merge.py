@@ -1,6 +1,7 @@
 """Merge-on-read: which log blocks apply, and a file slice's rows merged by record key.
 
-Block selection follows Hudi's log record scanner (table version 6): blocks are
+Block selection follows Hudi's log record scanner (table version 6; in Hudi 1.x's tables
+each log file holds one delta commit's blocks, and the same rules select them): blocks are
 read in log file order; reading stops at a block later than the instant read; a
 data or delete block counts only if its instant completed (blocks of failed
 writes stay in the logs until cleaned); a rollback command block removes the
@@ -18,6 +19,11 @@ only Python loops are per merge round and per block, never per record):
   ordering; with ``DefaultHoodieRecordPayload`` the base record stays if its
   ordering value is greater; a delete, or a record with ``_hoodie_is_deleted``
   true, removes it; log records with no base record are inserts.
+
+Hudi 1.x's tables (versions 8 and 9) name a merge mode instead (``MERGE_MODES``): commit-time
+ordering is the first rule with no ordering field (the latest write wins), event-time
+ordering the ordering payload's, but for deletes that carry an ordering value, which are
+ordered like records (``MergeRules.ordered_deletes``).
 """
 
 from __future__ import annotations
@@ -77,15 +83,24 @@ def applicable_blocks(
 @dataclass(frozen=True)
 class MergeRules:
     """How a table merges records of one key: by its ordering (precombine) field, and with
-    which payload's rule for updating a base record (``PAYLOADS``)."""
+    which payload's rule for updating a base record (``PAYLOADS``).
+
+    ``ordered_deletes``: Hudi 1.x's event-time ordering, where a delete that carries an
+    ordering value (not Hudi's default, the int 0) is ordered like a record: a later record
+    brings the key back only with an ordering value at least the delete's, and a base record
+    with a greater one survives it. Hudi 0.x's payloads let a delete remove the base record
+    and a later record always win over it."""
 
     ordering_field: str | None
     payload: Literal["latest", "ordering"]
+    ordered_deletes: bool = False
 
 
 def merge_rules(name: str, config: Mapping[str, str], columns: Collection[str]) -> MergeRules:
     """A table's merge rules (``columns``: its data columns, empty when not known yet), or
     ``UnsupportedTableError`` for a payload or merger fedcore cannot reproduce."""
+    if config.get(P.RECORD_MERGE_MODE, "").strip():
+        return _merge_mode_rules(name, config, columns)
     strategy = config.get(P.RECORD_MERGER_STRATEGY, P.DEFAULT_RECORD_MERGER_STRATEGY).strip()
     payload = config.get(P.PAYLOAD_CLASS, "").strip() or P.OVERWRITE_WITH_LATEST_PAYLOAD
     if strategy != P.DEFAULT_RECORD_MERGER_STRATEGY or payload not in PAYLOADS:
@@ -98,6 +113,57 @@ def merge_rules(name: str, config: Mapping[str, str], columns: Collection[str]) 
     if ordering is not None and columns and ordering not in columns:
         raise UnsupportedTableError(f"table {name}'s precombine field {ordering!r} is not a column")
     return MergeRules(ordering, PAYLOADS[payload])
+
+
+#: Hudi 1.x's merge modes fedcore reproduces, as the payload rule each amounts to: the latest
+#: write wins whatever its ordering value, or the greatest ordering value wins (a tie goes to
+#: the latest write), among log records and over the base record alike.
+MERGE_MODES: Final[dict[str, Literal["latest", "ordering"]]] = {
+    "COMMIT_TIME_ORDERING": "latest",
+    "EVENT_TIME_ORDERING": "ordering",
+}
+
+
+def _merge_mode_rules(name: str, config: Mapping[str, str], columns: Collection[str]) -> MergeRules:
+    """The rules of a table whose config names a merge mode (table versions 8 and 9), or
+    ``UnsupportedTableError`` for what would merge records in another way than fedcore can."""
+    mode = config.get(P.RECORD_MERGE_MODE, "").strip().upper()
+    what = (
+        "so it refuses what would merge records (a snapshot read of log files, an upsert; a "
+        "read-optimized query reads base files only)"
+    )
+    if mode not in MERGE_MODES:
+        raise UnsupportedTableError(
+            f"table {name} merges records by {P.RECORD_MERGE_MODE}={mode} (a payload class or merger "
+            f"of its own); fedcore merges by {' and '.join(MERGE_MODES)}, {what}"
+        )
+    partial = config.get(P.PARTIAL_UPDATE_MODE, "NONE").strip().upper() or "NONE"
+    if partial != "NONE":
+        raise UnsupportedTableError(
+            f"table {name} has partial updates ({P.PARTIAL_UPDATE_MODE}={partial}): its log records "
+            f"may carry some columns only, which fedcore does not merge column by column, {what}"
+        )
+    settings = sorted(k for k in config if k.startswith(P.MERGE_PROPERTY_PREFIX))
+    if settings:
+        raise UnsupportedTableError(
+            f"table {name} sets {', '.join(settings)} (such as a column marking deletes), which "
+            f"fedcore does not read, {what}"
+        )
+    if MERGE_MODES[mode] == "latest":
+        return MergeRules(None, "latest")  # the ordering field takes no part
+    fields = [
+        f.strip() for f in (config.get(P.ORDERING_FIELDS) or config.get(P.PRECOMBINE_FIELD) or "").split(",")
+    ]
+    fields = [f for f in fields if f]
+    if len(fields) > 1:
+        raise UnsupportedTableError(
+            f"table {name} orders records by {len(fields)} fields ({', '.join(fields)}); fedcore "
+            f"orders by one, {what}"
+        )
+    ordering = fields[0] if fields else None
+    if ordering is not None and columns and ordering not in columns:
+        raise UnsupportedTableError(f"table {name}'s ordering field {ordering!r} is not a column")
+    return MergeRules(ordering, "ordering", ordered_deletes=True)
 
 
 def merge_into_base(
@@ -164,7 +230,7 @@ def merge(
     frame = _log_frame(logs, log_keys, rules, ordering_type)
     if frame.num_rows == 0:
         return base, []
-    winner, winner_keys = _combine(frame)
+    winner, winner_keys = _combine(frame, rules.ordered_deletes)
     empty = frame.column("empty").to_numpy(zero_copy_only=False)[winner]
     deleted = frame.column("deleted").to_numpy(zero_copy_only=False)[winner]
     emit = ~empty & ~deleted
@@ -178,7 +244,9 @@ def merge(
             groups = position.to_numpy(zero_copy_only=False)[rows].astype(np.int64)
             base_ordering = base.column(rules.ordering_field).take(pa.array(rows))
             log_ordering = frame.column("ordering").take(pa.array(winner[groups]))
-            stays = _greater(base_ordering, log_ordering) & ~empty[groups]
+            stays = _greater(base_ordering, log_ordering)
+            if not rules.ordered_deletes:
+                stays &= ~empty[groups]
             keep[rows[stays]] = True
             emit[groups[stays]] = False
         kept_base = base.filter(pa.array(keep))
@@ -217,6 +285,11 @@ def _log_frame(
                 if IS_DELETED in data.column_names
                 else pa.array(np.zeros(count, bool))
             )
+            if rules.ordered_deletes and pa.types.is_int32(ordering.type) and deleted.true_count:
+                # Hudi 1.x: a record deleted with the default ordering value (the int 0) is a
+                # commit-time delete, which nothing ordered before it outranks.
+                default = pc.and_(deleted, pc.fill_null(pc.equal(ordering, 0), False))
+                ordering = pc.if_else(default, pa.nulls(count, ordering.type), ordering)
             empty = pa.array(np.zeros(count, bool))
         else:
             deletes = records.deletes
@@ -263,8 +336,9 @@ def _delete_ordering(deletes: pa.Table, ordering_type: pa.DataType | None) -> pa
         return pa.nulls(count, ordering_type)
 
 
-def _combine(frame: pa.Table) -> tuple[np.ndarray, pa.Array]:
-    """For each key, the frame row that survives combining its log records in order."""
+def _combine(frame: pa.Table, ordered_deletes: bool) -> tuple[np.ndarray, pa.Array]:
+    """For each key, the frame row that survives combining its log records in order (a record
+    after a delete: see ``MergeRules.ordered_deletes``)."""
     order = pc.sort_indices(frame, [("key", "ascending"), ("block", "ascending"), ("row", "ascending")])
     order_np = order.to_numpy()
     keys = frame.column("key").take(order).combine_chunks()
@@ -283,7 +357,9 @@ def _combine(frame: pa.Table) -> tuple[np.ndarray, pa.Array]:
         groups = group[at]
         old = winner[groups]
         old_greater = _greater(ordering.take(pa.array(old)), ordering.take(pa.array(new)))
-        wins = np.where(empty[new], ~old_greater, empty[old] | ~old_greater)
+        wins = (
+            ~old_greater if ordered_deletes else np.where(empty[new], ~old_greater, empty[old] | ~old_greater)
+        )
         winner[groups[wins]] = new[wins]
     return winner, keys.take(pa.array(first))
 

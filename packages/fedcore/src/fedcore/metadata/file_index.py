@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from fedcore.files.file_group import FileGroup, SliceFiles, file_groups
+from fedcore.files.file_group import FileGroup, LogSlicing, SliceFiles, file_groups
 from fedcore.files.filenames import LogFileNaming
 
 
@@ -23,12 +23,12 @@ class PartitionFiles:
     #: file name -> its column statistics (``io.parquet.file_stats``), where recorded
     stats: dict[str, str] = field(default_factory=dict)
 
-    def groups(self, log_files: LogFileNaming) -> dict[str, FileGroup]:
+    def groups(self, log_files: LogFileNaming, slicing: LogSlicing | None = None) -> dict[str, FileGroup]:
         """Its live file groups (``fedcore.files.file_group``), by file id: those no replace commit
-        retired."""
+        retired (``slicing``: what places a Hudi 1.x log file in its slice)."""
         return {
             fid: group
-            for fid, group in file_groups(self.files, log_files).items()
+            for fid, group in file_groups(self.files, log_files, slicing).items()
             if fid not in self.replaced
         }
 
@@ -51,17 +51,21 @@ class PartitionFiles:
         return {
             (fid, start): group.logs_onto(start)
             for fid, group in file_groups(self.files, log_files).items()
-            for start in sorted({log[0] for log in group.logs})
+            for start in sorted({log.start or "" for log in group.logs})
         }
 
     def latest_file_slices(
-        self, log_files: LogFileNaming, as_of: str | None, committed: Callable[[str], bool]
+        self,
+        log_files: LogFileNaming,
+        as_of: str | None,
+        committed: Callable[[str], bool],
+        slicing: LogSlicing | None = None,
     ) -> dict[str, SliceFiles]:
         """file id -> the latest slice of each live file group, log files included
-        (``FileGroup.latest_slice``)."""
+        (``FileGroup.latest_slice``; ``slicing``: what places a Hudi 1.x log file)."""
         found = (
             (fid, group.latest_slice(as_of, committed))
-            for fid, group in sorted(self.groups(log_files).items())
+            for fid, group in sorted(self.groups(log_files, slicing).items())
         )
         return {fid: files for fid, files in found if files is not None}
 

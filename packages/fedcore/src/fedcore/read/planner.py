@@ -24,6 +24,7 @@ from fedcore.exceptions import (
     InvalidPartitionValueError,
     UnsupportedTableError,
 )
+from fedcore.files.file_group import LogSlicing
 from fedcore.files.file_slice import QUERY_TYPES, VIRTUAL_META_COLUMNS, FileSlice, QueryType
 from fedcore.io.parquet import ColumnStats, read_file_stats
 from fedcore.log.merge import merge_rules
@@ -96,8 +97,11 @@ class ScanPlanner:
         timeline: Timeline,
         index: FileIndex,
         reader: SliceReader,
+        slicing: LogSlicing | None = None,
     ) -> None:
         self.table = table
+        #: What places log files named after their delta commits (Hudi 1.x) in their slices.
+        self.slicing = slicing
         self.as_of = as_of
         self._timeline = timeline
         self._index = index
@@ -154,7 +158,16 @@ class ScanPlanner:
         merging = merge_on_read and query_type == "snapshot"
         rules = merge_rules(table.name, table.config, types) if merging else None
         reader = SliceReader(table, instant, types, rules, committed, computed)
-        return cls(table, as_of, timeline, index, reader)
+        slicing = None
+        if merging and table.layout.log_files.names_delta_commit:
+            # Hudi 1.x: a log file's slice follows from when its delta commit completed (a
+            # completed instant named the old way, with no completion time, stands at its own).
+            slicing = LogSlicing(
+                {i.time: i.completion_time or i.time for i in timeline.completed(actions)},
+                frozenset(i.time for i in timeline.pending() if i.action == COMPACTION),
+                committed.first,
+            )
+        return cls(table, as_of, timeline, index, reader, slicing)
 
     def plan(self, filters: Sequence[FilterSpec] = (), columns: Sequence[str] | None = None) -> ScanPlan:
         """The file slices to read and the filters to apply to their rows (``columns``: what a
@@ -183,7 +196,7 @@ class ScanPlanner:
             sizes, stats = partition_files.files, partition_files.stats
             if self.merging:
                 for file_id, found in partition_files.latest_file_slices(
-                    self.table.layout.log_files, self.as_of, self.reader.committed
+                    self.table.layout.log_files, self.as_of, self.reader.committed, self.slicing
                 ).items():
                     base = found.base_file
                     logs = tuple((name, sizes[name]) for name in found.log_files)

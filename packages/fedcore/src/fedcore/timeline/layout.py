@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Final
 
 from fedcore.exceptions import UnsupportedTableVersionError
-from fedcore.files.filenames import LogFileNaming, LogFileNamingV6
+from fedcore.files.filenames import LogFileNaming, LogFileNamingV6, LogFileNamingV8
 from fedcore.timeline.avro_commit_codec import AvroCommitCodec
 from fedcore.timeline.commit_codec import CommitCodec, JsonCommitCodec
 from fedcore.timeline.naming import InstantNaming, InstantNamingV6, InstantNamingV8
@@ -50,11 +50,10 @@ V6: Final = TableLayout(
     6, InstantNamingV6(), JsonCommitCodec(), JsonServiceMetadataCodec(), LogFileNamingV6()
 )
 #: Table versions 8 (Hudi 1.0) and 9 (Hudi 1.1 and later; its differences are configuration
-#: keys, not file names or encodings), timeline layout 2: read, copy-on-write only
-#: (``fedcore.handle.check_supported``). Log files are named as in version 6, with the writing
-#: delta commit's time where version 6 has the slice's base instant.
+#: keys, not file names or encodings), timeline layout 2: read only. Log files are named as in
+#: version 6, with the writing delta commit's time where version 6 has the slice's base instant.
 V8: Final = TableLayout(
-    8, InstantNamingV8(), AvroCommitCodec(), JsonServiceMetadataCodec(), LogFileNamingV6(), writes=False
+    8, InstantNamingV8(), AvroCommitCodec(), JsonServiceMetadataCodec(), LogFileNamingV8(), writes=False
 )
 V9: Final = replace(V8, version=9)
 _LAYOUTS: Final = {layout.version: layout for layout in (V6, V8, V9)}

@@ -1,0 +1,116 @@
+"""Which file slice a Hudi 1.x log file belongs to: its name carries the delta commit that
+wrote it, and the slice is the one with the greatest start not after that commit's completion
+time (Hudi's ``HoodieFileGroup.getBaseInstantTime``), not the instant the name carries."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from fedcore.exceptions import UnsupportedTableError
+from fedcore.files.file_group import LogSlicing, file_groups
+from fedcore.files.filenames import LogFileNamingV6, LogFileNamingV8, base_file_name, log_file_name
+from fedcore.table import load_table
+
+HUDI_RS_TABLES = Path(__file__).resolve().parents[4] / "tests" / "data" / "hudi-rs"
+V8 = LogFileNamingV8()
+FID = "3f2c7a7e-1b1e-4c55-9a7e-0d9d8c1b2a11-0"
+T1, T2, T3 = "20260101000000100", "20260101000000200", "20260101000000300"
+
+
+def base(instant: str) -> str:
+    return base_file_name(FID, "0-1-2", instant)
+
+
+def log(delta_commit: str, version: int = 1, token: str = "0-1-2") -> str:
+    return log_file_name(FID, delta_commit, version, token)
+
+
+def latest(
+    names: list[str], slicing: LogSlicing, completed: set[str]
+) -> tuple[str, str | None, tuple[str, ...]]:
+    """The latest slice's start, base file and log files; ``completed``: the instants on the
+    timeline that completed (an older one than the timeline's start completed too)."""
+    (group,) = file_groups(names, V8, slicing).values()
+    found = group.latest_slice(None, lambda t: t in completed or t < slicing.timeline_start)
+    assert found is not None
+    return found.base_instant, found.base_file, found.log_files
+
+
+def test_a_delta_commit_that_completed_after_a_compaction_began_is_on_the_compactions_slice() -> None:
+    early = "20260101000000150"  # requested before T2, completed after it
+    on_time = "20260101000000120"  # requested and completed before T2
+    names = [base(T1), base(T2), log(early), log(on_time)]
+    slicing = LogSlicing(
+        {T1: T1, T2: "20260101000000210", early: "20260101000000250", on_time: "20260101000000130"}
+    )
+    (group,) = file_groups(names, V8, slicing).values()
+    assert group.logs_onto(T1) == [(1, log(on_time))], "completed before the compaction: the old slice"
+    assert group.logs_onto(T2) == [(1, log(early))], "completed after it: the compaction's slice"
+    assert latest(names, slicing, {T1, T2, early, on_time}) == (T2, base(T2), (log(early),))
+    # Version 6 names the slice itself: the same names mean something else there.
+    (v6,) = file_groups(names, LogFileNamingV6()).values()
+    assert v6.starts() == [T1, on_time, early, T2]
+
+
+def test_log_files_after_a_pending_compaction_are_merged_onto_the_latest_started_slice() -> None:
+    before, after = "20260101000000150", "20260101000000250"
+    names = [base(T1), log(before), log(after)]
+    slicing = LogSlicing(
+        {T1: T1, before: "20260101000000160", after: "20260101000000260"}, pending_compactions={T2}
+    )
+    (group,) = file_groups(names, V8, slicing).values()
+    assert group.logs_onto(T2) == [(1, log(after))]
+    assert latest(names, slicing, {T1, before, after}) == (T1, base(T1), (log(before), log(after)))
+
+
+def test_a_group_begun_after_a_pending_compaction_is_its_own_slice() -> None:
+    first, second = "20260101000000250", "20260101000000350"
+    names = [log(second), log(first)]
+    slicing = LogSlicing({first: "20260101000000260", second: "20260101000000360"}, pending_compactions={T2})
+    assert latest(names, slicing, {first, second}) == (first, None, (log(first), log(second)))
+
+
+def test_a_failed_delta_commits_log_file_stays_on_the_latest_slice_and_in_order() -> None:
+    failed, done = "20260101000000150", "20260101000000160"
+    names = [base(T1), log(done), log(failed), log(done, version=2)]
+    slicing = LogSlicing({T1: T1, done: "20260101000000170"}, timeline_start=T1)
+    start, _, logs = latest(names, slicing, {T1, done})
+    assert start == T1
+    # Hudi's order: delta commit time, then version, then write token (the failed file's
+    # blocks are skipped by the reader, block by block).
+    assert logs == (log(failed), log(done), log(done, version=2))
+
+
+def test_an_archived_delta_commit_counts_as_completed_at_its_own_time() -> None:
+    archived = "20251231000000000"
+    slicing = LogSlicing({T1: T1}, timeline_start=T1)
+    assert slicing.completion_time(archived) == archived
+    assert slicing.completion_time(T2) is None, "newer and not on the timeline: never completed"
+    assert latest([log(archived)], slicing, set()) == (archived, None, (log(archived),))
+
+
+def test_without_completion_times_base_files_are_known_and_slices_are_refused() -> None:
+    (group,) = file_groups([base(T1), log(T2)], V8).values()
+    assert group.latest_base() == (T1, base(T1))  # what a read-optimized query needs
+    with pytest.raises(UnsupportedTableError, match="completed"):
+        group.latest_slice(None, lambda _: True)
+
+
+def test_hudi_1_0s_table_places_the_log_file_written_after_its_compaction_on_it(tmp_path: Path) -> None:
+    """Apache Hudi 1.0's table: the delta commit after the compaction wrote a log file onto the
+    compacted slice in one partition; the logs the compaction folded stay on the old slices."""
+    with zipfile.ZipFile(HUDI_RS_TABLES / "mor" / "avro" / "v8_trips_8i3u1d.zip") as archive:
+        archive.extractall(tmp_path)
+    table = load_table(f"file://{tmp_path}/v8_trips_8i3u1d")
+    compaction = "20251220210129235"
+    timeline = table.timeline()
+    assert [(i.time, i.action) for i in timeline.completed(["commit"])] == [(compaction, "commit")]
+    slices = {s.partition_path: s for s in table.file_slices()}
+    assert {p: s.base_instant for p, s in slices.items()} == dict.fromkeys(slices, compaction)
+    assert [name.split("_")[1][:17] for name, _ in slices["city=sao_paulo"].log_files] == [
+        "20251220210130911"
+    ]
+    assert slices["city=chennai"].log_files == slices["city=san_francisco"].log_files == ()
