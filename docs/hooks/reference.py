@@ -4,7 +4,8 @@
 settings with their type, default and bounds; table-config and storage keys), its
 documentation comment, and the fedcore modules that read it. ``reference/cli.md`` is the
 ``fed`` command's parser, command by command. Neither is written by hand, so neither can
-go stale: a key or a flag added to the code is in the next build.
+go stale: a key or a flag added to the code is in the next build. The changelog page is
+``CHANGELOG.md`` as it is (an include would show as its marker on the repository host).
 """
 
 from __future__ import annotations
@@ -210,4 +211,6 @@ def on_files(files: Files, config: Any) -> Files:
         raise ValueError("the references would list these without a description: " + "; ".join(missing))
     for uri, content in (("reference/configuration.md", configuration()), ("reference/cli.md", cli())):
         files.append(File.generated(config, uri, content=content))
+    changelog = (Path(config["config_file_path"]).parent / "CHANGELOG.md").read_text()
+    files.append(File.generated(config, "changelog.md", content=changelog))
     return files
