@@ -8,7 +8,6 @@ different buckets, as in production.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,34 +24,27 @@ if TYPE_CHECKING:  # fed-dev is imported where a fixture needs it: fedcore's own
 
 #: Apache Hudi's test tables from hudi-rs (``tests/data/hudi-rs/NOTICE.md``).
 HUDI_RS_TABLES = Path(__file__).resolve().parent / "tests" / "data" / "hudi-rs"
-#: The docs' examples: files whose named sections the pages include.
-DOCS_EXAMPLES = Path(__file__).resolve().parent / "docs" / "examples"
-
-
-def _docs_section(example: str, name: str) -> str:
-    """The code of section ``name`` (``# --8<-- [start:NAME]`` ... ``[end:NAME]``) of
-    ``docs/examples/<example>.py``: a test runs an example by its name, never by position."""
-    text = (DOCS_EXAMPLES / f"{example}.py").read_text()
-    start, end = re.escape(f"[start:{name}]"), re.escape(f"[end:{name}]")
-    found = re.search(rf"^[ \t]*# --8<-- {start}\n(.*?)^[ \t]*# --8<-- {end}$", text, flags=re.S | re.M)
-    assert found is not None, f"docs/examples/{example}.py has no section {name!r}"
-    return found.group(1)
 
 
 @pytest.fixture
-def docs_section() -> Callable[[str, str], str]:
-    """The code of a docs example's section, by name."""
-    return _docs_section
+def docs_section() -> Callable[[str], str]:
+    """The code of the docs' block titled so (``fed_dev.docs``): a test runs an example by
+    its name, never by its position."""
+    from fed_dev.docs import block
+
+    return lambda title: block(title).code
 
 
 @pytest.fixture
 def docs_example() -> Callable[..., dict[str, object]]:
-    """Runs a section of a docs example by name; returns the names it defined."""
+    """Runs the docs' block titled so; returns the names it defined (``names``: those of the
+    blocks it goes on from)."""
+    from fed_dev.docs import block
 
-    def run(example: str, name: str, names: dict[str, object] | None = None) -> dict[str, object]:
+    def run(title: str, names: dict[str, object] | None = None) -> dict[str, object]:
         names = {} if names is None else names
-        code = compile(_docs_section(example, name), f"docs/examples/{example}.py:{name}", "exec")
-        exec(code, names)
+        found = block(title)
+        exec(compile(found.code, found.where, "exec"), names)
         return names
 
     return run

@@ -1,8 +1,8 @@
 """The docs' examples run as written and do what their comments say.
 
-Each example is a file under ``docs/examples/``; the pages include its named sections
-(``# --8<-- [start:NAME]`` ... ``[end:NAME]``), and each test here runs a section chosen by
-its name, so moving or adding an example never changes what another test runs.
+Each example is a code block of a page with a title (```` ```python title="tables.py" ````,
+``fed_dev.docs``), and each test here runs a block chosen by its title, so moving or adding
+an example never changes what another test runs.
 """
 
 from __future__ import annotations
@@ -14,30 +14,47 @@ from typing import Any
 
 import pytest
 
+from fed_dev.docs import blocks
 from fed_dev.servers import LoopbackS3
 from fedcore.io.filesystems import options_for
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = ROOT / "docs"
-EXAMPLES = DOCS / "examples"
 Run = Callable[..., dict[str, Any]]
-Section = Callable[[str, str], str]
+Section = Callable[[str], str]
+
+#: Every titled block of the pages, and the tests that run it (the engine suites run theirs).
+RUN_BY = {
+    "tables.py": "test_tables",
+    "iceberg_view.py": "test_iceberg_view",
+    "engine_api.py": "test_engine_api",
+    "storage_strategy.py": "test_storage_strategy",
+    "storage_options.py": "test_storage_options",
+    "merge_on_read.py": "test_merge_on_read",
+    "compact.py": "test_merge_on_read",
+    "spark_batch.py": "packages/fed-spark/tests/test_docs_examples.py (tox -e spark)",
+    "spark_streaming.py": "packages/fed-spark/tests/test_docs_examples.py (tox -e spark)",
+    "spark_connect.py": "packages/fed-spark/tests/test_pipeline.py (tox -e spark)",
+    "trino.py": "packages/fed-trino-client/tests/test_docs_example_trino.py (tox -e trino)",
+    "hive.py": "packages/fed-hive-client/tests/test_docs_example_hive.py (tox -e hive)",
+}
 
 
-def test_every_included_section_exists(docs_section: Section) -> None:
-    """Every ``--8<--`` include of the pages names a section that exists, and every example
-    file is included somewhere (the strict docs build checks the same when it renders)."""
-    included = set()
-    for page in DOCS.rglob("*.md"):
-        for path, name in re.findall(r'--8<-- "docs/examples/([\w/]+)\.py:(\w+)"', page.read_text()):
-            docs_section(path, name)
-            included.add(path)
-    assert included == {p.stem for p in EXAMPLES.glob("*.py")}
+def test_every_block_is_run_and_compiles() -> None:
+    """Every titled block of the pages is one a test runs (a new one needs its test), and is
+    Python: the Spark, Trino and Hive blocks compile here too, where their engines are absent
+    (``python -m fed_dev.docs``, in ``tox -e lint``, lints and formats them all)."""
+    found = blocks()
+    assert set(found) == set(RUN_BY)
+    for block in found.values():
+        compile(block.code, block.where, "exec")
+    assert not [p for p in ROOT.joinpath("docs").rglob("*.md") if "--8<--" in p.read_text()], (
+        "the pages include nothing: GitHub would show the include line"
+    )
 
 
 def test_tables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, docs_example: Run) -> None:
     monkeypatch.chdir(tmp_path)
-    names = docs_example("tables", "tables")
+    names = docs_example("tables.py")
     assert sorted(names["scan"].to_arrow().to_pylist(), key=lambda r: r["trip_id"]) == [
         {"trip_id": 1, "fare": 25.0},
         {"trip_id": 3, "fare": 22.0},
@@ -54,8 +71,8 @@ def test_tables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, docs_example: R
 
 def test_iceberg_view(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, docs_example: Run) -> None:
     monkeypatch.chdir(tmp_path)
-    docs_example("tables", "tables")  # the table the view is published of
-    names = docs_example("iceberg_view", "publish")
+    docs_example("tables.py")  # the table the view is published of
+    names = docs_example("iceberg_view.py")
     usa = names["usa"].select(["trip_id", "fare"]).sort_by("trip_id").to_pylist()
     fed = names["table"].read(filters=[("country", "=", "usa")], columns=["trip_id", "fare"])
     assert usa == fed.sort_by("trip_id").to_pylist()
@@ -65,8 +82,8 @@ def test_iceberg_view(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, docs_exam
 
 def test_engine_api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, docs_example: Run) -> None:
     monkeypatch.chdir(tmp_path)
-    docs_example("tables", "tables")  # the table the engine example writes to
-    names = docs_example("engine_api", "engine_api")
+    docs_example("tables.py")  # the table the engine example writes to
+    names = docs_example("engine_api.py")
     assert names["result"].inserted == 2
     assert names["result"].files_written == 2
     read = sorted(r["trip_id"] for piece in names["pieces"] for r in piece.to_pylist())
@@ -78,7 +95,7 @@ def test_storage_strategy(s3_server: LoopbackS3, docs_example: Run) -> None:
     client = s3_server.client()
     for bucket in ("lake-tables", "lake-storage"):
         client.create_bucket(Bucket=bucket)
-    names = docs_example("storage_strategy", "object_store", {"storage_options": s3_server.storage_options()})
+    names = docs_example("storage_strategy.py", {"storage_options": s3_server.storage_options()})
     physical = names["table"].fs.to_physical(
         "country=usa/9b1f0a4c-5d7e-4e2a-8f3b-1c2d3e4f5a6b-0_0-1-1_20260101000000000.parquet"
     )
@@ -87,7 +104,7 @@ def test_storage_strategy(s3_server: LoopbackS3, docs_example: Run) -> None:
 
 
 def test_storage_options(docs_section: Section) -> None:
-    options = eval(docs_section("storage_options", "storage_options"))
+    options = eval(docs_section("storage_options.py"))
     merged = options_for("s3://lake-eu/trips", options)
     assert merged["profile"] == "lake"
     assert merged["s3_additional_kwargs"]["SSEKMSKeyId"] == "key-eu"
@@ -96,11 +113,11 @@ def test_storage_options(docs_section: Section) -> None:
 
 def test_merge_on_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, docs_example: Run) -> None:
     monkeypatch.chdir(tmp_path)
-    names = docs_example("merge_on_read", "merge_on_read")  # up to the compaction, as its comments say
+    names = docs_example("merge_on_read.py")  # up to the compaction, as its comments say
     rides = names["rides"]
     assert rides.read().num_rows == 2
     assert rides.scan(query_type="read_optimized").count() == 3
-    docs_example("merge_on_read", "compact", names)
+    docs_example("compact.py", names)
     assert names["done"].log_files == 2
     assert rides.read(columns=["ride_id", "fare"]).sort_by("ride_id").to_pylist() == [
         {"ride_id": 1, "fare": 10.0},

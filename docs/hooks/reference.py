@@ -1,16 +1,23 @@
-"""MkDocs hook: the configuration and CLI references, generated from the code at each build.
+"""The reference pages, generated from the code: ``python docs/hooks/reference.py --write``
+writes them into ``docs/reference/`` (committed, so they read on the repository host as on
+the site); ``--check`` (``tox -e docs``) and the MkDocs build fail when the committed pages
+differ from what the code generates. As an MkDocs hook it also makes the changelog page of
+``CHANGELOG.md``.
 
 ``reference/configuration.md`` lists every key ``fedcore.properties`` defines (runtime
 settings with their type, default and bounds; table-config and storage keys), its
 documentation comment, and the fedcore modules that read it. ``reference/cli.md`` is the
-``fed`` command's parser, command by command. Neither is written by hand, so neither can
-go stale: a key or a flag added to the code is in the next build.
+``fed`` command's parser, command by command. ``reference/api.md`` is the public Python API
+of fedcore and the engine adapters, read from their sources by griffe (nothing imported, so
+no engine needs installing): signatures and Google-style docstrings as Markdown.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -78,9 +85,10 @@ def configuration() -> str:
     lines = [
         "# Configuration reference",
         "",
-        "Generated from `fedcore.properties` at each build of these pages. Keys are Apache Hudi's",
-        "wherever Hudi has one. The same keys are accepted by the Python API (`options=`), the",
-        "`fed` command (`-p KEY=VALUE`) and the engine adapters; any other key is refused.",
+        "Generated from `fedcore.properties` (`python docs/hooks/reference.py --write`). Keys",
+        "are Apache Hudi's wherever Hudi has one. The same keys are accepted by the Python API",
+        "(`options=`), the `fed` command (`-p KEY=VALUE`) and the engine adapters; any other key",
+        "is refused.",
         "",
         "## Runtime settings",
         "",
@@ -149,12 +157,15 @@ def _arguments(parser: argparse.ArgumentParser) -> list[str]:
 
 
 def cli() -> str:
+    # argparse wraps usage lines to the terminal's width: the committed page must not depend on
+    # the terminal it was generated in
+    os.environ["COLUMNS"] = "100"
     parser = _parser()
     lines = [
         "# CLI reference",
         "",
-        "Generated from the `fed` command's parser at each build of these pages. Every command",
-        "prints one line and exits 2 on bad input or a fedcore error.",
+        "Generated from the `fed` command's parser (`python docs/hooks/reference.py --write`).",
+        "Every command prints one line and exits 2 on bad input or a fedcore error.",
         "",
         "```",
         parser.format_usage().strip(),
@@ -204,10 +215,268 @@ def undescribed() -> list[str]:
     return missing
 
 
-def on_files(files: Files, config: Any) -> Files:
+#: The sources the API reference is read from (griffe reads them; nothing is imported).
+_ROOT = Path(__file__).resolve().parents[2]
+_SOURCES = [
+    _ROOT / "packages" / name / "src"
+    for name in ("fedcore", "fed-spark", "fed-trino-client", "fed-hive-client")
+]
+
+#: The API reference's sections: (heading, what they hold, objects). An object is documented
+#: whole (a module: its docstring and each name it exports), or, with a member list, those
+#: members of a class only.
+_API: list[tuple[str, str, list[tuple[str, list[str] | None]]]] = [
+    (
+        "Tables",
+        "",
+        [
+            ("fedcore.table.load_table", None),
+            ("fedcore.table.create_table", None),
+            (
+                "fedcore.table.Table",
+                [
+                    *("handle", "path", "name", "config", "strategy", "options", "fs", "schema", "timeline"),
+                    *("commit_metadata", "with_options", "scan", "changes", "read", "read_batches"),
+                    *(
+                        "file_slices",
+                        "write",
+                        "upsert",
+                        "insert",
+                        "bulk_insert",
+                        "delete",
+                        "insert_overwrite",
+                    ),
+                    *("insert_overwrite_table", "compact", "clean", "archive", "repair", "verify"),
+                ],
+            ),
+        ],
+    ),
+    ("Scans", "", [("fedcore.read.scan.DataScan", None)]),
+    ("Writes", "", [("fedcore.write.client.WriteClient", None), ("fedcore.write.client.WriteResult", None)]),
+    (
+        "Storage strategies",
+        "A custom strategy subclasses `StorageStrategy` ([Storage](../storage.md)).",
+        [("fedcore.storage.base.StorageStrategy", None), ("fedcore.storage.base.StorageLocation", None)],
+    ),
+    ("The Iceberg view", "", [("fedcore.iceberg", None)]),
+    ("The engine API", "", [("fedcore.engine", None)]),
+    (
+        "Engine adapters",
+        "[Spark](../spark.md), [Trino and Hive](../engines.md).",
+        [("fed_spark", None), ("fed_trino", None), ("fed_hive", None)],
+    ),
+    ("Errors", "", [("fedcore.exceptions", None)]),
+]
+
+_LISTED = {  # docstring sections rendered as a list of names, each with its type and text
+    "parameters": "Parameters",
+    "other_parameters": "Other parameters",
+    "attributes": "Attributes",
+    "raises": "Raises",
+    "warns": "Warns",
+    "returns": "Returns",
+    "yields": "Yields",
+    "receives": "Receives",
+}
+
+
+def _signature(function: Any, name: str) -> str:
+    """``name(a: int, *, b: str = "x") -> T``, one parameter a line when it is long."""
+    parts: list[str] = []
+    star = False
+    params = [p for p in function.parameters if p.name not in ("self", "cls")]
+    for index, param in enumerate(params):
+        kind = param.kind.value
+        if kind == "keyword-only" and not star:
+            parts.append("*")
+            star = True
+        text = {"variadic positional": "*", "variadic keyword": "**"}.get(kind, "") + param.name
+        star = star or kind == "variadic positional"
+        if param.annotation is not None:
+            text += f": {param.annotation}"
+        if param.default is not None and not kind.startswith("variadic"):
+            text += f" = {param.default}" if param.annotation is not None else f"={param.default}"
+        parts.append(text)
+        following = params[index + 1].kind.value if index + 1 < len(params) else None
+        if kind == "positional-only" and following != "positional-only":
+            parts.append("/")
+    returns = getattr(function, "returns", None)
+    tail = f" -> {returns}" if returns is not None and function.is_function else ""
+    flat = f"{name}({', '.join(parts)}){tail}"
+    if len(flat) <= 90:
+        return flat
+    return f"{name}(\n" + "".join(f"    {part},\n" for part in parts) + f"){tail}"
+
+
+def _docstring(obj: Any) -> list[str]:
+    """The object's docstring as Markdown: text as written, Google-style sections as lists."""
+    if obj.docstring is None:
+        return []
+    lines: list[str] = []
+    for section in obj.docstring.parsed:
+        kind = section.kind.value
+        if kind == "text":
+            lines += [section.value, ""]
+        elif kind in _LISTED:
+            lines += [f"**{section.title or _LISTED[kind]}**", ""]
+            for item in section.value:
+                name = getattr(item, "name", "") or ""
+                annotation = getattr(item, "annotation", None)
+                head = " ".join(
+                    filter(None, [f"`{name}`" if name else "", f"(`{annotation}`)" if annotation else ""])
+                )
+                text = " ".join(item.description.split("\n"))
+                lines.append(f"- {head}: {text}" if head else f"- {text}")
+            lines.append("")
+        elif kind == "examples":
+            lines += [f"**{section.title or 'Examples'}**", ""]
+            for part, text in section.value:
+                lines += [text, ""] if part.value == "text" else ["```pycon", text, "```", ""]
+        elif kind == "admonition":
+            title = section.title or section.value.kind.capitalize()
+            lines += [f"**{title}.** {section.value.description}", ""]
+        else:
+            lines += [f"**{section.title or kind.capitalize()}**", "", str(section.value), ""]
+    return lines
+
+
+def _code(text: str) -> list[str]:
+    return ["```python", text, "```", ""]
+
+
+def _member(obj: Any, owner: str, level: int) -> list[str]:
+    """One member of a class: a method's signature, or an attribute's or property's type."""
+    title = f"{'#' * level} `{owner}.{obj.name}`"
+    if obj.is_function and "property" not in obj.labels:
+        return [title, "", *_code(_signature(obj, obj.name)), *_docstring(obj)]
+    kind = obj.returns if obj.is_function else obj.annotation
+    shown = obj.name + (f": {kind}" if kind is not None else "")
+    prop = obj.is_function or "property" in obj.labels
+    if obj.is_attribute and obj.value is not None and not prop and "instance-attribute" not in obj.labels:
+        shown += f" = {obj.value}"
+    label = "property" if prop else "attribute"
+    return [title, "", *_code(f"{shown}  # {label}"), *_docstring(obj)]
+
+
+def _public(obj: Any) -> list[Any]:
+    """A class's own public members, in source order (inherited ones are their class's)."""
+    found = []
+    for name, member in obj.members.items():
+        if name.startswith("_") or member.is_alias:
+            continue
+        if member.is_attribute and member.docstring is None and member.annotation is None:
+            continue
+        found.append(member)
+    return sorted(found, key=lambda member: member.lineno or 0)
+
+
+def _class(obj: Any, path: str, members: list[str] | None, level: int) -> list[str]:
+    """A class: its constructor's signature, its bases, its docstring, then its members."""
+    if any(param.name not in ("self", "cls") for param in obj.parameters):
+        shown = _signature(obj, obj.name)
+    else:
+        shown = f"class {obj.name}"
+    lines = [f"{'#' * level} `{path}`", "", *_code(shown)]
+    if obj.bases:
+        lines += ["Bases: " + ", ".join(f"`{base}`" for base in obj.bases), ""]
+    lines += _docstring(obj)
+    chosen = [obj.members[name] for name in members] if members is not None else _public(obj)
+    for member in chosen:
+        lines += _member(member.final_target if member.is_alias else member, obj.name, level + 1)
+    return lines
+
+
+def _object(obj: Any, path: str, members: list[str] | None, level: int) -> list[str]:
+    obj = obj.final_target if obj.is_alias else obj
+    if obj.is_class:
+        return _class(obj, path, members, level)
+    if obj.is_function:
+        return [f"{'#' * level} `{path}`", "", *_code(_signature(obj, obj.name)), *_docstring(obj)]
+    if obj.is_attribute:
+        shown = obj.name + (f": {obj.annotation}" if obj.annotation is not None else "")
+        shown += f" = {obj.value}" if obj.value is not None else ""
+        return [f"{'#' * level} `{path}`", "", *_code(shown), *_docstring(obj)]
+    lines = [f"{'#' * level} `{path}`", "", *_docstring(obj)]  # a module: what it exports
+    if obj.exports is not None:
+        names = [str(name) for name in obj.exports]
+    else:  # no __all__: what the module defines, in source order
+        own = [member for member in obj.members.values() if not member.is_alias]
+        names = [member.name for member in sorted(own, key=lambda member: member.lineno or 0)]
+    for name in names:
+        member = obj.members[name]
+        if not name.startswith("_") and not member.is_module:
+            lines += _object(member, f"{path}.{name}", None, level + 1)
+    return lines
+
+
+def api() -> str:
+    import griffe  # the docs env's: the other references need only fedcore
+
+    loader = griffe.GriffeLoader(search_paths=[str(s) for s in _SOURCES], docstring_parser="google")
+    for package in ("fedcore", "fed_spark", "fed_trino", "fed_hive"):
+        loader.load(package)
+    loader.resolve_aliases(implicit=False, external=False)
+    found = loader.modules_collection
+    lines = [
+        "# Python API",
+        "",
+        "What a user of `fedcore` holds: tables, their scans and writes, the write client, the",
+        "storage strategies, the Iceberg view and the errors; what engine adapters build on (the",
+        "engine API), and the adapters' own. Generated from the docstrings",
+        "(`python docs/hooks/reference.py --write`).",
+        "",
+    ]
+    for heading, about, objects in _API:
+        lines += [f"## {heading}", ""] + ([about, ""] if about else [])
+        for path, members in objects:
+            lines += _object(found[path], path, members, 3)
+    text = "\n".join(lines)
+    return re.sub(r"\n{3,}", "\n\n", text).rstrip("\n") + "\n"
+
+
+#: Where the generated references are committed, by their page.
+_PAGES = {"reference/configuration.md": configuration, "reference/cli.md": cli, "reference/api.md": api}
+_DOCS = _ROOT / "docs"
+REGENERATE = "python docs/hooks/reference.py --write"
+
+
+def stale() -> list[str]:
+    """The committed reference pages that differ from what the code generates."""
+    return [
+        page
+        for page, make in _PAGES.items()
+        if not (_DOCS / page).is_file() or (_DOCS / page).read_text() != make()
+    ]
+
+
+def check() -> None:
+    """Fails on a key or argument without a description, or on a stale committed page."""
     missing = undescribed()
     if missing:
         raise ValueError("the references would list these without a description: " + "; ".join(missing))
-    for uri, content in (("reference/configuration.md", configuration()), ("reference/cli.md", cli())):
-        files.append(File.generated(config, uri, content=content))
+    behind = stale()
+    if behind:
+        raise ValueError(f"{', '.join(behind)} differ from the code: run `{REGENERATE}` and commit them")
+
+
+def on_files(files: Files, config: Any) -> Files:
+    check()
+    changelog = (_ROOT / "CHANGELOG.md").read_text()  # shown as it is, on the repository host too
+    files.append(File.generated(config, "changelog.md", content=changelog))
     return files
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--write"]:
+        missing = undescribed()
+        if missing:
+            sys.exit("the references would list these without a description: " + "; ".join(missing))
+        for page, make in _PAGES.items():
+            (_DOCS / page).write_text(make())
+    elif sys.argv[1:] == ["--check"]:
+        try:
+            check()
+        except ValueError as error:
+            sys.exit(str(error))
+    else:
+        sys.exit(f"usage: {REGENERATE} | --check")

@@ -31,7 +31,7 @@ def test_the_spark_pipeline(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     try:
-        names = docs_example("spark_batch", "batch")
+        names = docs_example("spark_batch.py")
         assert sorted(tuple(r) for r in names["sfo"].collect()) == [(1, 25.0), (3, 22.0)]
         assert sorted(r["ride_id"] for r in names["then"].collect()) == [1, 2, 3]
         assert sorted((r["ride_id"], r["fare"]) for r in names["since"].collect()) == [(1, 25.0), (4, 9.5)]
@@ -51,7 +51,7 @@ def test_the_streaming_pipeline(
     """Bronze gets every landed row (ride 1 upserted to its later version); silver the
     bronze rows that pass the filter; running it again (nothing new) changes nothing."""
     monkeypatch.chdir(tmp_path)
-    docs_example("spark_streaming", "streaming")
+    docs_example("spark_streaming.py")
     bronze = load_table(str(tmp_path / "lake" / "tables" / "bronze"))
     silver = load_table(str(tmp_path / "lake" / "tables" / "silver"))
     assert sorted(bronze.read(columns=["ride_id", "fare"]).to_pylist(), key=str) == [
@@ -63,7 +63,7 @@ def test_the_streaming_pipeline(
     ]
     assert bronze.config.table_type == "MERGE_ON_READ"
     timeline = [i.time for i in silver.timeline().completed()]
-    docs_example("spark_streaming", "streaming")
+    docs_example("spark_streaming.py")
     assert [
         i.time for i in load_table(str(tmp_path / "lake" / "tables" / "silver")).timeline().completed()
     ] == timeline

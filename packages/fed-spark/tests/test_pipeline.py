@@ -310,7 +310,7 @@ def test_the_docs_spark_connect_example(
     client = s3_server.client()
     for bucket in ("lake-tables", "lake-storage"):
         client.create_bucket(Bucket=bucket)
-    names = docs_example("spark_connect", "connect")
+    names = docs_example("spark_connect.py")
     assert (names["result"].inserted, names["result"].updated) == (1, 1)
     assert Counter(tuple(r) for r in names["sfo"].select("ride_id", "fare").collect()) == Counter(
         [(1, 25.0), (3, 22.0)]

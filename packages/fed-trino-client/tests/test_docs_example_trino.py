@@ -18,9 +18,9 @@ def test_the_trino_example(
     trino_server: TrinoServer,
     metastore: HiveMetastore,
     s3_server: LoopbackS3,
-    docs_section: Callable[[str, str], str],
+    docs_section: Callable[[str], str],
 ) -> None:
-    block = docs_section("trino", "trino")
+    block = docs_section("trino.py")
     tables, storage = s3_server.create_bucket("readme-tables"), s3_server.create_bucket("readme-storage")
     table = create_table(
         f"{tables}/trips",
