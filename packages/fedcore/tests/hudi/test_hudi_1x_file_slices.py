@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fedcore.exceptions import UnsupportedTableError
+from fedcore.exceptions import InvalidInstantError, UnsupportedTableError
 from fedcore.files.file_group import LogSlicing, file_groups
 from fedcore.files.filenames import LogFileNamingV6, LogFileNamingV8, base_file_name, log_file_name
 from fedcore.table import load_table
@@ -114,3 +114,18 @@ def test_hudi_1_0s_table_places_the_log_file_written_after_its_compaction_on_it(
         "20251220210130911"
     ]
     assert slices["city=chennai"].log_files == slices["city=san_francisco"].log_files == ()
+
+
+def test_time_travel_past_a_pending_write_is_refused_as_hudi_1x_refuses_it(tmp_path: Path) -> None:
+    """A write requested by the instant read may still complete and change what that instant
+    reads: Hudi 1.x refuses such a time travel, and so does fedcore."""
+    with zipfile.ZipFile(HUDI_RS_TABLES / "mor" / "avro" / "v8_trips_8i3u1d.zip") as archive:
+        archive.extractall(tmp_path)
+    root = tmp_path / "v8_trips_8i3u1d"
+    table = load_table(f"file://{root}")
+    before = table.read(as_of="20251220210130911")
+    (root / ".hoodie" / "timeline" / "20251220210130000.deltacommit.requested").write_bytes(b"")
+    with pytest.raises(InvalidInstantError, match="20251220210130000 is pending"):
+        table.read(as_of="20251220210130911")
+    assert table.read(as_of="20251220210129235").num_rows == 6  # before it was requested
+    assert sorted(map(str, table.read().to_pylist())) == sorted(map(str, before.to_pylist()))

@@ -116,14 +116,16 @@ class FileGroup:
         log file when it has no base file. Log files that start at a later, uncommitted
         instant (written while a compaction was pending) are merged onto the latest slice,
         as Hudi's file-system view merges them; which of their blocks apply is decided per
-        block, by instant."""
+        block, by instant. Those of a later committed slice are not: as of an earlier
+        instant that slice was not there (a Hudi 1.x log file may be on it for completing
+        after it began, though its delta commit was requested before ``as_of``)."""
         logs = self._sliced()
         bases = {t: name for t, name in self.bases.items() if as_of is None or t <= as_of}
         starts = set(bases) | {at for at, _ in logs if committed(at) and (as_of is None or at <= as_of)}
         if not starts:
             return None
         start = max(starts)
-        merged = tuple(log.name for at, log in logs if at == start or (at > start and at not in starts))
+        merged = tuple(log.name for at, log in logs if at == start or (at > start and not committed(at)))
         return SliceFiles(start, bases.get(start), merged)
 
 

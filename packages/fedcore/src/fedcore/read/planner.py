@@ -21,6 +21,7 @@ from fedcore import properties as P
 from fedcore.exceptions import (
     InvalidColumnsError,
     InvalidFilterError,
+    InvalidInstantError,
     InvalidPartitionValueError,
     UnsupportedTableError,
 )
@@ -36,6 +37,8 @@ from fedcore.schema.evolution import conform_to
 from fedcore.schema.meta import META_COLUMNS
 from fedcore.timeline import (
     COMPACTION,
+    DELTA_COMMIT,
+    WRITE_ACTIONS,
     Timeline,
     parse_instant_time,
 )
@@ -78,13 +81,26 @@ class ScanPlan:
 
 def check_by_requested_time(table: TableHandle, query: str) -> None:
     """Refuse a query that selects instants by time on a table whose version orders them by
-    completion time (Hudi 1.x: time travel and incremental queries compare completion times;
-    fedcore's compare requested times, which may differ and so return other rows)."""
+    completion time (Hudi 1.x: incremental queries compare completion times; fedcore's compare
+    requested times, which may differ and so return other rows)."""
     if not table.layout.writes:
         raise UnsupportedTableError(
             f"table {table.name} has table version {table.config.version}: its {query} selects instants by "
             "completion time, which fedcore does not read yet (a snapshot of its latest state is read)"
         )
+
+
+def _check_settled(table_name: str, timeline: Timeline, as_of: str) -> None:
+    """Refuse time travel to ``as_of`` on a Hudi 1.x table while a write requested by then is
+    pending, as Hudi 1.x does: such a write may still complete and change what ``as_of`` reads
+    (a time travel there selects instants by requested time; log files, by completion time)."""
+    for instant in timeline.pending():
+        if instant.action in WRITE_ACTIONS | {DELTA_COMMIT} and instant.time <= as_of:
+            raise InvalidInstantError(
+                f"table {table_name}: time travel to {as_of} is refused while the {instant.action} "
+                f"requested at {instant.time} is pending (it may still complete and change what "
+                f"{as_of} reads); read as of an earlier instant, or once it has completed or been rolled back"
+            )
 
 
 class ScanPlanner:
@@ -123,11 +139,12 @@ class ScanPlanner:
             raise InvalidColumnsError(f"query type {query_type!r} is not one of {', '.join(QUERY_TYPES)}")
         if as_of is not None:
             parse_instant_time(as_of)
-            check_by_requested_time(table, "time travel")
             check_not_archived(table.fs.table_fs, table.path, as_of)
         merge_on_read = table.config.merge_on_read
         timeline = table.timeline(latest_read=as_of is None)
         timeline.check_readable(table.name, merge_on_read)
+        if as_of is not None and table.layout.log_files.names_delta_commit:
+            _check_settled(table.name, timeline, as_of)
         actions = table.write_actions
         writes = timeline.completed(actions, as_of=as_of)
         index = table.file_index_at(timeline)
