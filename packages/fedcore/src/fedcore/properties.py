@@ -55,6 +55,9 @@ TIMELINE_LAYOUT_VERSION: Final = "hoodie.timeline.layout.version"
 #: timeline (``timeline``, the only one fed reads).
 TIMELINE_PATH: Final = "hoodie.timeline.path"
 DEFAULT_TIMELINE_FOLDER: Final = "timeline"
+#: Table versions 8 and 9: the folder in the timeline folder that holds the archived
+#: timeline (``history``, the only one fed reads).
+TIMELINE_HISTORY_PATH: Final = "hoodie.timeline.history.path"
 #: The folder in ``.hoodie/`` archival moves old instants to (``archived``).
 ARCHIVELOG_FOLDER: Final = "hoodie.archivelog.folder"
 #: The zone of instant times: ``UTC`` (fed's tables, so that Hudi's writers of them make UTC

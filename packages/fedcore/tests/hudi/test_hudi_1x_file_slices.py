@@ -4,9 +4,12 @@ time (Hudi's ``HoodieFileGroup.getBaseInstantTime``), not the instant the name c
 
 from __future__ import annotations
 
+import json
 import zipfile
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from fedcore.exceptions import InvalidInstantError, UnsupportedTableError
@@ -84,12 +87,19 @@ def test_a_failed_delta_commits_log_file_stays_on_the_latest_slice_and_in_order(
     assert logs == (log(failed), log(done), log(done, version=2))
 
 
-def test_an_archived_delta_commit_counts_as_completed_at_its_own_time() -> None:
+def test_an_archived_delta_commits_completion_time_comes_from_the_archive() -> None:
     archived = "20251231000000000"
-    slicing = LogSlicing({T1: T1}, timeline_start=T1)
-    assert slicing.completion_time(archived) == archived
-    assert slicing.completion_time(T2) is None, "newer and not on the timeline: never completed"
-    assert latest([log(archived)], slicing, set()) == (archived, None, (log(archived),))
+    history = {archived: "20260101000000150"}  # completed after T1 began
+    slicing = LogSlicing({T1: T1, T2: T2}, timeline_start=T1, archived=history.get)
+    assert slicing.completion_time(archived) == "20260101000000150"
+    assert slicing.completion_time(T3) is None, "newer and not on the timeline: never completed"
+    names = [base("20251230000000000"), base(T1), base(T2), log(archived)]
+    (group,) = file_groups(names, V8, slicing).values()
+    assert group.logs_onto(T1) == [(1, log(archived))]
+    # Archived with no completion time found: onto the latest slice, as Hudi places it.
+    unknown = LogSlicing({T1: T1, T2: T2}, timeline_start=T1, archived={}.get)
+    (group,) = file_groups(names, V8, unknown).values()
+    assert group.logs_onto(T2) == [(1, log(archived))]
 
 
 def test_without_completion_times_base_files_are_known_and_slices_are_refused() -> None:
@@ -129,3 +139,75 @@ def test_time_travel_past_a_pending_write_is_refused_as_hudi_1x_refuses_it(tmp_p
         table.read(as_of="20251220210130911")
     assert table.read(as_of="20251220210129235").num_rows == 6  # before it was requested
     assert sorted(map(str, table.read().to_pylist())) == sorted(map(str, before.to_pylist()))
+
+
+#: Hudi's ``HoodieLSMTimelineInstant`` rows, as Hudi 1.x's archival writes them into
+#: ``.hoodie/timeline/history/`` (hudi-common/src/main/avro/HoodieLSMTimelineInstant.avsc).
+LSM_SCHEMA = pa.schema(
+    [
+        ("instantTime", pa.string()),
+        ("completionTime", pa.string()),
+        ("action", pa.string()),
+        ("metadata", pa.binary()),
+        ("plan", pa.binary()),
+        ("version", pa.int32()),
+    ]
+)
+
+
+def archive_into_history(root: Path, before: str, completion: dict[str, str]) -> None:
+    """Move the instants requested before ``before`` out of the active timeline into an LSM
+    history snapshot (one layer-0 file, ``manifest_1``, ``_version_``), as Hudi 1.x's
+    archival does; ``completion`` overrides what their file names say."""
+    timeline = root / ".hoodie" / "timeline"
+    rows = []
+    for path in sorted(timeline.glob("*_*.*")):
+        requested, rest = path.name.split("_", 1)
+        if requested < before:
+            done, action = rest.split(".", 1)
+            rows.append((requested, completion.get(requested, done), action, path.read_bytes()))
+    for path in list(timeline.iterdir()):
+        if path.is_file() and path.name[:17] < before:
+            path.unlink()
+    history = timeline / "history"
+    history.mkdir(exist_ok=True)
+    name = f"{rows[0][0]}_{rows[-1][0]}_0.parquet"
+    table = pa.table(
+        {
+            "instantTime": [r[0] for r in rows],
+            "completionTime": [r[1] for r in rows],
+            "action": [r[2] for r in rows],
+            "metadata": [r[3] for r in rows],
+            "plan": [None] * len(rows),
+            "version": [1] * len(rows),
+        },
+        LSM_SCHEMA,
+    )
+    pq.write_table(table, history / name)
+    (history / "manifest_1").write_text(
+        json.dumps({"files": [{"fileName": name, "fileLen": (history / name).stat().st_size}]})
+    )
+    (history / "_version_").write_text("1")
+
+
+@pytest.mark.parametrize(
+    ("completed_at", "on_latest"), [("20251220210129197", False), ("20251220210129300", True)]
+)
+def test_an_archived_delta_commits_log_file_is_placed_by_the_completion_time_hudi_archived(
+    tmp_path: Path, completed_at: str, on_latest: bool
+) -> None:
+    """Hudi 1.0's table with its instants before the compaction archived into the LSM history:
+    the chennai log file of the last archived delta commit lands on the compacted slice only
+    if the history says that commit completed after the compaction began (129235)."""
+    with zipfile.ZipFile(HUDI_RS_TABLES / "mor" / "avro" / "v8_trips_8i3u1d.zip") as archive:
+        archive.extractall(tmp_path)
+    root = tmp_path / "v8_trips_8i3u1d"
+    expected = load_table(f"file://{root}").read()
+    archive_into_history(root, "20251220210129235", {"20251220210128625": completed_at})
+    table = load_table(f"file://{root}")
+    assert table.timeline().instants[0].time == "20251220210129235", "the rest was archived"
+    chennai = next(s for s in table.file_slices() if s.partition_path == "city=chennai")
+    logs = [name for name, _ in chennai.log_files]
+    assert len(logs) == (1 if on_latest else 0)
+    assert all("_20251220210128625.log.1_" in name for name in logs)
+    assert sorted(map(str, table.read().to_pylist())) == sorted(map(str, expected.to_pylist()))

@@ -493,3 +493,33 @@ def test_hudi_rs_reads_a_table_fedcore_wrote(tmp_path: Path) -> None:
     assert {s.base_file_name for s in built.get_file_slices()} == {
         s.base_file_name for s in table.file_slices()
     }
+
+
+def completed_writes(archive: Path) -> int:
+    """How many completed writes a zipped table's timeline names (either timeline layout)."""
+    with zipfile.ZipFile(archive) as zipped:
+        names = zipped.namelist()
+    pattern = r"[^/]+/\.hoodie/(?:timeline/)?\d{17}(?:_\d{17})?\.(?:commit|deltacommit|replacecommit)"
+    return sum(1 for name in names if re.fullmatch(pattern, name))
+
+
+@pytest.mark.parametrize(
+    "archive", [z for z in V6_ZIPS + V8_V9_ZIPS if _reads_it(z) and completed_writes(z) >= 2], ids=name_of
+)
+def test_a_table_whose_oldest_write_was_archived_reads_the_same_rows(archive: Path, tmp_path: Path) -> None:
+    """Archival moves old instants off the active timeline while the files they wrote stay
+    live: what an instant older than the timeline's first wrote is still part of the table, as
+    Hudi's file-system view counts it."""
+    path = unpack(archive, tmp_path)
+    table = load_table(path)
+    writes = table.timeline().completed(table.handle.write_actions)
+    expected = table.read()
+    folder = Path(table.handle.layout.instants.folder(path).removeprefix("file://"))
+    oldest = [p for p in folder.iterdir() if p.is_file() and p.name.startswith(writes[0].time)]
+    assert oldest
+    for instant_file in oldest:
+        instant_file.unlink()  # moved out by archival
+    archived = load_table(path)
+    assert archived.timeline().completed(archived.handle.write_actions)[0] == writes[1]
+    columns = [c for c in expected.column_names if c in simple_columns(expected)]
+    assert rows(archived.read(), columns) == rows(expected, columns)

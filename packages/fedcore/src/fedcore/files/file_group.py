@@ -37,23 +37,24 @@ class SliceFiles:
 class LogSlicing:
     """What places a Hudi 1.x log file in its slice: the completion times of the delta
     commits on the timeline, the compactions still pending (each starts a slice, with no base
-    file yet, that the delta commits completing after it was planned write onto), and where
-    the active timeline starts (an older instant was archived complete).
+    file yet, that the delta commits completing after it was planned write onto), where the
+    active timeline starts, and the completion times of instants archived before it
+    (``archived``: looked up only for those, from Hudi's archived timeline).
 
     ``completion_times``: requested time -> completion time of each completed write."""
 
     completion_times: Mapping[str, str]
     pending_compactions: Collection[str] = ()
     timeline_start: str = ""
+    archived: Callable[[str], str | None] | None = None
 
     def completion_time(self, instant: str) -> str | None:
-        """When the delta commit ``instant`` completed; None if it did not (pending, failed).
-        An instant older than the active timeline completed before it began: its own time
-        stands for its completion, since no slice of the active timeline can start before it."""
+        """When the delta commit ``instant`` completed; None if that is not known: it did not
+        complete (pending, failed), or was archived with no completion time found."""
         found = self.completion_times.get(instant)
-        if found is not None:
-            return found
-        return instant if instant < self.timeline_start else None
+        if found is None and instant < self.timeline_start and self.archived is not None:
+            found = self.archived(instant)
+        return found
 
 
 class GroupLog(NamedTuple):
@@ -161,17 +162,14 @@ def file_groups(
 
 
 def _sliced_by_completion(group: FileGroup, slicing: LogSlicing) -> list[GroupLog]:
-    """A group's log files placed as Hudi 1.x's file-system view places them: in the slice
-    with the greatest start not after their delta commit's completion time; a file whose
-    commit completed before every start begins a slice of its own (log files only); one whose
-    commit did not complete is placed at its own instant (its blocks never apply)."""
+    """A group's log files placed as Hudi 1.x's file-system view places them, in Hudi's
+    order: in the slice with the greatest start not after their delta commit's completion
+    time; a file whose commit completed before every start begins a slice of its own (log
+    files only); one whose commit's completion is not known goes onto the latest slice (its
+    blocks apply only if the commit completed, archived: see ``read.slice_reader.Committed``)."""
     starts = set(group.bases)
     placed = []
     for log in sorted(group.logs):
-        completed = slicing.completion_time(log.instant)
-        if completed is None:
-            placed.append(log._replace(start=log.instant))
-            continue
         # A pending compaction starts a slice of the groups it plans, which were there
         # before it: of a group with a slice before it (a group begun after it was planned
         # is not in its plan). Which groups it planned beyond that does not change which
@@ -179,7 +177,9 @@ def _sliced_by_completion(group: FileGroup, slicing: LogSlicing) -> list[GroupLo
         # latest started slice either way.
         first = min(starts, default=None)
         planned = {t for t in slicing.pending_compactions if first is not None and first < t}
-        before = [start for start in starts | planned if start <= completed]
+        keys = starts | planned
+        completed = slicing.completion_time(log.instant)
+        before = keys if completed is None else {start for start in keys if start <= completed}
         if before:
             placed.append(log._replace(start=max(before)))
         else:

@@ -48,6 +48,7 @@ from fedcore.storage.loader import load_storage_strategy, named_strategy_class, 
 from fedcore.timeline import MERGE_ON_READ_WRITE_ACTIONS, WRITE_ACTIONS, Instant, Timeline
 from fedcore.timeline.commit_metadata import CommitMetadata
 from fedcore.timeline.layout import TableLayout, layout_for
+from fedcore.timeline.lsm import DEFAULT_HISTORY_FOLDER
 from fedcore.timeline.retention import archived_file
 
 #: Completed instants' metadata a handle keeps (the least recently used dropped first): at
@@ -361,6 +362,12 @@ def check_supported(config: TableConfig, strategy: StorageStrategy) -> None:
             raise UnsupportedTableError(
                 f"table {config.name} keeps its timeline in .hoodie/{folder} ({P.TIMELINE_PATH}); "
                 f"fedcore reads it from .hoodie/{P.DEFAULT_TIMELINE_FOLDER}, Hudi's default"
+            )
+        history = config.get(P.TIMELINE_HISTORY_PATH, DEFAULT_HISTORY_FOLDER).strip()
+        if history != DEFAULT_HISTORY_FOLDER:
+            raise UnsupportedTableError(
+                f"table {config.name} keeps its archived timeline in {history} "
+                f"({P.TIMELINE_HISTORY_PATH}); fedcore reads it from {DEFAULT_HISTORY_FOLDER}, Hudi's default"
             )
     base_format = config.get(P.BASE_FILE_FORMAT, "PARQUET").strip().upper()
     if base_format != "PARQUET":

@@ -2,7 +2,8 @@
 
 Only for tables whose data lives under the table path (Hudi tables written
 without a metadata table, such as Hudi's own test tables). A listed
-file counts only if the instant in its name completed, and a file group counts
+file counts only if the instant in its name completed (on the active timeline, or before it
+starts: archived), and a file group counts
 only if no completed replace commit retired it: the same rules as Hudi's own
 file-system view. Object-store layouts never get here: listing cannot find
 their files.
@@ -52,6 +53,17 @@ class ListingFileIndex(FileIndex):
     ) -> dict[str, PartitionFiles]:
         timeline = self._load_timeline()
         written = {i.time for i in timeline.completed(MERGE_ON_READ_WRITE_ACTIONS, as_of=as_of)}
+        # A base file written before the active timeline's first completed write counts too:
+        # archival moved its instant out (Hudi's file-system view counts it so, as "before the
+        # timeline starts"), unless that instant is still pending.
+        first = min((i.time for i in timeline.completed(MERGE_ON_READ_WRITE_ACTIONS)), default="")
+        pending = {i.time for i in timeline.pending()}
+
+        def committed(instant: str) -> bool:
+            if instant in written:
+                return True
+            return instant < first and instant not in pending and (as_of is None or instant <= as_of)
+
         replaced: dict[str, dict[str, str]] = {}
         for instant in timeline.completed([REPLACE_COMMIT], as_of=as_of):
             path = self.layout.instants.path(self.table_path, instant)
@@ -78,7 +90,7 @@ class ListingFileIndex(FileIndex):
                         files.files[name] = int(entry.get("size") or 0)
                     continue
                 match = BASE_FILE_RE.fullmatch(name)
-                if match is not None and match[3] in written:
+                if match is not None and committed(match[3]):
                     files.files[name] = int(entry.get("size") or 0)
             if files.files:
                 out[partition] = files
