@@ -30,12 +30,9 @@ from ..write.test_writes import FAST_HEARTBEAT, make_table, rows, trips
 
 
 def migrates(archive: Path) -> bool:
-    """What migrate reads (what fedcore reads): version 6, and copy-on-write tables of versions
-    8 and 9 with Parquet base files."""
-    config = zip_properties(archive)
-    version, table_type = config["hoodie.table.version"], config["hoodie.table.type"]
-    parquet = config.get("hoodie.table.base.file.format", "PARQUET").upper() == "PARQUET"
-    return version == "6" or (table_type == P.TABLE_TYPE_COW and parquet)
+    """What migrate reads (what fedcore reads): tables of versions 6, 8 and 9 with Parquet base
+    files."""
+    return zip_properties(archive).get("hoodie.table.base.file.format", "PARQUET").upper() == "PARQUET"
 
 
 SHARED_ZIPS = [z for z in ZIPS if migrates(z)]
@@ -67,8 +64,8 @@ def label(archive: Path) -> str:
 
 
 def test_the_shared_tables_are_all_here() -> None:
-    assert len(SHARED_ZIPS) == 20
-    assert len(REFUSED_ZIPS) == 8, "merge-on-read of versions 8 and 9, and Lance base files"
+    assert len(SHARED_ZIPS) == 27
+    assert len(REFUSED_ZIPS) == 1, "Lance base files"
     assert len(HUDI_WRITTEN_ZIPS) == 5
 
 
@@ -111,6 +108,25 @@ def test_every_hudi_table_migrates_to_the_rows_it_held(archive: Path, tmp_path: 
         assert set(got.column("_hoodie_file_name").to_pylist()) <= {
             n.rsplit("/", 1)[-1] for n in map(str, (tmp_path / "source").rglob("*.parquet"))
         }
+
+
+def test_a_hudi_1x_tables_merge_mode_carries_over_as_the_payload_that_merges_alike(tmp_path: Path) -> None:
+    """Hudi 1.1's merge-on-read table orders records by event time (``txn_ts``, named in
+    ``hoodie.table.ordering.fields``): the version-6 target merges with Hudi's ordering payload
+    by the same field, so an update older than the stored record does not replace it."""
+    source = unpack(HUDI_RS_TABLES / "mor" / "avro" / "v9_txns_simple_nometa.zip", tmp_path / "source")
+    migrate(source, f"file://{tmp_path}/target", storage=object_store(f"file://{tmp_path}/storage"))
+    target = load_table(f"file://{tmp_path}/target")
+    assert target.config[P.PAYLOAD_CLASS] == P.DEFAULT_HOODIE_PAYLOAD
+    assert target.config.precombine_field == "txn_ts"
+    stored = target.read().sort_by("txn_id").slice(0, 1)
+    older = stored.set_column(
+        stored.schema.get_field_index("txn_ts"), "txn_ts", pa.array([stored["txn_ts"][0].as_py() - 1])
+    )
+    older = older.set_column(older.schema.get_field_index("currency"), "currency", pa.array(["older"]))
+    target.upsert(older.drop_columns([c for c in older.column_names if c in META_COLUMNS]))
+    (after,) = target.read([("txn_id", "=", stored["txn_id"][0].as_py())]).to_pylist()
+    assert after["currency"] == stored["currency"][0].as_py() != "older"
 
 
 def test_what_is_copied_and_what_is_rewritten(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from fedcore.files.file_slice import VIRTUAL_META_COLUMNS, FileSlice
 from fedcore.handle import TableHandle
 from fedcore.handle.config import TableConfig
 from fedcore.io.filesystems import StorageOptions, filesystem_for
+from fedcore.log.merge import merge_rules
 from fedcore.read.planner import ScanPlanner
 from fedcore.schema.meta import META_COLUMNS
 
@@ -212,15 +213,25 @@ def _of_config(
     read: Callable[[Unit], pa.Table],
 ) -> Source:
     """A Hudi table's source: keys, partitioning and what carries over from its config."""
+    carried = _config_of(config)
+    precombine_field = config.precombine_field
+    if config.get(P.RECORD_MERGE_MODE, "").strip():
+        # Hudi 1.x's merge mode, as the version-6 payload that merges records alike (the
+        # one Hudi's own upgrade maps to that mode); a mode fedcore cannot merge is refused.
+        rules = merge_rules(config.name, config, ())
+        ordered = rules.payload == "ordering"
+        carried[P.PAYLOAD_CLASS] = P.DEFAULT_HOODIE_PAYLOAD if ordered else P.OVERWRITE_WITH_LATEST_PAYLOAD
+        carried[P.RECORD_MERGER_STRATEGY] = P.DEFAULT_RECORD_MERGER_STRATEGY
+        precombine_field = rules.ordering_field if ordered else precombine_field
     return Source(
         kind=kind,
         name=config.name,
         record_key_fields=list(config.record_key_fields),
         partition_fields=list(config.partition_fields),
-        precombine_field=config.precombine_field,
+        precombine_field=precombine_field,
         hive_style=config.hive_style_partitioning,
         database=config.database or None,
-        carried=_config_of(config),
+        carried=carried,
         schema=schema,
         instant=instant,
         units=units,
