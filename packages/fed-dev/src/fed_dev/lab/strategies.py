@@ -9,7 +9,7 @@ file id, so a path is computed, never stored.
 - ``BinaryEntropyStrategy``: Apache Iceberg's object-storage location provider (1.7 and
   later) puts 20 bits of a hash in front of the data path as binary directories of 4,
   4, 4 and 8 bits: ``<storage>/0110/1010/0101/10101011/<table>/<partition>/<file>``.
-- ``RandomPrefixStrategy``: Delta Lake's ``delta.randomizePrefixes`` puts a random
+- ``RandomPrefixStrategy``: Delta Lake's ``delta.randomizeFilePrefixes`` puts a random
   prefix of ``delta.randomPrefixLength`` (default 2) alphanumeric characters in front of
   each file; here the characters come from a hash of the file id (fedcore computes
   paths), over Delta's alphabet: ``<storage>/k7/<table>/<partition>/<file>``.
