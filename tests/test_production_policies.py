@@ -1,15 +1,23 @@
 """The production guide's IAM policies (``docs/production.md``), applied: an S3 server that
 enforces IAM (moto's, with its access control on) is given the guide's policy documents for a
-writer and a reader, and fed works under each exactly as far as the guide says.
+writer, a reader, ``fed serve`` and ``fed sync``, and fed works under each exactly as far as
+the guide says.
 
 The writer creates a table on a federated layout, upserts, deletes, cleans and rolls back; the
 reader reads every row and filters, and is refused (by name, with nothing changed) when it
-tries to write. moto checks each request's action and resource against the policy; it does
-not evaluate conditions, so the documents carry none. One difference from AWS is bridged
-here, not in the documents: moto authorizes a bulk delete (DeleteObjects) as
-``s3:DeleteObject`` on the bucket, where AWS authorizes it key by key, so the writer is given
-that too (``MOTO_BULK_DELETE``); without it, every bulk delete is refused key by key, which
-the last test uses: fed reports such a refusal instead of taking the keys for deleted.
+tries to write. The REST catalog publishes the Iceberg view as it loads a table, which an
+engine reads with the reader's credentials; ``fed sync --glue`` registers it in moto's Glue
+(the same server) and moves it on after a write. Each of those is also run with one action
+taken from its policy, and fails by name with nothing of it done.
+
+moto checks each request's action and resource against the policy; it does not evaluate
+conditions, so the documents carry none. Two differences from AWS are bridged here, not in
+the documents: moto authorizes a bulk delete (DeleteObjects) as ``s3:DeleteObject`` on the
+bucket, where AWS authorizes it key by key, so the writer is given that too
+(``MOTO_BULK_DELETE``); without it, every bulk delete is refused key by key, which one test
+uses: fed reports such a refusal instead of taking the keys for deleted. And moto authorizes
+every Glue request against the resource ``*`` (it names no ARN), so the Glue statements are
+given on ``*`` (``_moto_glue``): their actions are checked here, their resources are not.
 """
 
 from __future__ import annotations
@@ -30,10 +38,17 @@ import boto3
 import pyarrow as pa
 import pytest
 import requests
+from pyiceberg.catalog.rest import RestCatalog
 
+from fed_dev.catalog import ServedCatalog
 from fedcore import properties as P
-from fedcore.exceptions import StoragePermissionError
-from fedcore.table import create_table, load_table
+from fedcore.catalog import GlueTarget, sync
+from fedcore.catalog.entry import INSTANT_PARAMETER, METADATA_LOCATION
+from fedcore.catalog.rest import ServedTable, Warehouse
+from fedcore.cli.main import main
+from fedcore.exceptions import MetastoreError, StoragePermissionError
+from fedcore.iceberg import current_view, latest_instant
+from fedcore.table import Table, create_table, load_table
 
 GUIDE = Path(__file__).parents[1] / "docs" / "production.md"
 REGION = "us-east-1"
@@ -97,10 +112,53 @@ MOTO_BULK_DELETE = {
 }
 
 
+#: The Glue operations ``fed sync --glue`` calls (``fedcore.catalog.glue``).
+GLUE_OPERATIONS = ("glue:GetTable", "glue:CreateDatabase", "glue:CreateTable", "glue:UpdateTable")
+
+#: The users the tests act as: the guide's policy each is given, and one action taken from it
+#: (None: the policy as the guide shows it).
+USERS: dict[str, tuple[str, str | None]] = {
+    "writer": ("writer", None),
+    "writer-documented-only": ("writer", None),
+    "reader": ("reader", None),
+    "serve": ("serve", None),
+    "serve-without-put": ("serve", "s3:PutObject"),
+    "sync": ("sync", None),
+    **{f"sync-without-{action[5:]}": ("sync", action) for action in GLUE_OPERATIONS},
+}
+
+
+def _actions(statement: dict[str, Any]) -> list[str]:
+    given = statement["Action"]
+    return list(given) if isinstance(given, list) else [given]
+
+
+def _without(document: dict[str, Any], action: str) -> None:
+    """Take ``action`` from every statement of ``document`` (it must be in one)."""
+    found = False
+    for statement in document["Statement"]:
+        given = _actions(statement)
+        found = found or action in given
+        statement["Action"] = [a for a in given if a != action]
+    assert found, f"the guide's policy has no {action} to take away"
+    document["Statement"] = [s for s in document["Statement"] if s["Action"]]
+
+
+def _moto_glue(document: dict[str, Any]) -> None:
+    """The Glue statements on ``*``: moto authorizes Glue requests against no other resource."""
+    for statement in document["Statement"]:
+        if all(a.startswith("glue:") for a in _actions(statement)):
+            statement["Resource"] = "*"
+
+
 def _policy(name: str, tables: str, storage: str) -> str:
-    document = json.loads(_documented(name.removesuffix("-documented-only")))
+    role, taken = USERS[name]
+    document = json.loads(_documented(role))
     if name == "writer":
         document["Statement"].append(MOTO_BULK_DELETE)
+    _moto_glue(document)
+    if taken is not None:
+        _without(document, taken)
     text = json.dumps(document)
     for placeholder, value in (
         ("TABLE_BUCKET", tables),
@@ -121,7 +179,7 @@ def principals(iam_s3: str) -> dict[str, Any]:
     for bucket in (tables, storage):
         s3.create_bucket(Bucket=bucket)
     keys: dict[str, Any] = {"tables": tables, "storage": storage}
-    for name in ("writer", "writer-documented-only", "reader", "nobody"):
+    for name in (*USERS, "nobody"):
         iam.create_user(UserName=name)
         if name != "nobody":  # no policy: nothing allowed
             iam.put_user_policy(
@@ -155,24 +213,31 @@ def _rows(table: Any, filters: Any = ()) -> Counter[tuple[Any, ...]]:
     return Counter(tuple(row.values()) for row in found)
 
 
-def test_the_writer_policy_runs_a_tables_writes_and_the_reader_policy_its_reads(
-    principals: dict[str, Any],
-) -> None:
-    path = f"s3://{principals['tables']}/{TABLE_PREFIX}/trips"
-    writer = principals["writer"]
-    table = create_table(
-        path,
-        name="trips",
+def _created(
+    principals: dict[str, Any], name: str, user: str = "writer", properties: dict[str, str] | None = None
+) -> Table:
+    """A table ``user`` made at ``TABLE_PREFIX/name``, its files under the storage prefix."""
+    return create_table(
+        f"s3://{principals['tables']}/{TABLE_PREFIX}/{name}",
+        name=name,
         record_key_fields=["trip_id"],
         partition_fields=["country"],
         precombine_field="ts",
         properties={
             P.STORAGE_STRATEGY_CLASS: "object_store",
             P.STORAGE_PATH: f"s3://{principals['storage']}/{STORAGE_PREFIX}",
-            P.CLEANER_COMMITS_RETAINED: "1",
+            **(properties or {}),
         },
-        storage_options=writer,
+        storage_options=principals[user],
     )
+
+
+def test_the_writer_policy_runs_a_tables_writes_and_the_reader_policy_its_reads(
+    principals: dict[str, Any],
+) -> None:
+    writer = principals["writer"]
+    table = _created(principals, "trips", properties={P.CLEANER_COMMITS_RETAINED: "1"})
+    path = table.path
     table.upsert(_trips([1, 2, 3, 4]))
     table.upsert(_trips([3, 4], fare=2.0))  # rewrites both groups; the clean deletes the old
     table.delete(_trips([4]))
@@ -196,20 +261,107 @@ def test_the_writer_policy_runs_a_tables_writes_and_the_reader_policy_its_reads(
 def test_a_delete_the_store_refuses_is_an_error_never_a_file_kept_quietly(principals: dict[str, Any]) -> None:
     """s3fs's bulk delete drops the answer's per-key errors: a rollback whose instant file the
     store kept reported success and left the undone write on the timeline, completed."""
-    path = f"s3://{principals['tables']}/lake/refused"
-    writer = principals["writer-documented-only"]  # moto refuses its bulk deletes, key by key
-    table = create_table(
-        path,
-        name="refused",
-        record_key_fields=["trip_id"],
-        partition_fields=["country"],
-        properties={
-            P.STORAGE_STRATEGY_CLASS: "object_store",
-            P.STORAGE_PATH: f"s3://{principals['storage']}/{STORAGE_PREFIX}",
-        },
-        storage_options=writer,
-    )
+    table = _created(principals, "refused", "writer-documented-only")  # moto refuses its bulk deletes
     table.upsert(_trips([1, 2]))
     undone = table.upsert(_trips([3]))
     with pytest.raises(StoragePermissionError, match="DeleteObjects"):
         table.rollback(undone.instant)
+
+
+def _engine_rows(catalog: str, reader: dict[str, Any], name: str) -> Counter[tuple[Any, ...]]:
+    """The rows an engine reads through the REST catalog at ``catalog``, with the reader's
+    credentials (the catalog hands out none)."""
+    s3 = reader["s3"]
+    settings = {
+        "s3.endpoint": s3["client_kwargs"]["endpoint_url"],
+        "s3.region": REGION,
+        "s3.access-key-id": s3["key"],
+        "s3.secret-access-key": s3["secret"],
+    }
+    view = RestCatalog("fed", uri=catalog, **settings).load_table(f"{TABLE_PREFIX}.{name}")
+    found = view.scan(selected_fields=("trip_id", "country", "fare")).to_arrow().to_pylist()
+    return Counter(tuple(row.values()) for row in found)
+
+
+def test_the_serve_policy_publishes_the_view_as_it_serves_it_and_no_more(principals: dict[str, Any]) -> None:
+    table = _created(principals, "served")
+    table.upsert(_trips([1, 2, 3, 4]))
+    writer = principals["writer"]
+    warehouse = Warehouse(f"s3://{principals['tables']}", principals["serve"])  # lists the bucket
+    with ServedCatalog(warehouse=warehouse) as served:
+        assert _engine_rows(served.uri, principals["reader"], "served") == _rows(table)
+        table.upsert(_trips([4, 5], fare=3.0))  # the next load publishes it
+        assert _engine_rows(served.uri, principals["reader"], "served") == _rows(table)
+    assert current_view(table).instant == latest_instant(table)
+    shown = current_view(table).location
+
+    table.upsert(_trips([6]))
+    refused = load_table(table.path, storage_options=principals["serve-without-put"])
+    with ServedCatalog([ServedTable((TABLE_PREFIX,), "served", refused)]) as served:
+        answer = requests.get(f"{served.uri}/v1/namespaces/{TABLE_PREFIX}/tables/served", timeout=60)
+    assert answer.status_code == 500
+    error = answer.json()["error"]
+    assert error["type"] == "ServerErrorException"
+    assert "/.hoodie/iceberg/metadata/" in error["message"]  # the key the store refused
+    assert current_view(load_table(table.path, storage_options=writer)).location == shown  # nothing published
+
+
+def test_the_sync_policy_registers_the_view_in_glue_and_each_glue_action_is_needed(
+    principals: dict[str, Any],
+    iam_s3: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    table = _created(principals, "synced")
+    table.upsert(_trips([1, 2, 3, 4]))
+    user = principals["sync"]["s3"]
+    glue = boto3.client(
+        "glue",
+        endpoint_url=iam_s3,
+        region_name=REGION,
+        aws_access_key_id=user["key"],
+        aws_secret_access_key=user["secret"],
+    )
+
+    def registered() -> dict[str, str]:
+        return dict(glue.get_table(DatabaseName=TABLE_PREFIX, Name="synced")["Table"]["Parameters"])
+
+    # ``fed sync --glue``: the Glue client takes boto3's credentials, the table its storage options.
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", user["key"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", user["secret"])
+    options = {"key": user["key"], "secret": user["secret"], **user["client_kwargs"]}
+    command = ["sync", table.path, "--glue", "--glue-region", REGION, "--glue-endpoint", iam_s3]
+    command += ["--database", TABLE_PREFIX, *(f"--storage-option={k}={v}" for k, v in options.items())]
+    assert main(command) == 0  # GetTable, CreateDatabase, CreateTable
+    assert f"registered as {TABLE_PREFIX}.synced" in capsys.readouterr().out
+    first = registered()
+    assert first[METADATA_LOCATION] == current_view(table).location
+    assert first[INSTANT_PARAMETER] == latest_instant(table)
+
+    def refused(action: str, database: str, name: str) -> None:
+        keys = principals[f"sync-without-{action}"]
+        target = GlueTarget(
+            database,
+            name,
+            region=REGION,
+            endpoint_url=iam_s3,
+            access_key=keys["s3"]["key"],
+            secret_key=keys["s3"]["secret"],
+        )
+        with pytest.raises(MetastoreError, match=f"calling the {action} operation"):
+            sync(load_table(table.path, storage_options=keys), target)
+
+    refused("GetTable", TABLE_PREFIX, "synced")
+    # A table Glue has not got: its database is created first, answered "exists" if it is.
+    refused("CreateDatabase", TABLE_PREFIX, "other")
+    refused("CreateTable", TABLE_PREFIX, "other")
+    table.upsert(_trips([7]))
+    refused("UpdateTable", TABLE_PREFIX, "synced")  # the view is published, Glue not moved
+    assert current_view(table).instant == latest_instant(table)
+    assert registered() == first
+
+    assert main(command) == 0  # GetTable, UpdateTable
+    moved = registered()
+    assert moved[METADATA_LOCATION] == current_view(table).location
+    assert moved["previous_metadata_location"] == first[METADATA_LOCATION]
+    assert moved[INSTANT_PARAMETER] == latest_instant(table)
