@@ -5,8 +5,9 @@ Run in a process of its own per Hudi version (one JVM, one bundle on its class p
 
     {"writes": {name: {"path": P, "options": {hoodie keys}, "schema": "id long, ...",
                        "steps": [[operation, [row, ...]], ...]}},
-     "reads": {name: {"path": P, "query_type": "snapshot" | "read_optimized",
-                      "columns": [...], "where": "country = 'usa'" (optional)}}}
+     "reads": {name: {"path": P, "query_type": "snapshot" | "read_optimized" | "incremental",
+                      "columns": [...], "where": "country = 'usa'" (optional),
+                      "options": {reader options, such as "as.of.instant"} (optional)}}}
 
 Writes run first, each step an ``append`` of its rows (lists in ``schema``'s column order)
 with ``hoodie.datasource.write.operation`` set to the step's operation; then the reads. It
@@ -73,6 +74,7 @@ def write(spark: SparkSession, spec: dict[str, Any]) -> str:
 def read(spark: SparkSession, spec: dict[str, Any]) -> dict[str, object]:
     try:
         reader = spark.read.format("hudi").option("hoodie.datasource.query.type", spec["query_type"])
+        reader = reader.options(**spec.get("options", {}))
         frame = reader.load(spec["path"]).select(*spec["columns"])
         rows = sorted((list(row) for row in frame.collect()), key=_order)
         where = spec.get("where")
