@@ -211,3 +211,36 @@ def test_an_archived_delta_commits_log_file_is_placed_by_the_completion_time_hud
     assert len(logs) == (1 if on_latest else 0)
     assert all("_20251220210128625.log.1_" in name for name in logs)
     assert sorted(map(str, table.read().to_pylist())) == sorted(map(str, expected.to_pylist()))
+
+
+def test_an_incremental_query_selects_by_completion_time_and_refuses_an_end_it_cannot_read(
+    tmp_path: Path,
+) -> None:
+    """Hudi 1.1's table with its second write made to complete before its first (as two
+    writers may): an incremental query takes the writes completed in its window, whatever
+    their requested times; an end between the two completions would need a state of the table
+    holding the later-requested write without the earlier one, which no requested time reads."""
+    with zipfile.ZipFile(HUDI_RS_TABLES / "v9_txns_simple_nometa.zip") as archive:
+        archive.extractall(tmp_path)
+    root = tmp_path / "v9_txns_simple_nometa"
+    timeline = root / ".hoodie" / "timeline"
+    (first, first_done), (second, second_done) = (
+        p.name.split(".")[0].split("_") for p in sorted(timeline.glob("*_*.commit"))[:2]
+    )
+    late = str(int(second_done) + 100)  # after the second's completion
+    (timeline / f"{first}_{first_done}.commit").rename(timeline / f"{first}_{late}.commit")
+    table = load_table(f"file://{root}")
+
+    def commit_times(scan: object) -> set[str]:
+        return set(scan.to_arrow().column("_hoodie_commit_time").to_pylist())  # type: ignore[attr-defined]
+
+    # Completed after the second began: the second, then the first (and every later write).
+    after = commit_times(table.changes(second))
+    assert {first, second} <= after
+    # Completed after the second's completion: the first is in, the second is not.
+    changed = commit_times(table.changes(second_done))
+    assert first in changed
+    assert second not in changed
+    with pytest.raises(InvalidInstantError, match=f"requested at {first} completed at {late}"):
+        table.changes("000", end=second_done).to_arrow()
+    assert commit_times(table.changes("000", end=late)) == {first, second}

@@ -5,8 +5,8 @@ For a table fedcore reads, the rows are compared with hudi-rs: the whole table (
 and read-optimized for merge-on-read tables); a filter (=, !=, <, IS NULL) on every
 partition column and on a data column, against the rows hudi-rs returns unfiltered,
 filtered by Arrow itself (the rows' own values decide); and time travel to every
-completed instant. Tables of versions 8 and 9 (Hudi 1.x) are read the same way, but for
-incremental queries, which are refused by name; hudi-rs's row counts of each are
+completed instant. Tables of versions 8 and 9 (Hudi 1.x) are read the same way, and their
+incremental queries by completion time; hudi-rs's row counts of each are
 recorded, so the oracle itself is held to something. Which tables are refused is not a list of
 known cases: it follows from each table's config.
 """
@@ -389,9 +389,9 @@ def test_a_table_of_version_8_or_9_is_read_like_hudi_rs(archive: Path, tmp_path:
     """Whole rows (every plain column both give, meta columns too) and filters on every
     partition column and a data column, against hudi-rs's rows: merge-on-read tables both as a
     snapshot (log files merged onto their slices, which their delta commits' completion times
-    decide) and read-optimized (base files only); time travel to every completed write.
-    Incremental queries (which Hudi 1.x answers by completion time) are refused by name, and so
-    is a write, before anything is written."""
+    decide) and read-optimized (base files only); time travel to every completed write;
+    incremental queries from each write's completion time (Hudi 1.x selects by completion
+    time). A write is refused by name, before anything is written."""
     path = unpack(archive, tmp_path)
     table = load_table(path)
     ours = table.read()
@@ -432,9 +432,23 @@ def test_a_table_of_version_8_or_9_is_read_like_hudi_rs(archive: Path, tmp_path:
             assert got.num_rows == 0, instant
         else:
             assert rows(got, columns) == rows(expected, columns), instant
-    if written:
-        with pytest.raises(UnsupportedTableError, match="completion time"):
-            table.changes("000").to_arrow()
+    # Incremental queries select by completion time: after each write's completion, the
+    # latest version of what the writes completed since wrote.
+    event_time_merges = table.config.merge_on_read and table.config.get("hoodie.record.merge.mode") == (
+        "EVENT_TIME_ORDERING"
+    )
+    if written and event_time_merges:
+        with pytest.raises(UnsupportedTableError, match="incremental query of its merge-on-read slices"):
+            table.changes(written[0].completion_time or "000").to_arrow()
+    elif written and "_hoodie_commit_time" in columns:
+        latest = table.read()
+        for instant in written:
+            assert instant.completion_time is not None
+            later = {i.time for i in written if i.completion_time > instant.completion_time}
+            keep = pc.field("_hoodie_commit_time").isin(pa.array(sorted(later), pa.string()))
+            expected_changes = latest.filter(keep)
+            got_changes = table.changes(instant.completion_time).to_arrow()
+            assert rows(got_changes, columns) == rows(expected_changes, columns), instant
     before = sorted(p.name for p in Path(path.removeprefix("file://"), ".hoodie", "timeline").iterdir())
     config = table.config
     needed = [*config.key_columns, *([config.precombine_field] if config.precombine_field else [])]

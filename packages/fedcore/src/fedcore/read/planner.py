@@ -35,11 +35,12 @@ from fedcore.read.filters import UNARY, Filter, FilterSpec, may_match, stats_may
 from fedcore.read.slice_reader import Committed, SliceReader
 from fedcore.schema.avro import field_types
 from fedcore.schema.evolution import conform_to
-from fedcore.schema.meta import META_COLUMNS
+from fedcore.schema.meta import COMMIT_TIME, META_COLUMNS
 from fedcore.timeline import (
     COMPACTION,
     DELTA_COMMIT,
     WRITE_ACTIONS,
+    Instant,
     Timeline,
     parse_instant_time,
 )
@@ -81,15 +82,66 @@ class ScanPlan:
         return self.reader.read_all(self.slices, self.columns, self.row_filters)
 
 
-def check_by_requested_time(table: TableHandle, query: str) -> None:
-    """Refuse a query that selects instants by time on a table whose version orders them by
-    completion time (Hudi 1.x: incremental queries compare completion times; fedcore's compare
-    requested times, which may differ and so return other rows)."""
-    if not table.layout.writes:
-        raise UnsupportedTableError(
-            f"table {table.name} has table version {table.config.version}: its {query} selects instants by "
-            "completion time, which fedcore does not read yet (a snapshot of its latest state is read)"
-        )
+@dataclass(frozen=True)
+class Changes:
+    """What an incremental query keeps of its snapshot: the records the instants after
+    ``after`` wrote (each record's latest version carries the instant that wrote it).
+
+    ``instants``: on a table whose instants are ordered by completion time (Hudi 1.x), the
+    requested times of those that completed after ``after`` (a completion time) and by the
+    query's end; None on one ordered by requested time, where every instant after ``after``
+    counts."""
+
+    after: str
+    instants: frozenset[str] | None = None
+
+    def row_filter(self) -> Filter | None:
+        """The filter on ``_hoodie_commit_time`` that keeps those records; None: none can."""
+        if self.instants is None:
+            return Filter(COMMIT_TIME, ">", self.after)
+        return Filter(COMMIT_TIME, "IN", sorted(self.instants)) if self.instants else None
+
+    def keeps(self, file_slice: FileSlice) -> bool:
+        """Whether a slice may hold such a record: its base file was written in the window,
+        or it has log files."""
+        if file_slice.log_files:
+            return True
+        if self.instants is None:
+            return file_slice.base_instant > self.after
+        return file_slice.base_instant in self.instants
+
+
+def _completion_window(
+    table_name: str, timeline: Timeline, actions: frozenset[str], after: str, end: str | None
+) -> tuple[Changes, str | None]:
+    """An incremental query on a table ordered by completion time, as Hudi 1.x answers it: the
+    writes completed after ``after`` and by ``end`` (completion times; ``after`` all zeros:
+    from the start), and the snapshot that holds them, as the requested time to read as of.
+
+    That snapshot is exact only if no write requested by then completed after ``end``: one
+    that did is refused (``InvalidInstantError``), never read into the answer."""
+    done = timeline.completed(actions)
+
+    def completed_at(instant: Instant) -> str:
+        return instant.completion_time or instant.time
+
+    start = after if after.strip("0") else ""
+    inside = [i for i in done if end is None or completed_at(i) <= end]
+    fresh = frozenset(i.time for i in inside if completed_at(i) > start)
+    if end is None:
+        return Changes(after, fresh), None
+    if not inside:
+        return Changes(after, frozenset()), "0" * 17
+    as_of = max(i.time for i in inside)
+    for instant in done:
+        if instant.time <= as_of and completed_at(instant) > end:
+            raise InvalidInstantError(
+                f"table {table_name}: the {instant.action} requested at {instant.time} completed at "
+                f"{completed_at(instant)}, after the incremental query's end {end}, though requested before "
+                f"a write that completed by then: fedcore reads no state of the table that holds one "
+                f"and not the other; end the query before {instant.time}'s completion or after it"
+            )
+    return Changes(after, fresh), as_of
 
 
 def _check_settled(table_name: str, timeline: Timeline, as_of: str) -> None:
@@ -116,8 +168,11 @@ class ScanPlanner:
         index: FileIndex,
         reader: SliceReader,
         slicing: LogSlicing | None = None,
+        changes: Changes | None = None,
     ) -> None:
         self.table = table
+        #: An incremental query's window (``open``'s ``changed_after``); None for a snapshot.
+        self.changes = changes
         #: What places log files named after their delta commits (Hudi 1.x) in their slices.
         self.slicing = slicing
         self.as_of = as_of
@@ -133,21 +188,35 @@ class ScanPlanner:
 
     @classmethod
     def open(
-        cls, table: TableHandle, as_of: str | None = None, query_type: QueryType = "snapshot"
+        cls,
+        table: TableHandle,
+        as_of: str | None = None,
+        query_type: QueryType = "snapshot",
+        changed_after: str | None = None,
     ) -> ScanPlanner:
         """List the timeline once (it gives both the snapshot and its schema) and learn the
-        snapshot: the instant read, its schema's types, how its log records merge."""
+        snapshot: the instant read, its schema's types, how its log records merge.
+
+        ``changed_after``: an incremental query (``changes``) of the instants after it, up to
+        ``as_of``; on a table ordered by completion time (Hudi 1.x) both are completion
+        times, as there."""
         if query_type not in QUERY_TYPES:
             raise InvalidColumnsError(f"query type {query_type!r} is not one of {', '.join(QUERY_TYPES)}")
         if as_of is not None:
             parse_instant_time(as_of)
             check_not_archived(table.fs.table_fs, table.path, as_of)
+        if changed_after is not None and changed_after.strip("0"):  # "000": from the start
+            parse_instant_time(changed_after)
         merge_on_read = table.config.merge_on_read
         timeline = table.timeline(latest_read=as_of is None)
         timeline.check_readable(table.name, merge_on_read)
-        if as_of is not None and table.layout.log_files.names_delta_commit:
-            _check_settled(table.name, timeline, as_of)
         actions = table.write_actions
+        by_completion = table.layout.log_files.names_delta_commit
+        changes = None if changed_after is None else Changes(changed_after)
+        if changed_after is not None and by_completion:
+            changes, as_of = _completion_window(table.name, timeline, actions, changed_after, as_of)
+        elif as_of is not None and by_completion:
+            _check_settled(table.name, timeline, as_of)
         writes = timeline.completed(actions, as_of=as_of)
         index = table.file_index_at(timeline)
         # The instant read: the last write completed as of ``as_of``; None before the first
@@ -176,6 +245,16 @@ class ScanPlanner:
         )
         merging = merge_on_read and query_type == "snapshot"
         rules = merge_rules(table.name, table.config, types) if merging else None
+        if changes is not None and by_completion and rules is not None and rules.payload == "ordering":
+            # Hudi 1.x merges only the window's log records onto a base record here, and
+            # returns the merged record even where an older-ordered base record won: rows
+            # that are not the records' latest versions, nor all written in the window.
+            raise UnsupportedTableError(
+                f"table {table.name} merges records by event time: an incremental query of its "
+                "merge-on-read slices is answered by Hudi 1.x with records written before the window "
+                "where they outrank the window's, which fedcore does not reproduce; read a snapshot "
+                "or time travel instead"
+            )
         reader = SliceReader(table, instant, types, rules, committed, computed)
         slicing = None
         if merging and table.layout.log_files.names_delta_commit:
@@ -192,7 +271,7 @@ class ScanPlanner:
                 committed.first,
                 lambda instant: history().get(instant),
             )
-        return cls(table, as_of, timeline, index, reader, slicing)
+        return cls(table, as_of, timeline, index, reader, slicing, changes)
 
     def plan(self, filters: Sequence[FilterSpec] = (), columns: Sequence[str] | None = None) -> ScanPlan:
         """The file slices to read and the filters to apply to their rows (``columns``: what a

@@ -28,10 +28,9 @@ from fedcore.files.file_slice import FileSlice, QueryType
 from fedcore.io.filesystems import open_sized
 from fedcore.io.parquet import read_parquet_metadata
 from fedcore.read.filters import Filter, FilterSpec, parse_where
-from fedcore.read.planner import ScanPlan, ScanPlanner, check_by_requested_time
+from fedcore.read.planner import ScanPlan, ScanPlanner
 from fedcore.schema.evolution import conform_to, widens
-from fedcore.schema.meta import COMMIT_TIME, META_COLUMNS
-from fedcore.timeline import parse_instant_time
+from fedcore.schema.meta import META_COLUMNS
 
 if TYPE_CHECKING:
     from fedcore.handle import TableHandle
@@ -122,33 +121,29 @@ class DataScan:
     def _planner(self) -> ScanPlanner:
         if self._snapshot is not None:
             return self._snapshot
-        planner = ScanPlanner.open(self.table, self.as_of, self.query_type)
-        if self.changed_after is not None:
-            check_by_requested_time(self.table, "incremental query")
-            if self.changed_after.strip("0"):  # "000": from the start, as Hudi spells it
-                parse_instant_time(self.changed_after)
-            if not planner.meta_fields:
-                raise UnsupportedTableError(
-                    f"table {self.table.name} was written without meta fields: its records carry no "
-                    "commit time, so an incremental query cannot tell which changed"
-                )
+        planner = ScanPlanner.open(self.table, self.as_of, self.query_type, self.changed_after)
+        if self.changed_after is not None and not planner.meta_fields:
+            raise UnsupportedTableError(
+                f"table {self.table.name} was written without meta fields: its records carry no "
+                "commit time, so an incremental query cannot tell which changed"
+            )
         object.__setattr__(self, "_snapshot", planner)  # frozen: the snapshot is a cache
         return planner
 
     def _plan(self, planner: ScanPlanner) -> ScanPlan:
         """The slices and row filters to read. An incremental query reads the snapshot as of
-        ``as_of``, where every record's latest version carries the instant that wrote it:
-        the rows written after ``changed_after`` are exactly those, in the file groups whose
-        slice began after it (or that have log files). Nothing it needs is archived or
-        cleaned while the snapshot itself is readable."""
+        its end, where every record's latest version carries the instant that wrote it: the
+        rows the window's instants wrote are exactly those (``planner.Changes``), in the file
+        groups whose slice began in it (or that have log files). Nothing it needs is archived
+        or cleaned while the snapshot itself is readable."""
         columns = self._columns(planner)
-        if self.changed_after is None:
+        changes = planner.changes
+        if changes is None:
             return planner.plan(self.filters, columns)
-        after = self.changed_after
-        plan = planner.plan([*self.filters, Filter(COMMIT_TIME, ">", after)], columns)
-        return dataclasses.replace(
-            plan, slices=[s for s in plan.slices if s.base_instant > after or s.log_files]
-        )
+        kept = changes.row_filter()
+        plan = planner.plan([*self.filters, *([kept] if kept is not None else [])], columns)
+        slices = [s for s in plan.slices if kept is not None and changes.keeps(s)]
+        return dataclasses.replace(plan, slices=slices)
 
     def _columns(self, planner: ScanPlanner) -> list[str] | None:
         if self.columns is not None:

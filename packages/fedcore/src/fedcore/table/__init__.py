@@ -175,7 +175,10 @@ class Table:
     ) -> DataScan:
         """An incremental query (Hudi's ``hoodie.datasource.query.type=incremental``): the
         latest version, as of ``end`` (default: now), of every record written by the instants
-        after ``begin`` and up to ``end``. Deleted records are not returned (as in Hudi)."""
+        after ``begin`` and up to ``end``. Deleted records are not returned (as in Hudi).
+
+        On tables of versions 8 and 9 (Hudi 1.x) ``begin`` and ``end`` are completion times, as
+        Hudi 1.x reads them: the instants that completed after ``begin`` and by ``end``."""
         return self.scan(filters, columns, as_of=end).update(changed_after=begin)
 
     def read(
