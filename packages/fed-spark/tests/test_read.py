@@ -316,6 +316,10 @@ HUDI_TABLES = ["v6_complexkeygen_hivestyle", "v6_nonpartitioned", "v6_simplekeyg
         "mor/parquet/v6_complexkeygen_hivestyle",
         "mor/parquet/v6_nonpartitioned_rollback",
         "mor/avro/v6_trips_8i1u",
+        # Hudi 1.x's (versions 8 and 9): log files placed by completion time, merge modes.
+        "v9_txns_simple_nometa",
+        "mor/avro/v8_trips_8i3u1d",
+        "mor/avro/v9_txns_simple_nometa",
     ],
 )
 def test_tables_written_by_hudi_read_as_fedcore_reads_them(

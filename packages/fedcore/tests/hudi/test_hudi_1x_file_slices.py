@@ -5,6 +5,7 @@ time (Hudi's ``HoodieFileGroup.getBaseInstantTime``), not the instant the name c
 from __future__ import annotations
 
 import json
+import pickle
 import zipfile
 from pathlib import Path
 
@@ -244,3 +245,15 @@ def test_an_incremental_query_selects_by_completion_time_and_refuses_an_end_it_c
     with pytest.raises(InvalidInstantError, match=f"requested at {first} completed at {late}"):
         table.changes("000", end=second_done).to_arrow()
     assert commit_times(table.changes("000", end=late)) == {first, second}
+
+
+def test_a_planned_scan_of_hudi_1x_log_files_pickles_for_an_engines_tasks(tmp_path: Path) -> None:
+    """Spark's Python data source carries the planned scan to its workers: what places log
+    files (the archived timeline's lookup among it) pickles, and reads the same after."""
+    with zipfile.ZipFile(HUDI_RS_TABLES / "mor" / "avro" / "v8_trips_8i3u1d.zip") as archive:
+        archive.extractall(tmp_path)
+    plan = load_table(f"file://{tmp_path / 'v8_trips_8i3u1d'}").scan().plan()
+    carried = pickle.loads(pickle.dumps(plan))
+    assert [carried.read(s).to_pylist() for s in carried.slices] == [
+        plan.read(s).to_pylist() for s in plan.slices
+    ]

@@ -10,7 +10,6 @@ rows, and the ``SliceReader`` (``slice_reader``) that reads them, here or in an 
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -44,7 +43,7 @@ from fedcore.timeline import (
     Timeline,
     parse_instant_time,
 )
-from fedcore.timeline.lsm import DEFAULT_HISTORY_FOLDER, archived_completion_times
+from fedcore.timeline.lsm import DEFAULT_HISTORY_FOLDER, ArchivedCompletionTimes
 from fedcore.timeline.retention import check_not_archived
 
 if TYPE_CHECKING:
@@ -260,16 +259,12 @@ class ScanPlanner:
         if merging and table.layout.log_files.names_delta_commit:
             # Hudi 1.x: a log file's slice follows from when its delta commit completed (a
             # completed instant named the old way, with no completion time, stands at its own).
-            history = functools.cache(
-                lambda: archived_completion_times(
-                    table.fs.table_fs, f"{table.layout.instants.folder(table.path)}/{DEFAULT_HISTORY_FOLDER}"
-                )
-            )
+            history = f"{table.layout.instants.folder(table.path)}/{DEFAULT_HISTORY_FOLDER}"
             slicing = LogSlicing(
                 {i.time: i.completion_time or i.time for i in timeline.completed(actions)},
                 frozenset(i.time for i in timeline.pending() if i.action == COMPACTION),
                 committed.first,
-                lambda instant: history().get(instant),
+                ArchivedCompletionTimes(table.fs.table_fs, history),
             )
         return cls(table, as_of, timeline, index, reader, slicing, changes)
 

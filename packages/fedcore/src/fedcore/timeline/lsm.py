@@ -73,3 +73,19 @@ def _latest_version(fs: AbstractFileSystem, folder: str, names: set[str]) -> int
             return int(text)
     numbers = [int(m[1]) for m in map(_MANIFEST_RE.fullmatch, names) if m is not None]
     return max(numbers, default=None)
+
+
+class ArchivedCompletionTimes:
+    """``archived_completion_times`` of one history folder, read on the first lookup and kept:
+    a plan's completion-time lookup of archived instants (it pickles, as the plans an engine
+    hands its tasks do)."""
+
+    def __init__(self, fs: AbstractFileSystem, history_folder: str) -> None:
+        self.fs = fs
+        self.history_folder = history_folder
+        self._found: dict[str, str] | None = None
+
+    def __call__(self, instant: str) -> str | None:
+        if self._found is None:
+            self._found = archived_completion_times(self.fs, self.history_folder)
+        return self._found.get(instant)
