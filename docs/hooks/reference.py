@@ -5,8 +5,10 @@ differ from what the code generates. As an MkDocs hook it also makes the changel
 ``CHANGELOG.md``.
 
 ``reference/configuration.md`` lists every key ``fedcore.properties`` defines (runtime
-settings with their type, default and bounds; table-config and storage keys), its
-documentation comment, and the fedcore modules that read it. ``reference/cli.md`` is the
+settings with their type, default, bounds and an example; table-config and storage keys), its
+documentation comment, and the fedcore modules that read it; then every key fed-spark reads
+(``fed_spark.options.SPARK_OPTIONS``) and the storage options fedcore reads or sets
+(``fedcore.io.filesystems.STORAGE_OPTIONS``). ``reference/cli.md`` is the
 ``fed`` command's parser, command by command. ``reference/api.md`` is the public Python API
 of fedcore and the engine adapters, read from their sources by griffe (nothing imported, so
 no engine needs installing): signatures and Google-style docstrings as Markdown.
@@ -15,6 +17,8 @@ no engine needs installing): signatures and Google-style docstrings as Markdown.
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib.util
 import os
 import re
 import sys
@@ -25,6 +29,7 @@ from mkdocs.structure.files import File, Files
 
 from fedcore import properties as P
 from fedcore.cli.main import _parser
+from fedcore.io import filesystems
 
 _SOURCE = Path(P.__file__).parent
 _OPTION_TYPES = {
@@ -65,6 +70,49 @@ def _readers() -> dict[str, list[str]]:
     return {name: sorted(modules) for name, modules in readers.items()}
 
 
+#: Examples of the runtime settings that have no default to show (the others' examples are
+#: made from their type: the other choice, the other boolean, the default number).
+_EXAMPLES = {
+    P.COLUMN_STATS_COLUMNS: "ts,fare",
+    P.HIVE_SYNC_METASTORE_URIS: "thrift://metastore:9083",
+    P.HIVE_SYNC_DATABASE: "lake",
+    P.HIVE_SYNC_TABLE: "rides",
+    P.META_SYNC_TOOLS: P.GLUE_SYNC_TOOL,
+    P.AWS_GLUE_ENDPOINT: "http://localhost:5000",
+    P.AWS_GLUE_REGION: "eu-west-1",
+    P.AWS_ACCESS_KEY: "AKIA...",
+    P.AWS_SECRET_KEY: "...",
+    P.AWS_SESSION_TOKEN: "...",
+}
+
+
+def _example(option: Any) -> str:
+    default = getattr(option, "default", None)
+    if isinstance(option, P.BoolOption):
+        value = str(not default).lower()
+    elif isinstance(option, P.ChoiceOption):
+        value = next((c for c in sorted(option.choices) if c != default), default)
+    elif default is not None:
+        value = str(default)
+    else:
+        value = _EXAMPLES[option]
+    return f"`{option}={value}`"
+
+
+@functools.cache
+def _spark() -> Any:
+    """``fed_spark.options``, run from its file: importing the package would import PySpark,
+    which the docs env does not install (the module itself imports fedcore alone)."""
+    path = _ROOT / "packages" / "fed-spark" / "src" / "fed_spark" / "options.py"
+    spec = importlib.util.spec_from_file_location("_fed_spark_options", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # where its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -94,8 +142,8 @@ def configuration() -> str:
         "",
         "Given when a table is opened or written; each is parsed before a write begins.",
         "",
-        "| key | type | default | notes | read by |",
-        "| --- | --- | --- | --- | --- |",
+        "| key | type | default | notes | example | read by |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for option in P.RUNTIME_OPTIONS:
         kind = _OPTION_TYPES[type(option)]
@@ -110,7 +158,7 @@ def configuration() -> str:
             "" if default is None else f"`{str(default).lower() if isinstance(default, bool) else default}`"
         )
         notes = "; ".join(filter(None, [*extra, notes]))
-        lines.append(f"| `{option}` | {kind} | {shown} | {notes} | {used} |")
+        lines.append(f"| `{option}` | {kind} | {shown} | {notes} | {_example(option)} | {used} |")
     lines += [
         "",
         "## Storage keys",
@@ -138,7 +186,63 @@ def configuration() -> str:
     for key in sorted(P.TABLE_KEYS - runtime):
         notes, used = about(key)
         lines.append(f"| `{key}` | {notes} | {used} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, *_spark_section(), *_storage_section()]) + "\n"
+
+
+def _spark_section() -> list[str]:
+    spark = _spark()
+    lines = [
+        "",
+        "## fed-spark options",
+        "",
+        "Generated from `fed_spark.options.SPARK_OPTIONS`: every key fed-spark reads. Where a key",
+        "applies: **read** `spark.read.format(\"fed\").option(...)`, a SQL table's or view's",
+        "`OPTIONS` (`fed_spark.read` takes `as_of`, `query_type` as arguments); **write**",
+        '`df.write.format("fed").option(...)`, `fed_spark.write(df, path, options)`, SQL `INSERT`;',
+        '**readStream** / **writeStream** `format("fed")`; **create_table**',
+        "`fed_spark.create_table`'s `OPTIONS` and `TBLPROPERTIES`; **register**",
+        "`fed_spark.register`'s arguments; **Spark conf** the session's configuration. Option names",
+        "are case-insensitive, as Spark passes them; a read or a streaming read refuses any other",
+        "key, and a write any key but `hoodie.*` ones fedcore reads. See [Spark](../spark.md).",
+        "",
+        "| key | applies to | type | default | notes | example |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for option in spark.SPARK_OPTIONS:
+        lines.append(_row(option, ", ".join(option.scopes), option.kind))
+    return lines
+
+
+def _row(option: Any, *about: str) -> str:
+    """A fed-spark or storage option's row: its name, ``about`` it, default, notes, example."""
+    default = "" if option.default is None else f"`{_cell(option.default)}`"
+    cells = [f"`{option.name}`", *about, default, _cell(option.description), f"`{_cell(option.example)}`"]
+    return "| " + " | ".join(cells) + " |"
+
+
+def _storage_section() -> list[str]:
+    lines = [
+        "",
+        "## Storage options",
+        "",
+        "`storage_options={...}` of `fedcore.load_table` / `create_table`, `fed_spark.register`:",
+        'a dict per protocol (`"s3"`: every S3 root) or URI prefix',
+        '(`"s3://lake-eu"`: that bucket only); for a root, the protocol\'s options apply first,',
+        "then each matching prefix's, shortest first (dict values such as `client_kwargs` merge one",
+        "level deep). The `fed` command's `--storage-option KEY=VALUE` and Spark's",
+        "`fed.storage.KEY` give S3's flat: "
+        + ", ".join(f"`{key}`" for key in filesystems.CLIENT_KEYS)
+        + " go to `client_kwargs`, any other key",
+        "to s3fs as it is. Keys other than these go to the protocol's fsspec filesystem as they are",
+        "(S3: s3fs's `key`, `secret`, `token`, `anon`, `s3_additional_kwargs`, ...); a key it",
+        "does not take is not refused (s3fs accepts any). Never written to the table. See",
+        "[Storage](../storage.md).",
+        "",
+        "| key | protocol | default | notes | example |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    lines += [_row(option, option.protocol) for option in filesystems.STORAGE_OPTIONS]
+    return lines
 
 
 def _arguments(parser: argparse.ArgumentParser) -> list[str]:
@@ -196,12 +300,23 @@ def cli() -> str:
 
 
 def undescribed() -> list[str]:
-    """Configuration keys without a ``#:`` comment and ``fed`` arguments without help: the
-    build fails on any (a reference row that says nothing is a reference that is not one)."""
+    """Configuration keys without a ``#:`` comment, fed-spark and storage options without a
+    description or an example, and ``fed`` arguments without help: the build fails on any (a
+    reference row that says nothing is a reference that is not one)."""
     comments, names = _comments(), _constants()
     runtime = {str(option) for option in P.RUNTIME_OPTIONS}
     keys = [*runtime, *P.STORAGE_KEYS, *(P.TABLE_KEYS - runtime - set(P.STORAGE_KEYS))]
     missing = [f"key {key}" for key in sorted(set(keys)) if not comments.get(names.get(key, ""), "")]
+    missing += [
+        f"fed-spark option {option.name}"
+        for option in _spark().SPARK_OPTIONS
+        if not option.description.strip() or not option.example.strip() or not option.scopes
+    ]
+    missing += [
+        f"storage option {option.name}"
+        for option in filesystems.STORAGE_OPTIONS
+        if not option.description.strip() or not option.example.strip()
+    ]
 
     def walk(parser: argparse.ArgumentParser, command: str) -> None:
         for action in parser._actions:

@@ -26,16 +26,24 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 import fedcore
-from fed_spark.options import STORAGE_PREFIX
+from fed_spark.options import PRECOMBINE_FIELD as PRECOMBINE_OPTION
+from fed_spark.options import (
+    PRECOMBINE_PROPERTY,
+    RECORD_KEY_FIELD,
+    STORAGE_PREFIX,
+    TABLE_TYPE_NAMES,
+    TABLE_TYPE_PROPERTY,
+)
+from fed_spark.options import PRIMARY_KEY as PRIMARY_KEY_PROPERTY
 from fed_spark.session import AnySession, registered
 from fedcore import Table, load_table
 from fedcore.exceptions import ConfigError, TableNotFoundError
 
-#: Hudi's Spark SQL table properties and what they are in Hudi's write options.
-PRIMARY_KEY: Final = "primarykey"
-PRECOMBINE_FIELD: Final = "precombinefield"
-TYPE: Final = "type"
-_TYPES: Final = {"cow": "COPY_ON_WRITE", "mor": "MERGE_ON_READ"}
+#: Hudi's Spark SQL table properties, as the statement's parser gives them (lower case).
+PRIMARY_KEY: Final = PRIMARY_KEY_PROPERTY.lower()
+PRECOMBINE_FIELD: Final = PRECOMBINE_PROPERTY.lower()
+TYPE: Final = TABLE_TYPE_PROPERTY.lower()
+_TYPES: Final = TABLE_TYPE_NAMES
 #: The session catalog's name, as a three-part table name may start with it.
 _SESSION_CATALOG: Final = "spark_catalog"
 
@@ -355,16 +363,14 @@ class _Ddl:
             raise ConfigError("LOCATION", "and OPTIONS (path ...) both name a location: give one")
         self.storage_options = {k: v for k, v in given.items() if k.startswith(STORAGE_PREFIX)}
         self.storage = {k[len(STORAGE_PREFIX) :]: v for k, v in self.storage_options.items()}
-        keys = given.pop(PRIMARY_KEY, None) or given.pop("hoodie.datasource.write.recordkey.field", None)
+        keys = given.pop(PRIMARY_KEY, None) or given.pop(RECORD_KEY_FIELD, None)
         if not keys:
             raise ConfigError(
                 "TBLPROPERTIES", "primaryKey is needed (the record key columns, comma separated)"
             )
         self.record_key_fields = [k.strip() for k in keys.split(",") if k.strip()]
-        self.precombine_field = given.pop(PRECOMBINE_FIELD, None) or given.pop(
-            "hoodie.datasource.write.precombine.field", None
-        )
-        kind = given.pop(TYPE, "cow").strip().lower()
+        self.precombine_field = given.pop(PRECOMBINE_FIELD, None) or given.pop(PRECOMBINE_OPTION, None)
+        kind = given.pop(TYPE, next(iter(_TYPES))).strip().lower()
         if kind not in _TYPES:
             raise ConfigError("TBLPROPERTIES", f"type={kind!r} is not cow or mor")
         self.table_type = _TYPES[kind]

@@ -3,6 +3,11 @@
 Spark hands a data source its options as strings, case-insensitively. Every key a read
 accepts is bound here to its parser; any other key is refused (``ConfigError``) rather
 than ignored, so a misspelt ``as.of.instant`` can never silently read the latest data.
+
+Every key fed-spark reads (the data source's options, ``create_table``'s properties, the
+Spark conf keys it consults) is named here once and declared in ``SPARK_OPTIONS``, from
+which the configuration reference is generated. This module imports fedcore alone, never
+PySpark: the docs build reads it without Spark installed.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from fedcore import properties as P
-from fedcore.engine import QUERY_TYPES, QueryType, StorageOptions, storage_options_of
+from fedcore.engine import OPERATIONS, QUERY_TYPES, QueryType, StorageOptions, storage_options_of
 from fedcore.exceptions import ConfigError, InvalidPathError
 from fedcore.properties import TableType
 
@@ -255,7 +260,7 @@ def _fields(text: str | None) -> tuple[str, ...]:
 
 
 #: Spark's option naming a streaming query's checkpoint (Spark passes it to the sink).
-CHECKPOINT_LOCATION: Final = "checkpointlocation"
+CHECKPOINT_LOCATION: Final = "checkpointLocation"
 #: Hudi's: who a streaming sink's batches are recorded as (default: the query's id, which Spark
 #: keeps in the checkpoint, so it survives restarts and differs between queries).
 STREAMING_IDENTIFIER: Final = "hoodie.datasource.write.streaming.checkpoint.identifier"
@@ -276,13 +281,13 @@ class StreamWriteOptions:
     @classmethod
     def of(cls, options: Mapping[str, str]) -> StreamWriteOptions:
         given = _given(options)
-        checkpoint = given.pop(CHECKPOINT_LOCATION, None)
+        checkpoint = given.pop(CHECKPOINT_LOCATION.lower(), None)
         identifier = given.pop(STREAMING_IDENTIFIER, None)
         if checkpoint is None and identifier is None:
             # Without either, a batch's id says nothing of which query wrote it: a new query
             # would skip batches an old one committed, or replay them twice.
             raise ConfigError(
-                "checkpointLocation",
+                CHECKPOINT_LOCATION,
                 "is needed by a fed streaming write (its query id makes each batch commit exactly once): "
                 f"set it on writeStream, or name the writer with {STREAMING_IDENTIFIER}",
             )
@@ -308,3 +313,329 @@ class StreamReadOptions:
         else:
             start = instant_of(start, START_OFFSET)
         return cls(path, start, _storage_only(given, "a fed streaming read", f"{PATH}, {START_OFFSET}"))
+
+
+#: Hudi's Spark SQL table properties (``create_table``'s TBLPROPERTIES), read case-insensitively.
+PRIMARY_KEY: Final = "primaryKey"
+PRECOMBINE_PROPERTY: Final = "preCombineField"
+TABLE_TYPE_PROPERTY: Final = "type"
+#: The table types ``type`` names, and what they are in Hudi's write options.
+TABLE_TYPE_NAMES: Final = {"cow": "COPY_ON_WRITE", "mor": "MERGE_ON_READ"}
+
+#: Spark conf keys fed-spark reads: how a scan's files are packed into input partitions, as
+#: Spark's file sources pack them (read at ``register``).
+MAX_PARTITION_BYTES: Final = "spark.sql.files.maxPartitionBytes"
+OPEN_COST_BYTES: Final = "spark.sql.files.openCostInBytes"
+#: How many tasks a scan is spread over at least: the first of these that is set.
+PARALLELISM_KEYS: Final = (
+    "spark.sql.files.minPartitionNum",
+    "spark.sql.leafNodeDefaultParallelism",
+    "spark.default.parallelism",
+)
+#: Spark's switch for offering a Python source its filters (``register`` turns it on).
+FILTER_PUSHDOWN: Final = "spark.sql.python.filterPushdown.enabled"
+#: How many tasks ``fed_spark.write`` routes an upsert's or delete's rows over.
+SHUFFLE_PARTITIONS: Final = "spark.sql.shuffle.partitions"
+#: What a Spark Connect plan may hold (the server's setting; the client's channel alike).
+CONNECT_MESSAGE_SIZE: Final = "spark.connect.grpc.maxInboundMessageSize"
+#: What a Spark Connect plan may hold by default (``CONNECT_MESSAGE_SIZE`` on the server, the
+#: client's channel alike).
+CONNECT_MESSAGE_BYTES: Final = 128 * 2**20
+#: ``fed_spark.register``'s argument: the session's storage options.
+STORAGE_OPTIONS_ARGUMENT: Final = "storage_options"
+
+#: Where a key applies: a ``format("fed")`` read (``spark.read``, a SQL table's or view's
+#: OPTIONS), a write (``df.write.format("fed")``, ``fed_spark.write``'s options, SQL
+#: ``INSERT``), a streaming read or write, ``fed_spark.create_table``'s statement,
+#: ``fed_spark.register``'s arguments, or the session's Spark conf.
+READ: Final = "read"
+WRITE: Final = "write"
+STREAM_READ: Final = "readStream"
+STREAM_WRITE: Final = "writeStream"
+CREATE_TABLE: Final = "create_table"
+REGISTER: Final = "register"
+SPARK_CONF: Final = "Spark conf"
+SCOPES: Final = (READ, WRITE, STREAM_READ, STREAM_WRITE, CREATE_TABLE, REGISTER, SPARK_CONF)
+
+
+@dataclass(frozen=True)
+class SparkOption:
+    """A key fed-spark reads: where it applies, what it takes, its default (None: none, or
+    as the description says) and an example value."""
+
+    name: str
+    scopes: tuple[str, ...]
+    kind: str
+    default: str | None
+    description: str
+    example: str
+
+
+def _mb(size: int) -> str:
+    return f"{size // 2**20}m"
+
+
+def _fewest_tasks(index: int) -> str:
+    """What the ``index``-th of ``PARALLELISM_KEYS`` does: the first of them set counts."""
+    before = " and ".join(f"`{k}`" for k in PARALLELISM_KEYS[:index])
+    where = f", where {before} {'is' if index == 1 else 'are'} not set" if index else ""
+    none = (
+        " (none set: the cluster's cores, which a Spark Connect client counts with one small job)"
+        if index + 1 == len(PARALLELISM_KEYS)
+        else ""
+    )
+    return f"Read at `register`: the fewest tasks a scan is spread over{where}{none}."
+
+
+_TABLE_OPTIONS: Final = (READ, WRITE, STREAM_READ, STREAM_WRITE)
+_INSTANT_TEXT: Final = "`yyyyMMddHHmmss[SSS]`, `yyyy-MM-dd HH:mm:ss[.SSS]` or `yyyy-MM-dd`"
+
+#: Every key fed-spark reads, in the order the configuration reference lists them. The names
+#: are the constants the readers use, so the reference cannot name a key they do not read.
+SPARK_OPTIONS: Final[tuple[SparkOption, ...]] = (
+    SparkOption(
+        PATH,
+        _TABLE_OPTIONS,
+        "path",
+        None,
+        "The table path (the folder holding `.hoodie`), as `load(path)` and `save(path)` give it; "
+        f"a glob is refused. A SQL table's `{LOCATION}` is taken as its path (both given: the same).",
+        "s3://lake/rides",
+    ),
+    SparkOption(
+        f"{STORAGE_PREFIX}<option>",
+        (*_TABLE_OPTIONS, CREATE_TABLE),
+        "text",
+        None,
+        "A storage option, flat as the CLI's `--storage-option` takes it (S3's: `endpoint_url` and "
+        "`region_name` go to the botocore client, any other key to s3fs; see Storage options), "
+        "over those `fed_spark.register` was given. A SQL table keeps them with its path.",
+        f"{STORAGE_PREFIX}endpoint_url=http://localhost:9000",
+    ),
+    SparkOption(
+        AS_OF_INSTANT,
+        (READ,),
+        "instant",
+        None,
+        f"Time travel: the table as of this instant ({_INSTANT_TEXT}); not with an incremental "
+        "query. Default: the latest completed instant.",
+        "2024-01-31 12:00:00",
+    ),
+    SparkOption(
+        QUERY_TYPE,
+        (READ,),
+        "choice",
+        "snapshot",
+        f"One of {', '.join(f'`{q}`' for q in (*QUERY_TYPES, INCREMENTAL))}: a merge-on-read "
+        "table's base files alone (`read_optimized`), or the latest version of every record "
+        f"written in a range of instants (`{INCREMENTAL}`).",
+        INCREMENTAL,
+    ),
+    SparkOption(
+        BEGIN_INSTANT,
+        (READ,),
+        "instant",
+        None,
+        f"An incremental query's start, exclusive (needed by one): records written after this "
+        f"instant ({_INSTANT_TEXT}, or `000` for the first).",
+        "20240131120000000",
+    ),
+    SparkOption(
+        END_INSTANT,
+        (READ,),
+        "instant",
+        None,
+        "An incremental query's end, inclusive. Default: the latest completed instant.",
+        "20240201000000000",
+    ),
+    SparkOption(
+        START_OFFSET,
+        (STREAM_READ,),
+        "`earliest`, `latest` or an instant",
+        EARLIEST,
+        "Where a streaming read starts: the table's first instant, its latest (only what comes "
+        "after), or an instant (read from it on, inclusive).",
+        LATEST,
+    ),
+    SparkOption(
+        TABLE_NAME,
+        (WRITE, STREAM_WRITE),
+        "text",
+        None,
+        "The name of a table the write creates (default: the path's last part); given to a "
+        "table that exists, it must be its name.",
+        "rides",
+    ),
+    SparkOption(
+        OPERATION,
+        (WRITE, STREAM_WRITE),
+        "choice",
+        "upsert",
+        f"One of {', '.join(f'`{o}`' for o in OPERATIONS)}. SQL `INSERT INTO` inserts; the "
+        "Overwrite save mode replaces the table, or with `insert_overwrite` the partitions written.",
+        "bulk_insert",
+    ),
+    SparkOption(
+        RECORD_KEY_FIELD,
+        (WRITE, STREAM_WRITE, CREATE_TABLE),
+        "list (comma-separated)",
+        None,
+        "The record key columns: needed to create a table; given to a table that exists, they "
+        f"must be its. In `create_table`, `{PRIMARY_KEY}` says the same.",
+        "ride_id",
+    ),
+    SparkOption(
+        PARTITION_PATH_FIELD,
+        (WRITE, STREAM_WRITE),
+        "list (comma-separated)",
+        None,
+        "The partition columns of a table the write creates (default: none, unpartitioned); "
+        "Hudi's `field:type` key generator types are refused.",
+        "city",
+    ),
+    SparkOption(
+        PRECOMBINE_FIELD,
+        (WRITE, STREAM_WRITE, CREATE_TABLE),
+        "text",
+        None,
+        "The column whose greatest value wins between records of one key. In `create_table`, "
+        f"`{PRECOMBINE_PROPERTY}` says the same.",
+        "ts",
+    ),
+    SparkOption(
+        HIVE_STYLE,
+        (WRITE, STREAM_WRITE),
+        "boolean",
+        "true",
+        "Whether a new table's partition folders are named `column=value` (Hudi's default is "
+        "false; fed's is true).",
+        "false",
+    ),
+    SparkOption(
+        TABLE_TYPE,
+        (WRITE, STREAM_WRITE),
+        "choice",
+        P.TABLE_TYPES[0],
+        f"One of {', '.join(f'`{t}`' for t in P.TABLE_TYPES)}: the type of a table the write "
+        "creates; given to a table that exists, it must be its type.",
+        "MERGE_ON_READ",
+    ),
+    SparkOption(
+        "hoodie.*",
+        (WRITE, STREAM_WRITE, CREATE_TABLE),
+        "as the key's",
+        None,
+        "Any other `hoodie.*` key goes to fedcore: its runtime settings and table config (the "
+        "tables above); a key fedcore does not read is refused.",
+        "hoodie.parquet.compression.codec=zstd",
+    ),
+    SparkOption(
+        CHECKPOINT_LOCATION,
+        (STREAM_WRITE,),
+        "path",
+        None,
+        "Spark's checkpoint of the query: the query id Spark keeps there names the writer of each "
+        "batch, so a batch commits exactly once. This or the identifier below is needed.",
+        "s3a://lake/checkpoints/bronze",
+    ),
+    SparkOption(
+        STREAMING_IDENTIFIER,
+        (STREAM_WRITE,),
+        "text",
+        None,
+        "Who a streaming write's batches are recorded as (default: the query's id, from its "
+        "checkpoint): for a query without its own `checkpointLocation` option.",
+        "bronze-ingest",
+    ),
+    SparkOption(
+        PRIMARY_KEY,
+        (CREATE_TABLE,),
+        "list (comma-separated)",
+        None,
+        f"TBLPROPERTIES: the record key columns (needed; or `{RECORD_KEY_FIELD}`).",
+        "ride_id",
+    ),
+    SparkOption(
+        PRECOMBINE_PROPERTY,
+        (CREATE_TABLE,),
+        "text",
+        None,
+        f"TBLPROPERTIES: the precombine column (or `{PRECOMBINE_FIELD}`).",
+        "ts",
+    ),
+    SparkOption(
+        TABLE_TYPE_PROPERTY,
+        (CREATE_TABLE,),
+        "choice",
+        next(iter(TABLE_TYPE_NAMES)),
+        "TBLPROPERTIES: "
+        + ", ".join(f"`{short}` ({long})" for short, long in TABLE_TYPE_NAMES.items())
+        + "; any other table property but `hoodie.*` keys and storage options is refused.",
+        "mor",
+    ),
+    SparkOption(
+        STORAGE_OPTIONS_ARGUMENT,
+        (REGISTER,),
+        "dict",
+        None,
+        "The session's storage options, per protocol or storage root, as `fedcore.load_table` "
+        f"takes them (see Storage options); a read's or write's `{STORAGE_PREFIX}*` go over them.",
+        '{"s3": {"profile": "lake", "client_kwargs": {"endpoint_url": "http://localhost:9000"}}}',
+    ),
+    SparkOption(
+        MAX_PARTITION_BYTES,
+        (SPARK_CONF,),
+        "byte size",
+        _mb(DEFAULT_MAX_PARTITION_BYTES),
+        "Read at `register`: the most bytes of files one input partition of a scan packs, as "
+        "Spark's file sources pack them.",
+        "256m",
+    ),
+    SparkOption(
+        OPEN_COST_BYTES,
+        (SPARK_CONF,),
+        "byte size",
+        _mb(DEFAULT_OPEN_COST_BYTES),
+        "Read at `register`: what opening a file counts as, in bytes, when a scan packs files.",
+        "8m",
+    ),
+    *(
+        SparkOption(
+            key,
+            (SPARK_CONF,),
+            "integer",
+            None,
+            _fewest_tasks(index),
+            "64",
+        )
+        for index, key in enumerate(PARALLELISM_KEYS)
+    ),
+    SparkOption(
+        FILTER_PUSHDOWN,
+        (SPARK_CONF,),
+        "boolean",
+        "true",
+        "Set to true by `register`: without it Spark offers a Python source no filters, and no "
+        "partition is pruned.",
+        "true",
+    ),
+    SparkOption(
+        SHUFFLE_PARTITIONS,
+        (SPARK_CONF,),
+        "integer",
+        "200",
+        "How many tasks `fed_spark.write` looks up an upsert's or delete's keys in the table "
+        "with, and routes its rows over.",
+        "400",
+    ),
+    SparkOption(
+        CONNECT_MESSAGE_SIZE,
+        (SPARK_CONF,),
+        "byte size",
+        _mb(CONNECT_MESSAGE_BYTES),
+        "Over Spark Connect: the largest plan the server takes (the client's channel takes "
+        f"{_mb(CONNECT_MESSAGE_BYTES)} at most). `fed_spark.write` refuses an upsert or delete "
+        "whose key routes would take more than 90% of it, before it begins.",
+        "256m",
+    ),
+)

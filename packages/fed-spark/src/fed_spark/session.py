@@ -15,7 +15,15 @@ from pyspark.sql import SparkSession
 from pyspark.sql.functions import max as max_of
 from pyspark.sql.functions import spark_partition_id
 
-from fed_spark.options import DEFAULT_MAX_PARTITION_BYTES, DEFAULT_OPEN_COST_BYTES, SessionSettings
+from fed_spark.options import (
+    DEFAULT_MAX_PARTITION_BYTES,
+    DEFAULT_OPEN_COST_BYTES,
+    FILTER_PUSHDOWN,
+    MAX_PARTITION_BYTES,
+    OPEN_COST_BYTES,
+    PARALLELISM_KEYS,
+    SessionSettings,
+)
 from fed_spark.source import FedDataSource
 from fedcore.engine import StorageOptions
 from fedcore.exceptions import ConfigError
@@ -25,9 +33,6 @@ if TYPE_CHECKING:
 
 #: A classic session or a Spark Connect client's: fed-spark takes either.
 AnySession: TypeAlias = "SparkSession | ConnectSession"
-
-MAX_PARTITION_BYTES = "spark.sql.files.maxPartitionBytes"
-OPEN_COST_BYTES = "spark.sql.files.openCostInBytes"
 
 
 def register(spark: AnySession, storage_options: StorageOptions | None = None) -> type[FedDataSource]:
@@ -43,7 +48,7 @@ def register(spark: AnySession, storage_options: StorageOptions | None = None) -
         The registered data source class (bound to the session's settings).
     """
     # Without it Spark never offers a Python source its filters, and nothing is pruned.
-    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    spark.conf.set(FILTER_PUSHDOWN, "true")
     settings = settings_of(spark, storage_options)
     _registered[session_key(spark)] = settings
     # A subclass carries the settings: Spark pickles the class it registers (by value, as
@@ -97,11 +102,7 @@ def parallelism(spark: AnySession) -> int:
     cluster's cores, unless configured). A Spark Connect client cannot ask the cluster its
     cores: it counts the partitions of a range the server splits by that default (one
     small job, at registration; every partition of a range at least as long holds a row)."""
-    for key in (
-        "spark.sql.files.minPartitionNum",
-        "spark.sql.leafNodeDefaultParallelism",
-        "spark.default.parallelism",
-    ):
+    for key in PARALLELISM_KEYS:
         value = spark.conf.get(key, None)
         if value:
             return max(1, int(value))

@@ -28,6 +28,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import StringType, StructField, StructType
 
 from fed_spark.errors import one_line
+from fed_spark.options import CONNECT_MESSAGE_BYTES, CONNECT_MESSAGE_SIZE, SHUFFLE_PARTITIONS
 from fed_spark.session import AnySession, bytes_of, is_connect
 from fed_spark.write import STATS_SCHEMA, stat_batch, stats_from, task_ids
 from fedcore.engine import DELETE, BaseFile, WriteJob, WritePlanner, WriteStat
@@ -97,7 +98,7 @@ def _rewrite(
     wanted = data.mapInArrow(tag, keys_schema).toArrow().group_by([PARTITION, KEY]).aggregate([])
     by_partition = _keys_by_partition(wanted)
     slices = planner.latest_base_files(sorted(by_partition))
-    parallelism = max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or 1))
+    parallelism = max(1, int(spark.conf.get(SHUFFLE_PARTITIONS) or 1))
     _check_plan_size(spark, by_partition)
     # The key index holds the input's keys only, so it is as small as the input's keys: it
     # comes to the driver, which sends it back to the tasks with the inserts' file groups,
@@ -197,11 +198,6 @@ def _rewrite(
     return stats_from(routed.mapInArrow(rewrite, STATS_SCHEMA).collect())
 
 
-#: What a Spark Connect plan may hold by default (``spark.connect.grpc.maxInboundMessageSize``
-#: on the server, the client's channel alike).
-CONNECT_MESSAGE_BYTES = 128 * 2**20
-
-
 def _check_plan_size(spark: AnySession, wanted: dict[str, pa.Array]) -> None:
     """Over Spark Connect the input's keys and their routes travel in the plans the client
     sends, which the server takes up to its message size: past it, a typed error says what
@@ -210,7 +206,7 @@ def _check_plan_size(spark: AnySession, wanted: dict[str, pa.Array]) -> None:
     if not is_connect(spark):
         return  # a classic driver broadcasts a large function itself
     size = sum(keys.nbytes + 16 * len(keys) for keys in wanted.values())
-    key = "spark.connect.grpc.maxInboundMessageSize"
+    key = CONNECT_MESSAGE_SIZE
     # The client's channel takes as much as PySpark's default at most, whatever the server's.
     limit = min(bytes_of(spark.conf.get(key, None), CONNECT_MESSAGE_BYTES), CONNECT_MESSAGE_BYTES)
     if size > limit * 0.9:

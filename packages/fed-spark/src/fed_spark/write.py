@@ -33,7 +33,15 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from fed_spark.errors import one_line_errors
-from fed_spark.options import PARTITION_PATH_FIELD, RECORD_KEY_FIELD, SessionSettings, WriteOptions
+from fed_spark.options import (
+    PARTITION_PATH_FIELD,
+    PRECOMBINE_FIELD,
+    RECORD_KEY_FIELD,
+    TABLE_NAME,
+    TABLE_TYPE,
+    SessionSettings,
+    WriteOptions,
+)
 from fedcore import Table, WriteClient, create_table, load_table
 from fedcore import properties as P
 from fedcore.engine import (
@@ -91,9 +99,7 @@ def open_for_write(options: WriteOptions, settings: SessionSettings, schema: pa.
         table = load_table(options.path, storage_options=storage)
     except TableNotFoundError:
         if not options.record_key_fields:
-            raise ConfigError(
-                "hoodie.datasource.write.recordkey.field", f"is needed to create a table at {options.path}"
-            ) from None
+            raise ConfigError(RECORD_KEY_FIELD, f"is needed to create a table at {options.path}") from None
         missing = [
             c
             for c in [*options.record_key_fields, *(options.partition_fields or ())]
@@ -122,20 +128,20 @@ def open_for_write(options: WriteOptions, settings: SessionSettings, schema: pa.
         return table.with_options(runtime)
     config = table.config
     checks: list[tuple[str, object, object]] = [
-        ("hoodie.table.name", options.table_name, config.name),
-        ("hoodie.datasource.write.precombine.field", options.precombine_field, config.precombine_field),
+        (TABLE_NAME, options.table_name, config.name),
+        (PRECOMBINE_FIELD, options.precombine_field, config.precombine_field),
         (
-            "hoodie.datasource.write.recordkey.field",
+            RECORD_KEY_FIELD,
             options.record_key_fields or None,
             tuple(config.record_key_fields),
         ),
         (
-            "hoodie.datasource.write.partitionpath.field",
+            PARTITION_PATH_FIELD,
             options.partition_fields,
             tuple(config.partition_fields),
         ),
     ]
-    checks.append(("hoodie.datasource.write.table.type", options.table_type, config.table_type))
+    checks.append((TABLE_TYPE, options.table_type, config.table_type))
     for key, given, actual in checks:
         if given is not None and given != actual:
             raise ConfigError(key, f"is {given!r}, but table {config.name} has {actual!r}")
@@ -152,7 +158,7 @@ def operation_of(options: WriteOptions, overwrite: bool, from_sql: bool) -> Oper
     if overwrite:
         if chosen not in (None, INSERT_OVERWRITE, INSERT_OVERWRITE_TABLE):
             raise ConfigError(
-                "hoodie.datasource.write.operation",
+                P.OPERATION,
                 f"{chosen!r} cannot run in Overwrite mode: use mode('append'), or insert_overwrite",
             )
         return INSERT_OVERWRITE if chosen == INSERT_OVERWRITE else INSERT_OVERWRITE_TABLE

@@ -40,6 +40,7 @@ import contextlib
 import errno
 import functools
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
 import botocore.exceptions
@@ -69,6 +70,86 @@ CONNECT_TIMEOUT_S: Final = 5
 
 #: fed's own S3 option (taken out before s3fs sees the options): ``CONNECT_ATTEMPTS`` otherwise.
 CONNECT_ATTEMPTS_OPTION: Final = "connect_attempts"
+#: fed's own S3 option (taken out before s3fs sees the options): the AWS profile of the session.
+PROFILE_OPTION: Final = "profile"
+#: The S3 options fedcore sets itself where the caller does not (besides the flat keys).
+SESSION_OPTION: Final = "session"
+CONFIG_OPTION: Final = "config_kwargs"
+CLIENT_OPTION: Final = "client_kwargs"
+#: Local storage: fedcore makes a file's folders as it writes it.
+AUTO_MKDIR_OPTION: Final = "auto_mkdir"
+#: The flat storage options (``--storage-option``, Spark's ``fed.storage.*``) that go to the
+#: botocore client (``client_kwargs``); the others go to s3fs as they are.
+CLIENT_KEYS: Final = ("endpoint_url", "region_name")
+
+
+@dataclass(frozen=True)
+class StorageOption:
+    """A storage option fedcore itself reads or sets (the configuration reference lists
+    them); every other key goes to the protocol's fsspec filesystem as it is."""
+
+    name: str
+    protocol: str
+    default: str | None
+    description: str
+    example: str
+
+
+#: The storage options fedcore reads or sets, per protocol.
+STORAGE_OPTIONS: Final[tuple[StorageOption, ...]] = (
+    StorageOption(
+        PROFILE_OPTION,
+        "s3",
+        None,
+        "An AWS profile of the config or credentials files: the botocore session fedcore's S3 "
+        "clients share is made with it (s3fs reads the option only into a session it makes "
+        "itself). A profile botocore does not know is refused (`InvalidStorageConfigError`), as "
+        f"is a profile beside `{SESSION_OPTION}`. Default: botocore's (`AWS_PROFILE`, else the "
+        "environment's credentials chain).",
+        '"lake-writer"',
+    ),
+    StorageOption(
+        CONNECT_ATTEMPTS_OPTION,
+        "s3",
+        str(CONNECT_ATTEMPTS),
+        "Attempts of a request whose endpoint refuses the connection or does not resolve, before "
+        "`StorageUnavailableError` names the endpoint (a whole number from 1); timeouts keep "
+        "their retries.",
+        '"5"',
+    ),
+    StorageOption(
+        SESSION_OPTION,
+        "s3",
+        "fedcore's shared session",
+        "An aiobotocore session of the caller's (Python API): used for the requests, with "
+        "fedcore's fail-fast hook for unreachable endpoints registered on it.",
+        "aiobotocore.session.AioSession(profile=...)",
+    ),
+    StorageOption(
+        CONFIG_OPTION,
+        "s3",
+        f'{{"retries": {{"mode": "{S3_RETRY_MODE}", "max_attempts": {S3_RETRIES}}}, '
+        f'"connect_timeout": {CONNECT_TIMEOUT_S}}}',
+        "botocore's `Config` arguments; fedcore's retries and connect timeout apply where these "
+        "do not name them.",
+        '{"connect_timeout": 10}',
+    ),
+    StorageOption(
+        CLIENT_OPTION,
+        "s3",
+        None,
+        "The botocore client's arguments: `endpoint_url` (a store other than AWS), `region_name`. "
+        f"The flat keys {', '.join(f'`{k}`' for k in CLIENT_KEYS)} land here.",
+        '{"endpoint_url": "http://localhost:9000"}',
+    ),
+    StorageOption(
+        AUTO_MKDIR_OPTION,
+        "file",
+        "true",
+        "Whether a file's folders are made as it is written (object stores have no folders).",
+        "true",
+    ),
+)
 
 
 def _unreachable_fails_fast(
@@ -110,7 +191,7 @@ def _profile(uri: str, options: dict[str, Any]) -> str | None:
     """The storage option ``profile``, taken out of the options (it goes to the session) and
     checked: a profile botocore does not know would otherwise fail at the first request or,
     with ``AWS_*`` variables set, be passed over for them."""
-    profile = options.pop("profile", None)
+    profile = options.pop(PROFILE_OPTION, None)
     if profile is None:
         return None
     import aiobotocore.session
@@ -146,8 +227,8 @@ def storage_options_of(pairs: Mapping[str, str]) -> StorageOptions | None:
         return None
     options: dict[str, Any] = {}
     for key, value in pairs.items():
-        if key in ("endpoint_url", "region_name"):
-            options.setdefault("client_kwargs", {})[key] = value
+        if key in CLIENT_KEYS:
+            options.setdefault(CLIENT_OPTION, {})[key] = value
         else:
             options[key] = value
     return {"s3": options}
@@ -181,21 +262,21 @@ def filesystem_for(uri: str, storage_options: StorageOptions | None = None) -> A
     options = options_for(uri, storage_options)
     if protocol == "file":
         # Object stores have no folders; on local disk a file's folders must exist first.
-        options.setdefault("auto_mkdir", True)
+        options.setdefault(AUTO_MKDIR_OPTION, True)
     elif protocol == "s3":
-        config = dict(options.get("config_kwargs") or {})
+        config = dict(options.get(CONFIG_OPTION) or {})
         config.setdefault("retries", {"mode": S3_RETRY_MODE, "max_attempts": S3_RETRIES})
         config.setdefault("connect_timeout", CONNECT_TIMEOUT_S)
-        options["config_kwargs"] = config
+        options[CONFIG_OPTION] = config
         attempts = _connect_attempts(uri, options)
-        if "session" in options:  # the caller's: it fails fast too (and carries its profile)
-            if "profile" in options:
+        if SESSION_OPTION in options:  # the caller's: it fails fast too (and carries its profile)
+            if PROFILE_OPTION in options:
                 raise InvalidStorageConfigError(
                     f"storage option profile for {uri}", "goes to the session given with it, not beside it"
                 )
-            _fail_fast_after(options["session"], attempts)
+            _fail_fast_after(options[SESSION_OPTION], attempts)
         else:
-            options["session"] = _s3_session(attempts, _profile(uri, options))
+            options[SESSION_OPTION] = _s3_session(attempts, _profile(uri, options))
     try:
         fs = fsspec.filesystem(protocol, **options)
     except (ImportError, ValueError) as exc:
