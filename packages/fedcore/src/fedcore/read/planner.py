@@ -39,7 +39,6 @@ from fedcore.timeline import (
     COMPACTION,
     DELTA_COMMIT,
     WRITE_ACTIONS,
-    Instant,
     Timeline,
     parse_instant_time,
 )
@@ -120,23 +119,19 @@ def _completion_window(
     That snapshot is exact only if no write requested by then completed after ``end``: one
     that did is refused (``InvalidInstantError``), never read into the answer."""
     done = timeline.completed(actions)
-
-    def completed_at(instant: Instant) -> str:
-        return instant.completion_time or instant.time
-
     start = after if after.strip("0") else ""
-    inside = [i for i in done if end is None or completed_at(i) <= end]
-    fresh = frozenset(i.time for i in inside if completed_at(i) > start)
+    inside = [i for i in done if end is None or i.completed_at <= end]
+    fresh = frozenset(i.time for i in inside if i.completed_at > start)
     if end is None:
         return Changes(after, fresh), None
     if not inside:
         return Changes(after, frozenset()), "0" * 17
     as_of = max(i.time for i in inside)
     for instant in done:
-        if instant.time <= as_of and completed_at(instant) > end:
+        if instant.time <= as_of and instant.completed_at > end:
             raise InvalidInstantError(
                 f"table {table_name}: the {instant.action} requested at {instant.time} completed at "
-                f"{completed_at(instant)}, after the incremental query's end {end}, though requested before "
+                f"{instant.completed_at}, after the incremental query's end {end}, though requested before "
                 f"a write that completed by then: fedcore reads no state of the table that holds one "
                 f"and not the other; end the query before {instant.time}'s completion or after it"
             )
@@ -257,11 +252,10 @@ class ScanPlanner:
         reader = SliceReader(table, instant, types, rules, committed, computed)
         slicing = None
         if merging and table.layout.log_files.names_delta_commit:
-            # Hudi 1.x: a log file's slice follows from when its delta commit completed (a
-            # completed instant named the old way, with no completion time, stands at its own).
+            # Hudi 1.x: a log file's slice follows from when its delta commit completed.
             history = f"{table.layout.instants.folder(table.path)}/{DEFAULT_HISTORY_FOLDER}"
             slicing = LogSlicing(
-                {i.time: i.completion_time or i.time for i in timeline.completed(actions)},
+                {i.time: i.completed_at for i in timeline.completed(actions)},
                 frozenset(i.time for i in timeline.pending() if i.action == COMPACTION),
                 committed.first,
                 ArchivedCompletionTimes(table.fs.table_fs, history),

@@ -86,5 +86,11 @@ class Instant:
     def is_completed(self) -> bool:
         return self.state == COMPLETED
 
+    @property
+    def completed_at(self) -> str:
+        """When it became visible: its completion time, or where its name gives none (table
+        version 6, a legacy Hudi 1.x file), its requested time."""
+        return self.completion_time or self.time
+
     def __str__(self) -> str:
         return f"{self.time} {self.action} ({self.state})"
