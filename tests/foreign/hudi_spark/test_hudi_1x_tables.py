@@ -18,11 +18,14 @@ import json
 from collections import Counter
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from foreign.hudi_spark.bundles import HudiSession
 
+from fedcore import properties as P
 from fedcore.exceptions import UnsupportedTableError
-from fedcore.table import load_table
+from fedcore.table import Table, create_table, load_table
+from fedcore.timeline import Instant
 
 SCHEMA = "id long, country string, ts long, fare double, _hoodie_is_deleted boolean"
 COLUMNS = [
@@ -66,6 +69,45 @@ CASES = [
 ]
 
 
+#: Tables fedcore writes, the same steps: (table version, merge mode or None for the default),
+#: copy-on-write; each is read by the Hudi versions that read its version, and its rows are
+#: held against the Hudi-written case that merges alike (``FED_ORACLE``).
+FED_CASES = [("9", None), ("9", "COMMIT_TIME_ORDERING"), ("8", None)]
+FED_READERS = {"1.2.0": ("9", "8"), "1.0.2": ("8",)}
+FED_ORACLE = {
+    ("9", None): ("1.2.0", "COPY_ON_WRITE", None),
+    ("9", "COMMIT_TIME_ORDERING"): ("1.2.0", "MERGE_ON_READ", "COMMIT_TIME_ORDERING"),
+    ("8", None): ("1.0.2", "MERGE_ON_READ", None),
+}
+
+
+def fed_case_name(case: tuple[str, str | None]) -> str:
+    version, mode = case
+    return f"fed-v{version}-{(mode or 'default').lower()}"
+
+
+def fed_write(path: str, version: str, mode: str | None) -> Table:
+    """fedcore writes ``STEPS`` into a new copy-on-write table of ``version`` (no clean runs:
+    time travel to every write is compared)."""
+    table = create_table(
+        path,
+        name="trips",
+        record_key_fields=["id"],
+        partition_fields=["country"],
+        precombine_field="ts",
+        properties={P.WRITE_TABLE_VERSION: version, **({P.RECORD_MERGE_MODE: mode} if mode else {})},
+    )
+    types = [("id", pa.int64()), ("country", pa.string()), ("ts", pa.int64()), ("fare", pa.float64())]
+    types.append(("_hoodie_is_deleted", pa.bool_()))
+    for operation, rows in STEPS:
+        data = pa.table({name: pa.array([r[i] for r in rows], kind) for i, (name, kind) in enumerate(types)})
+        if operation == "delete":
+            table.delete(data)
+        else:
+            table.write(data, operation)
+    return table
+
+
 def case_name(case: tuple[str, str, str | None]) -> str:
     version, table_type, mode = case
     return f"{version}-{table_type.lower()}-{(mode or 'default').lower()}"
@@ -94,12 +136,37 @@ def multiset(rows: list[list[Any]]) -> Counter[str]:
     return Counter(json.dumps(r, default=str) for r in rows)
 
 
+def queries(
+    path: str, writes: list[Instant], read_optimized: bool, changes: bool
+) -> dict[str, dict[str, Any]]:
+    """Hudi's reads of a table: the snapshot, the read-optimized query, time travel to every
+    write and (``changes``) an incremental query from each write's completion time (Hudi 1.x's
+    begin), by query name."""
+    found: dict[str, tuple[str, dict[str, str]]] = {"snapshot": ("snapshot", {})}
+    if read_optimized:
+        found["read_optimized"] = ("read_optimized", {})
+    for instant in writes:
+        found[f"as_of_{instant.time}"] = ("snapshot", {"as.of.instant": instant.time})
+    for instant in writes[:-1] if changes else ():
+        begin = {"hoodie.datasource.read.begin.instanttime": instant.completion_time or ""}
+        found[f"changes_{instant.completion_time}"] = ("incremental", begin)
+    return {
+        query: {"path": path, "query_type": kind, "columns": COLUMNS, "options": options}
+        for query, (kind, options) in found.items()
+    }
+
+
 @pytest.fixture(scope="module")
 def written(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     """Each case's table, written by its Hudi's writer, and what Hudi's reader answered:
     ``{case: {"path": ..., "reads": {read name: answer}}}``."""
     root = tmp_path_factory.mktemp("hudi-1x")
     out: dict[str, dict[str, Any]] = {}
+    for fed_case in FED_CASES:
+        name = fed_case_name(fed_case)
+        path = f"file://{root / name.replace('-', '_')}"
+        table = fed_write(path, *fed_case)
+        out[name] = {"path": path, "writes": table.timeline().completed(table.handle.write_actions)}
     for version in sorted({case[0] for case in CASES}):
         session = HudiSession(version)
         try:
@@ -121,25 +188,20 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
             for case in cases:
                 path = out[case_name(case)]["path"]
                 table = load_table(path)
-                out[case_name(case)]["writes"] = [
-                    i.time for i in table.timeline().completed(table.handle.write_actions)
-                ]
-                queries = {"snapshot": ("snapshot", {})}
-                if case[1] == "MERGE_ON_READ":
-                    queries["read_optimized"] = ("read_optimized", {})
-                for instant in out[case_name(case)]["writes"]:
-                    queries[f"as_of_{instant}"] = ("snapshot", {"as.of.instant": instant})
-                # Incremental queries from each write's completion time (Hudi 1.x's begin).
-                for instant in table.timeline().completed(table.handle.write_actions)[:-1]:
-                    begin = {"hoodie.datasource.read.begin.instanttime": instant.completion_time}
-                    queries[f"changes_{instant.completion_time}"] = ("incremental", begin)
-                for query, (query_type, read_options) in queries.items():
-                    reads[f"{case_name(case)}/{query}"] = {
-                        "path": path,
-                        "query_type": query_type,
-                        "columns": COLUMNS,
-                        "options": read_options,
-                    }
+                writes = table.timeline().completed(table.handle.write_actions)
+                for query, read in queries(path, writes, case[1] == "MERGE_ON_READ", changes=True).items():
+                    reads[f"{case_name(case)}/{query}"] = read
+            for fed_case in FED_CASES:
+                if fed_case[0] not in FED_READERS[version]:
+                    continue
+                name = fed_case_name(fed_case)
+                # Incremental queries against Hudi 1.2's reader: Hudi 1.0.2's answers a window on
+                # a copy-on-write table of fed's with a record of a write completed before it.
+                fed_queries = queries(
+                    out[name]["path"], out[name]["writes"], False, changes=version == "1.2.0"
+                )
+                for query, read in fed_queries.items():
+                    reads[f"{name}/{version}/{query}"] = read
             answers = session.run({"reads": reads})["reads"]
             for key, found in answers.items():
                 case, query = key.split("/", 1)
@@ -186,3 +248,42 @@ def test_hudi_1x_tables_at_their_defaults_read_as_hudis_reader_reads_them(
     latest = {r[3]: r for r in reads["snapshot"]["rows"]}
     assert 5 not in latest, "soft-deleted"
     assert latest[1][6] == 1000.0
+
+
+#: What the writers' tables must agree on: the record, its key and partition (not when or into
+#: which file each writer wrote it).
+DATA = slice(1, len(COLUMNS))
+
+
+@pytest.mark.parametrize("case", FED_CASES, ids=fed_case_name)
+def test_tables_fedcore_writes_at_versions_8_and_9_read_by_hudis_reader_as_fedcore_reads_them(
+    written: dict[str, dict[str, Any]], case: tuple[str, str | None]
+) -> None:
+    """Hudi's reader of each version that reads the table answers the snapshot and time travel
+    to every write, and Hudi 1.2's an incremental query from every active
+    write's completion time, as fedcore does (whole rows, meta columns included); and the
+    snapshot holds what Hudi's own writer made of the same steps with the same merge mode."""
+    found = written[fed_case_name(case)]
+    table = load_table(found["path"])
+    assert table.config.version == int(case[0])
+    reads = found["reads"]
+    assert {query.split("/", 1)[0] for query in reads} == {
+        v for v, versions in FED_READERS.items() if case[0] in versions
+    }
+    for key, answer in reads.items():
+        query = key.split("/", 1)[1]
+        assert "rows" in answer, (key, answer)
+        if query == "snapshot":
+            ours = table.read(columns=COLUMNS)
+        elif query.startswith("changes_"):
+            ours = table.changes(query.removeprefix("changes_"), columns=COLUMNS).to_arrow()
+        else:
+            ours = table.read(columns=COLUMNS, as_of=query.removeprefix("as_of_"))
+        got = [list(r.values()) for r in ours.to_pylist()]
+        assert multiset(got) == multiset(answer["rows"]), key
+    hudi_written = written[case_name(FED_ORACLE[case])]["reads"]["snapshot"]["rows"]
+    for key, answer in reads.items():
+        if key.endswith("/snapshot"):
+            assert multiset([r[DATA] for r in answer["rows"]]) == multiset([r[DATA] for r in hudi_written]), (
+                key
+            )

@@ -28,8 +28,14 @@ DATABASE_NAME: Final = "hoodie.database.name"
 #: the data files are not under the table path (see ``FEDERATED_TABLE_TYPE_PREFIX``).
 TABLE_TYPE: Final = "hoodie.table.type"
 #: Hudi's table version: how instant files, commit metadata and log files are named and encoded
-#: (``fedcore.timeline.layout``); fed writes 6.
+#: (``fedcore.timeline.layout``): 6 (Hudi 0.14/0.15, a new table's default), 8 (Hudi 1.0) or 9
+#: (Hudi 1.1 and later).
 TABLE_VERSION: Final = "hoodie.table.version"
+#: Hudi's writer option for the version of a table it creates; at creation, the same as
+#: ``hoodie.table.version`` (a table's config records the latter).
+WRITE_TABLE_VERSION: Final = "hoodie.write.table.version"
+#: Table versions 8 and 9: the version the table was created at.
+TABLE_INITIAL_VERSION: Final = "hoodie.table.initial.version"
 #: The record key: one column or several (comma-separated, a complex key); a write upserts by it.
 RECORD_KEY_FIELDS: Final = "hoodie.table.recordkey.fields"
 #: The partition columns, comma-separated (none: a non-partitioned table).
@@ -80,6 +86,10 @@ DEFAULT_HOODIE_PAYLOAD: Final = "org.apache.hudi.common.model.DefaultHoodieRecor
 RECORD_MERGER_STRATEGY: Final = "hoodie.compaction.record.merger.strategy"
 #: Hudi's default merger strategy (``HoodieAvroRecordMerger``: the payload class decides).
 DEFAULT_RECORD_MERGER_STRATEGY: Final = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
+#: Table version 8: the merger strategy, under its version-8 name, which goes with the merge
+#: mode: the event-time id above, or this one for commit-time ordering.
+RECORD_MERGE_STRATEGY_ID: Final = "hoodie.record.merge.strategy.id"
+COMMIT_TIME_MERGE_STRATEGY: Final = "ce9acb64-bde0-424c-9b91-f6ebba25356d"
 #: Table versions 8 and 9 (Hudi 1.x): how records of one key merge, in place of the payload
 #: class: ``COMMIT_TIME_ORDERING`` (the latest write wins), ``EVENT_TIME_ORDERING`` (the
 #: greatest ordering value wins; a tie goes to the latest write) or ``CUSTOM`` (a payload
@@ -116,6 +126,14 @@ DEFAULT_TIMELINE_LAYOUT_VERSION: Final = 1
 SIMPLE_KEY_GENERATOR: Final = "org.apache.hudi.keygen.SimpleKeyGenerator"
 COMPLEX_KEY_GENERATOR: Final = "org.apache.hudi.keygen.ComplexKeyGenerator"
 NON_PARTITIONED_KEY_GENERATOR: Final = "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
+#: Tables of versions 8 and 9 name the key generator by type: the class of each type.
+KEY_GENERATOR_TYPES: Final = {
+    "SIMPLE": SIMPLE_KEY_GENERATOR,
+    "COMPLEX": COMPLEX_KEY_GENERATOR,
+    "NON_PARTITION": NON_PARTITIONED_KEY_GENERATOR,
+    "TIMESTAMP": "org.apache.hudi.keygen.TimestampBasedKeyGenerator",
+    "CUSTOM": "org.apache.hudi.keygen.CustomKeyGenerator",
+}
 
 # --- Metadata table, writes, cleaning (Hudi's keys and defaults) --------------------
 # Each runtime setting is its key bound once to its type, default and parser
@@ -503,9 +521,14 @@ RUNTIME_KEYS: Final = frozenset(str(option) for option in RUNTIME_OPTIONS)
 
 
 def key_generator(config: Mapping[str, str]) -> str:
-    """The table's key generator class (``KEY_GENERATOR_CLASS``), surrounding blanks dropped as
-    Hudi's config drops them; "" when unset. Every rule that depends on it reads it here."""
-    return config.get(KEY_GENERATOR_CLASS, "").strip()
+    """The table's key generator class (``KEY_GENERATOR_CLASS``, or the class of its
+    ``KEY_GENERATOR_TYPE`` where only a type is given, as in Hudi 1.x's tables), surrounding
+    blanks dropped as Hudi's config drops them; "" when unset. Every rule that depends on it
+    reads it here."""
+    named = config.get(KEY_GENERATOR_CLASS, "").strip()
+    if named:
+        return named
+    return KEY_GENERATOR_TYPES.get(config.get(KEY_GENERATOR_TYPE, "").strip().upper(), "")
 
 
 def sync_tools(options: Mapping[str, str]) -> tuple[str, ...]:
@@ -556,9 +579,12 @@ TABLE_KEYS: Final = frozenset(
         DATABASE_NAME,
         TABLE_TYPE,
         TABLE_VERSION,
+        WRITE_TABLE_VERSION,
         RECORD_KEY_FIELDS,
         PARTITION_FIELDS,
         PRECOMBINE_FIELD,
+        ORDERING_FIELDS,
+        RECORD_MERGE_MODE,
         HIVE_STYLE_PARTITIONING,
         URL_ENCODE_PARTITIONING,
         KEY_GENERATOR_CLASS,

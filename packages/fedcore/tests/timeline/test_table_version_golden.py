@@ -126,15 +126,18 @@ def test_log_file_names() -> None:
 
 
 def test_one_layout_per_version() -> None:
-    """Versions 6 (read and written), 8 and 9 (read) have layouts; any other is refused by
-    name, never read by another version's rules."""
+    """Versions 6, 8 and 9 have layouts (merge-on-read tables of 8 and 9 are read, not
+    written); any other is refused by name, never read by another version's rules."""
     assert V6.instants.folder("s3://b/t") == "s3://b/t/.hoodie"
     assert layout_for(6) is V6
     assert (layout_for(8).version, layout_for(9).version) == (8, 9)
     assert layout_for(8).instants.folder("s3://b/t") == "s3://b/t/.hoodie/timeline"
-    assert (V6.writes, layout_for(8).writes, layout_for(9).writes) == (True, False, False)
-    with pytest.raises(UnsupportedTableVersionError, match="reads it but writes only version 6"):
-        layout_for(9).check_writable("trips")
+    assert [layout_for(v).timeline_layout for v in (6, 8, 9)] == [1, 2, 2]
+    assert [layout_for(v).writes_merge_on_read for v in (6, 8, 9)] == [True, False, False]
+    layout_for(9).check_writable("trips", merge_on_read=False)
+    V6.check_writable("trips", merge_on_read=True)
+    with pytest.raises(UnsupportedTableVersionError, match="merge-on-read ones of version 6"):
+        layout_for(9).check_writable("trips", merge_on_read=True)
     for version in (5, 7, 10):
         with pytest.raises(UnsupportedTableVersionError, match=f"table version {version};"):
             layout_for(version, "trips")

@@ -52,6 +52,7 @@ from fedcore.timeline import (
     ROLLBACK,
     Instant,
     Timeline,
+    completion_time,
     heartbeat_path,
     new_instant,
     parse_instant_time,
@@ -66,8 +67,25 @@ if TYPE_CHECKING:
 log = logging.getLogger("fedcore.commit.transaction")
 
 STEPS: Final = ("requested", "inflight", "data", "metadata", "claims", "outcome", "completed")
-_COMMIT_OUTCOME: Final = b"commit\n"
+_COMMIT: Final = b"commit"
 _ROLLBACK_OUTCOME: Final = b"rollback\n"
+
+
+def _commit_outcome(completion: str | None, body: bytes) -> bytes:
+    """A commit decision: ``commit[ <completion time>]\n`` then the completed file's bytes. The
+    completion time (versions 8 and 9 name the completed file by it) is decided with the commit,
+    so whoever writes the completed file, this writer or one rolling it forward, names it alike."""
+    head = _COMMIT if completion is None else _COMMIT + b" " + completion.encode()
+    return head + b"\n" + body
+
+
+def _decided_commit(outcome: bytes) -> tuple[str | None, bytes] | None:
+    """The (completion time, completed file's bytes) of a commit decision; None for a rollback."""
+    head, _, body = outcome.partition(b"\n")
+    words = head.split()
+    if not words or words[0] != _COMMIT:
+        return None
+    return (words[1].decode() if len(words) > 1 else None), body
 
 
 def _now_ms() -> int:
@@ -261,9 +279,17 @@ class Transaction:
         for file_id, base in sorted(set(supersedes)):
             self._claim(f"{file_id}_{base}")
         self._hook("claims")
+        naming = self.table.layout.instants
+        completion = (
+            completion_time(self._fs, self.table.path, naming, self.instant, self.table.config.timeline_zone)
+            if naming.completion_times
+            else None
+        )
         try:
             # Owned: a rollback writes other bytes, so identical bytes are this commit's own.
-            create_exclusive(self._fs, self.table.outcome_path(self.time), _COMMIT_OUTCOME + body, owned=True)
+            create_exclusive(
+                self._fs, self.table.outcome_path(self.time), _commit_outcome(completion, body), owned=True
+            )
         except FileExistsError:
             raise CommitConflictError(
                 f"instant {self.time} was rolled back by another process while it was being written"
@@ -271,11 +297,13 @@ class Transaction:
         self._hook("outcome")
         try:
             self.instant = transition(
-                self._fs, self.table.path, self.table.layout.instants, self.instant, COMPLETED, body
+                self._fs, self.table.path, naming, self.instant, COMPLETED, body, completion
             )
         except InstantConflictError:
             # Another process found the commit decision and rolled this instant forward.
-            self.instant = Instant(self.instant.time, self.instant.action, COMPLETED)
+            self.instant = Instant(
+                self.instant.time, self.instant.action, COMPLETED, completion_time=completion
+            )
         self._hook("completed")
         self.finish()
         return self.time
@@ -431,12 +459,11 @@ def roll_back_pending(table: TableHandle, instant: Instant) -> str | None:
     try:
         create_exclusive(fs, outcome, _ROLLBACK_OUTCOME)
     except FileExistsError:
-        decided = read_object(fs, outcome)
-        if decided.startswith(_COMMIT_OUTCOME):
+        decided = _decided_commit(read_object(fs, outcome))
+        if decided is not None:
+            completion, body = decided
             with contextlib.suppress(InstantConflictError):  # completed meanwhile
-                transition(
-                    fs, table.path, table.layout.instants, instant, COMPLETED, decided[len(_COMMIT_OUTCOME) :]
-                )
+                transition(fs, table.path, table.layout.instants, instant, COMPLETED, body, completion)
             remove_markers(table, instant.time)
             return None
     if instant.action in (ROLLBACK, CLEAN):

@@ -69,7 +69,7 @@ def upgrade_config(table: TableHandle) -> dict[str, tuple[str, str]]:
     after the other)."""
     config = upgraded = _stored_config(table)
     # Every writer comes here first: a table of a version fedcore only reads is refused here.
-    layout_for(config.version, config.name).check_writable(config.name)
+    layout_for(config.version, config.name).check_writable(config.name, config.merge_on_read)
     check_not_a_copy(table.path, config, table.strategy, table.storage_options)
     changed: dict[str, tuple[str, str]] = {}
     identity = recorded_identity(table.path, config, table.strategy)

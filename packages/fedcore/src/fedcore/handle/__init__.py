@@ -355,7 +355,7 @@ class TableHandle:
 
 def check_supported(config: TableConfig, strategy: StorageStrategy) -> None:
     layout = layout_for(config.version, config.name)  # the one check of the table version
-    if not layout.writes:
+    if layout.timeline_layout == 2:
         # Hudi 1.x's tables: what fedcore does not read yet is refused on opening, by name.
         folder = config.get(P.TIMELINE_PATH, P.DEFAULT_TIMELINE_FOLDER).strip()
         if folder != P.DEFAULT_TIMELINE_FOLDER:

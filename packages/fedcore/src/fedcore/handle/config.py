@@ -97,7 +97,13 @@ class TableConfig(Mapping[str, str]):
             props[P.PRECOMBINE_FIELD] = precombine_field
         if database:
             props[P.DATABASE_NAME] = database
-        props.update(properties or {})
+        given = dict(properties or {})
+        for key, value in _version_keys(given, props).items():
+            if value is None:  # a key of version 6's that the table's version renamed or dropped
+                props.pop(key, None)
+            else:
+                props[key] = value
+        props.update(given)
         props[P.METADATA_LAYOUT] = str(P.CURRENT_METADATA_LAYOUT)  # a new table's is always current
         props[P.TABLE_CHECKSUM] = str(table_checksum(props[P.TABLE_NAME], props.get(P.DATABASE_NAME, "")))
         config = cls(props)
@@ -212,7 +218,9 @@ class TableConfig(Mapping[str, str]):
 
     @property
     def precombine_field(self) -> str | None:
-        return self._props.get(P.PRECOMBINE_FIELD) or None
+        """The ordering field: ``hoodie.table.precombine.field``, or in a version-9 table
+        ``hoodie.table.ordering.fields`` (several fields are refused where records merge)."""
+        return self._props.get(P.PRECOMBINE_FIELD) or self._props.get(P.ORDERING_FIELDS) or None
 
     @property
     def metadata_enabled(self) -> bool:
@@ -317,3 +325,79 @@ def _key_generator(record_key_fields: Sequence[str], partition_fields: Sequence[
     if len(record_key_fields) == 1 and len(partition_fields) == 1:
         return P.SIMPLE_KEY_GENERATOR
     return P.COMPLEX_KEY_GENERATOR
+
+
+#: The table versions a new table may have: 6 (the default; Hudi 0.14 and 0.15 read it),
+#: 8 (Hudi 1.0) and 9 (Hudi 1.1 and later).
+CREATABLE_VERSIONS = (6, 8, 9)
+
+
+def _version_keys(given: dict[str, str], defaults: Mapping[str, str]) -> dict[str, str | None]:
+    """The keys a new table of the version ``given`` asks for (``hoodie.table.version`` or
+    Hudi's writer option ``hoodie.write.table.version``, both popped from ``given``) records
+    beside the defaults, as Apache Hudi's writer of that version records them; what ``given``
+    holds for a key still wins, and version 6's keys that a later version renamed are dropped.
+
+    Versions 8 and 9 order records by a merge mode (``hoodie.record.merge.mode``) where version
+    6 names a payload class: Hudi 1.x's default, event-time ordering when the table has an
+    ordering field (the greatest value wins, over stored records too), else commit-time
+    ordering (the latest write wins)."""
+    versions = {given.pop(key).strip() for key in (P.TABLE_VERSION, P.WRITE_TABLE_VERSION) if key in given}
+    if len(versions) > 1:
+        raise InvalidTableConfigError(
+            P.TABLE_VERSION, f"is given twice with different values ({', '.join(sorted(versions))})"
+        )
+    value = versions.pop() if versions else str(P.DEFAULT_TABLE_VERSION)
+    if value not in {str(v) for v in CREATABLE_VERSIONS}:
+        raise InvalidTableConfigError(
+            P.TABLE_VERSION,
+            f"{value!r}: fed creates tables of version {', '.join(map(str, CREATABLE_VERSIONS))}",
+        )
+    version = int(value)
+    ordering = (
+        given.get(P.PRECOMBINE_FIELD) or given.get(P.ORDERING_FIELDS) or defaults.get(P.PRECOMBINE_FIELD)
+    )
+    if version == 6:
+        for key in (P.RECORD_MERGE_MODE, P.ORDERING_FIELDS):
+            if key in given:
+                raise InvalidTableConfigError(
+                    key, "is a key of table versions 8 and 9; version 6 orders records by its payload class"
+                )
+        return {P.TABLE_VERSION: value}
+    mode = given.pop(P.RECORD_MERGE_MODE, "").strip().upper() or (
+        "EVENT_TIME_ORDERING" if ordering else "COMMIT_TIME_ORDERING"
+    )
+    if mode not in ("EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING"):
+        raise InvalidTableConfigError(
+            P.RECORD_MERGE_MODE, f"{mode!r}: fed writes EVENT_TIME_ORDERING and COMMIT_TIME_ORDERING"
+        )
+    for key in (P.PAYLOAD_CLASS, P.RECORD_MERGER_STRATEGY):
+        if key in given:
+            raise InvalidTableConfigError(
+                key, f"is a key of table version 6; version {version} merges by {P.RECORD_MERGE_MODE}"
+            )
+    event_time = mode == "EVENT_TIME_ORDERING"
+    keys: dict[str, str | None] = {
+        P.TABLE_VERSION: value,
+        P.TABLE_INITIAL_VERSION: value,
+        P.TIMELINE_LAYOUT_VERSION: "2",
+        P.TIMELINE_PATH: P.DEFAULT_TIMELINE_FOLDER,
+        P.TIMELINE_HISTORY_PATH: "history",
+        P.RECORD_MERGE_MODE: mode,
+        # Dropped: the payload and merger keys of version 6 (renamed, or gone in version 9).
+        P.PAYLOAD_CLASS: None,
+        P.RECORD_MERGER_STRATEGY: None,
+    }
+    generator = given.get(P.KEY_GENERATOR_CLASS) or defaults.get(P.KEY_GENERATOR_CLASS, "")
+    types = {cls: name for name, cls in P.KEY_GENERATOR_TYPES.items()}
+    if generator.strip() in types:
+        keys[P.KEY_GENERATOR_TYPE] = types[generator.strip()]
+    if version == 8:
+        keys[P.PAYLOAD_CLASS] = P.DEFAULT_HOODIE_PAYLOAD if event_time else P.OVERWRITE_WITH_LATEST_PAYLOAD
+        keys[P.RECORD_MERGE_STRATEGY_ID] = (
+            P.DEFAULT_RECORD_MERGER_STRATEGY if event_time else P.COMMIT_TIME_MERGE_STRATEGY
+        )
+    elif ordering:  # version 9 names the ordering fields anew
+        keys[P.ORDERING_FIELDS] = given.pop(P.PRECOMBINE_FIELD, None) or ordering
+        keys[P.PRECOMBINE_FIELD] = None
+    return keys

@@ -26,10 +26,11 @@ from fedcore.io.atomic import check_commits_supported, check_conditional_create
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import StorageOptions, filesystem_for, remove_tree
 from fedcore.io.uris import normalize_uri
-from fedcore.keygen.partitioning import VALUE_ENCODING_KEY_GENERATORS, PartitionScheme
+from fedcore.keygen.partitioning import VALUE_ENCODING_KEY_GENERATORS, PartitionScheme, fed_makes_paths
 from fedcore.schema.avro import to_avro_json
 from fedcore.schema.meta import META_COLUMNS
 from fedcore.storage.loader import load_storage_strategy, named_strategy_class
+from fedcore.timeline.lsm import DEFAULT_HISTORY_FOLDER
 
 
 def create_handle(
@@ -46,6 +47,7 @@ def create_handle(
     properties: Mapping[str, str] | None = None,
     storage_options: StorageOptions | None = None,
     start_over: bool = False,
+    copies_paths: bool = False,
 ) -> TableHandle:
     """Create a table (``fedcore.create_table``'s work) and persist its storage strategy; fails
     if a table is already there (``TableAlreadyExistsError``), or if an earlier table's timeline
@@ -55,7 +57,9 @@ def create_handle(
     and deletes append log files; ``hoodie.table.type`` in ``properties`` says the same).
     ``schema``: the table's columns before its first write (Hudi's ``hoodie.table.create.schema``,
     as a SQL ``CREATE TABLE`` gives them): reads of the empty table return them, and the first
-    write evolves them like any later one."""
+    write evolves them like any later one. ``copies_paths``: the table is made of files copied
+    with their partition paths (a migration), so its key generator may be one whose paths fed
+    does not make (such a table is read and never written: ``WriteJob`` refuses it)."""
     table_path = normalize_uri(path)
     check_commits_supported(table_path)
     check_table_name(name)  # before it names a folder
@@ -111,30 +115,37 @@ def create_handle(
         federated=not strategy.data_under_table_path,
     )
     P.check_options(config)
-    check_file_shape(config)
+    check_file_shape(config, copies_paths)
     fs = filesystem_for(table_path, storage_options)
     _prepare_new_table_path(fs, table_path, start_over)
     check_conditional_create(fs, f"{table_path}/{P.HOODIE_FOLDER}")
     config.save_new(fs, table_path)
     handle = TableHandle(table_path, config, strategy, storage_options)
+    if handle.layout.timeline_layout == 2:
+        # Hudi 1.x makes its timeline and history folders with the table, and its readers list
+        # them (a store without folders makes nothing here).
+        timeline = handle.layout.instants.folder(table_path)
+        with storage_errors(timeline):
+            fs.makedirs(f"{timeline}/{DEFAULT_HISTORY_FOLDER}", exist_ok=True)
     index = handle.metadata_table_or_none()
     if index is not None:
         index.point_to_no_manifest()
     return handle
 
 
-def check_file_shape(config: TableConfig) -> None:
+def check_file_shape(config: TableConfig, copies_paths: bool = False) -> None:
     """Refuse, at creation, what a table without meta fields or without partition columns in
     its files could not be written and read back exactly by (Hudi refuses the first too):
     virtual keys on a merge-on-read table (Hudi's readers merge by meta fields), computed by
     a key generator other than Hudi's simple, complex or non-partitioned ones, or from a
-    column its files leave out; partition columns left out
-    of files whose paths do not spell their values (a timestamp-based key generator), or
-    that the table orders records by."""
+    column its files leave out; partition paths fed does not make (a timestamp-based, custom
+    or user's key generator: fed spells the columns' values; unless ``copies_paths``: a migration
+    copies files with their paths); partition columns left out of
+    files whose paths do not spell their values, or that the table orders records by."""
     fields = set(config.partition_fields)
     dropped = P.DROP_PARTITION_COLUMNS.of(config)
+    generator = P.key_generator(config)
     if not P.POPULATE_META_FIELDS.of(config):
-        generator = P.key_generator(config)
         if generator not in VALUE_ENCODING_KEY_GENERATORS:
             raise InvalidTableConfigError(
                 str(P.POPULATE_META_FIELDS),
@@ -153,6 +164,13 @@ def check_file_shape(config: TableConfig) -> None:
                 "true leaves a record key field out of the files, from which a table without meta "
                 "fields computes its keys",
             )
+    if not copies_paths and not fed_makes_paths(config):
+        raise InvalidTableConfigError(
+            P.KEY_GENERATOR_CLASS,
+            f"{generator}: fed writes partition paths that spell the columns' values (Hudi's simple, "
+            "complex and non-partitioned key generators); a table partitioned another way is written "
+            "with Apache Hudi",
+        )
     if not dropped:
         return
     if not PartitionScheme.from_config(config).encodes_values:

@@ -107,6 +107,16 @@ VALUE_ENCODING_KEY_GENERATORS: Final = frozenset(
 VALUE_ENCODING_KEY_GENERATOR_TYPES: Final = frozenset({"SIMPLE", "COMPLEX", "NON_PARTITION"})
 
 
+def fed_makes_paths(config: Mapping[str, str]) -> bool:
+    """Whether fedcore makes the partition paths of a table as its key generator does: the
+    table is not partitioned, or its generator spells the columns' values. A timestamp-based,
+    custom or user's generator maps values to paths its own way: fedcore would write an
+    upserted key into a second partition beside the one the key has."""
+    generator = P.key_generator(config)
+    partitioned = bool(config.get(P.PARTITION_FIELDS, "").strip())
+    return not partitioned or not generator or generator in VALUE_ENCODING_KEY_GENERATORS
+
+
 @dataclass(frozen=True)
 class PartitionScheme:
     """How a table turns partition column values into a partition path.

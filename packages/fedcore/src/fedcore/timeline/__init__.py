@@ -68,6 +68,7 @@ __all__ = [
     "Instant",
     "InstantNaming",
     "Timeline",
+    "completion_time",
     "heartbeat_path",
     "instant_time",
     "new_instant",
@@ -229,14 +230,21 @@ class Timeline:
         return None
 
     def last_time(self) -> str | None:
-        return self.instants[-1].time if self.instants else None
+        """The latest time on the timeline: an instant's requested time or, where names carry
+        them (versions 8 and 9), its completion time, which is later."""
+        return max((i.completed_at for i in self.instants), default=None)
 
 
 def _names_in(fs: AbstractFileSystem, folder: str) -> list[str]:
     """The names ``folder`` lists now (refresh: s3fs caches listings, and a stale timeline
     would hide commits)."""
-    with storage_errors(folder):
-        return [entry.rsplit("/", 1)[-1] for entry in fs.ls(folder, detail=False, refresh=True)]
+    try:
+        with storage_errors(folder):
+            return [entry.rsplit("/", 1)[-1] for entry in fs.ls(folder, detail=False, refresh=True)]
+    except FileNotFoundError:
+        # A version-8/9 table's timeline folder before its first instant, on a store without
+        # folders: the table's existence is its hoodie.properties, read before this.
+        return []
 
 
 def heartbeat_path(table_path: str, time: str) -> str:
@@ -298,6 +306,27 @@ def new_instant(
     raise InstantConflictError(f"could not request a new {action} instant on {table_path}")
 
 
+def completion_time(
+    fs: AbstractFileSystem,
+    table_path: str,
+    naming: InstantNaming,
+    instant: Instant,
+    zone: tzinfo | None = timezone.utc,
+) -> str:
+    """The completion time of ``instant``, about to complete (versions 8 and 9 name a completed
+    instant by it): now, but later than every time on the timeline as listed now, this
+    instant's own included. Hudi orders a log file by its delta commit's completion time against
+    the requested times of compactions: a completion time at or before a compaction that was
+    planned without this instant would put its log file under the compaction's new base, which
+    lacks its records. What could still be planned without it after this listing conflicts with
+    it on a claim (``fedcore.commit.transaction``). The time is chosen once, recorded with the
+    commit decision, and a writer that rolls the instant forward uses it, so the instant has one
+    completed file whoever writes it."""
+    last = Timeline.load(fs, table_path, naming).last_time() or instant.time
+    later = parse_instant_time(max(last, instant.time), zone) + timedelta(milliseconds=1)
+    return instant_time(max(datetime.now(timezone.utc), later), zone)
+
+
 def transition(
     fs: AbstractFileSystem,
     table_path: str,
@@ -305,9 +334,13 @@ def transition(
     instant: Instant,
     state: str,
     content: bytes,
+    completion: str | None = None,
 ) -> Instant:
-    """Move an instant to ``state``; completing it is the exclusive, atomic commit point."""
-    moved = Instant(instant.time, instant.action, state)
+    """Move an instant to ``state``; completing it is the exclusive, atomic commit point.
+    ``completion``: the completion time a completed instant's name carries (versions 8, 9)."""
+    if state == COMPLETED and naming.completion_times and completion is None:
+        raise ValueError(f"completing {instant} needs its completion time")
+    moved = Instant(instant.time, instant.action, state, completion_time=completion)
     try:
         create_exclusive(fs, naming.path(table_path, moved), content)
     except FileExistsError:

@@ -25,23 +25,27 @@ from fedcore.timeline.service_codec import JsonServiceMetadataCodec, ServiceMeta
 
 @dataclass(frozen=True)
 class TableLayout:
-    """One table version's names and encodings; ``writes``: whether fedcore writes tables of
-    this version (it reads every version it has a layout for)."""
+    """One table version's names and encodings; ``timeline_layout``: Hudi's timeline layout
+    version (2: the timeline in ``.hoodie/timeline/``, completion times); ``writes_merge_on_read``:
+    whether fedcore writes merge-on-read tables of this version (it reads both table types of
+    every version it has a layout for, and writes copy-on-write ones)."""
 
     version: int
     instants: InstantNaming
     commits: CommitCodec
     services: ServiceMetadataCodec
     log_files: LogFileNaming
-    writes: bool = True
+    timeline_layout: int = 1
+    writes_merge_on_read: bool = True
 
-    def check_writable(self, table_name: str) -> None:
-        """Refuse, before anything is written, a write to a table of a version fedcore only
-        reads (``UnsupportedTableVersionError``)."""
-        if not self.writes:
+    def check_writable(self, table_name: str, merge_on_read: bool) -> None:
+        """Refuse, before anything is written, a write to a table fedcore only reads
+        (``UnsupportedTableVersionError``)."""
+        if merge_on_read and not self.writes_merge_on_read:
             raise UnsupportedTableVersionError(
-                f"table {table_name} has table version {self.version} (Hudi 1.x); fedcore reads it but "
-                f"writes only version {_WRITTEN} (Hudi 0.14/0.15): write it with Apache Hudi 1.x"
+                f"table {table_name} is a merge-on-read table of table version {self.version} (Hudi 1.x); "
+                f"fedcore reads it and writes copy-on-write tables of this version, merge-on-read ones of "
+                f"version {_WRITTEN_MERGE_ON_READ} (Hudi 0.14/0.15): write it with Apache Hudi 1.x"
             )
 
 
@@ -50,14 +54,23 @@ V6: Final = TableLayout(
     6, InstantNamingV6(), JsonCommitCodec(), JsonServiceMetadataCodec(), LogFileNamingV6()
 )
 #: Table versions 8 (Hudi 1.0) and 9 (Hudi 1.1 and later; its differences are configuration
-#: keys, not file names or encodings), timeline layout 2: read only. Log files are named as in
-#: version 6, with the writing delta commit's time where version 6 has the slice's base instant.
+#: keys, not file names or encodings), timeline layout 2. Log files are named as in version 6,
+#: with the writing delta commit's time where version 6 has the slice's base instant: fedcore
+#: reads them and does not write them yet.
 V8: Final = TableLayout(
-    8, InstantNamingV8(), AvroCommitCodec(), JsonServiceMetadataCodec(), LogFileNamingV8(), writes=False
+    8,
+    InstantNamingV8(),
+    AvroCommitCodec(),
+    JsonServiceMetadataCodec(),
+    LogFileNamingV8(),
+    timeline_layout=2,
+    writes_merge_on_read=False,
 )
 V9: Final = replace(V8, version=9)
 _LAYOUTS: Final = {layout.version: layout for layout in (V6, V8, V9)}
-_WRITTEN: Final = ", ".join(str(v) for v, layout in sorted(_LAYOUTS.items()) if layout.writes)
+_WRITTEN_MERGE_ON_READ: Final = ", ".join(
+    str(v) for v, layout in sorted(_LAYOUTS.items()) if layout.writes_merge_on_read
+)
 
 
 def layout_for(version: int, table_name: str = "") -> TableLayout:
@@ -67,7 +80,6 @@ def layout_for(version: int, table_name: str = "") -> TableLayout:
     if layout is None:
         known = ", ".join(str(v) for v in sorted(_LAYOUTS))
         raise UnsupportedTableVersionError(
-            f"table {table_name} has table version {version}; fedcore reads versions {known} and "
-            f"writes version {_WRITTEN} (Hudi 0.14/0.15)"
+            f"table {table_name} has table version {version}; fedcore reads and writes versions {known}"
         )
     return layout

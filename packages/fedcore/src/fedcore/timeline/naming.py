@@ -30,6 +30,10 @@ from fedcore.timeline.instant import (
 class InstantNaming(ABC):
     """The file names of instants, and the folders a timeline is listed from."""
 
+    #: Whether a completed instant's name carries its completion time, which the writer that
+    #: completes it must then choose (``fedcore.timeline.completion_time``).
+    completion_times: bool = False
+
     @abstractmethod
     def folder(self, table_path: str) -> str:
         """The folder whose listing holds the active timeline's instant files."""
@@ -100,6 +104,8 @@ class InstantNamingV8(InstantNaming):
     ``<time>.inflight``). Every state is a file of its own that stays. A completed file
     without a completion time is one a 6 -> 8 upgrade or a 0.x writer left ("legacy"): its
     instant's completion time is not known from its name (None)."""
+
+    completion_times = True
 
     def folder(self, table_path: str) -> str:
         return f"{table_path}/{P.HOODIE_FOLDER}/{P.DEFAULT_TIMELINE_FOLDER}"

@@ -58,11 +58,13 @@ from fedcore.exceptions import (
     FedError,
     InvalidTableConfigError,
     TimelineMovedError,
+    UnsupportedTableError,
 )
 from fedcore.files.filenames import data_file_id
 from fedcore.handle import HasHandle, TableHandle, handle_of
 from fedcore.keygen.grouping import partition_rows
 from fedcore.keygen.keys import check_keys, check_required_columns, virtual_key_types_error
+from fedcore.keygen.partitioning import fed_makes_paths
 from fedcore.log.merge import merge_rules
 from fedcore.metadata.file_index import PartitionFiles
 from fedcore.metadata.operations import commit_ops
@@ -198,6 +200,12 @@ class WriteJob:
                 input_schema.names, config.record_key_fields, config.partition_fields, ordering
             )
         upgrade_config(table)  # before anything of this write exists
+        if not fed_makes_paths(table.config):
+            raise UnsupportedTableError(
+                f"table {table.name} makes partition paths with {P.key_generator(table.config)}; fedcore "
+                "writes the paths of Hudi's simple, complex and non-partitioned key generators (the "
+                "columns' values), so it reads this table and refuses to write it: write it with Apache Hudi"
+            )
         timeline = table.timeline()
         timeline.check_readable(table.name, table.config.merge_on_read)
         if roll_back_failed_writes(table, timeline):

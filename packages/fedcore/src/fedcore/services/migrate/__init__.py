@@ -373,6 +373,7 @@ def _target(
             database=found.database,
             properties={**found.carried, **(properties or {}), **storage, P.MIGRATION_SOURCE: source},
             storage_options=target_options,
+            copies_paths=True,
         ).with_options(options)
     if existing.config.get(P.MIGRATION_SOURCE) != source:
         raise TableAlreadyExistsError(

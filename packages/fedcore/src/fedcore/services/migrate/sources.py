@@ -42,14 +42,6 @@ _CARRIED: Final = frozenset(
         str(P.DROP_PARTITION_COLUMNS),
     }
 )
-#: Tables of versions 8 and 9 name the key generator by type.
-_KEY_GENERATOR_TYPES: Final = {
-    "SIMPLE": P.SIMPLE_KEY_GENERATOR,
-    "COMPLEX": P.COMPLEX_KEY_GENERATOR,
-    "NON_PARTITION": P.NON_PARTITIONED_KEY_GENERATOR,
-    "TIMESTAMP": "org.apache.hudi.keygen.TimestampBasedKeyGenerator",
-    "CUSTOM": "org.apache.hudi.keygen.CustomKeyGenerator",
-}
 
 
 @dataclass(frozen=True)
@@ -127,9 +119,9 @@ def _config_of(config: Mapping[str, str]) -> dict[str, str]:
     carried = {k: v for k, v in config.items() if k in _CARRIED or k.startswith(P.KEY_GENERATOR_PREFIXES)}
     generator_type = config.get(P.KEY_GENERATOR_TYPE, "").strip().upper()
     if P.KEY_GENERATOR_CLASS not in carried and generator_type:
-        if generator_type not in _KEY_GENERATOR_TYPES:
+        if generator_type not in P.KEY_GENERATOR_TYPES:
             raise UnsupportedTableError(f"key generator type {generator_type} has no Hudi 0.x class")
-        carried[P.KEY_GENERATOR_CLASS] = _KEY_GENERATOR_TYPES[generator_type]
+        carried[P.KEY_GENERATOR_CLASS] = P.KEY_GENERATOR_TYPES[generator_type]
     return carried
 
 

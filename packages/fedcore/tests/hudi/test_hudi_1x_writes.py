@@ -1,0 +1,287 @@
+"""fedcore writing tables of versions 8 and 9 (Hudi 1.0 and 1.1+): created at the version
+asked, with Hudi 1.x's timeline (completion times in the completed files' names), its Avro
+commit metadata and its configuration keys, and read back exactly by hudi-rs after every write.
+Apache Hudi 1.2's own Spark reader holds them too (``tox -e hudi``)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import time
+from collections import Counter
+from pathlib import Path
+
+import hudi
+import pyarrow as pa
+import pytest
+
+from fed_dev.crash import Crash, crash_at
+from fed_dev.testing import Backend
+from fedcore import properties as P
+from fedcore.exceptions import InvalidTableConfigError, UnsupportedTableVersionError
+from fedcore.handle.config import TableConfig
+from fedcore.steps import observe_steps
+from fedcore.table import Table, create_table, load_table
+from fedcore.timeline.avro_commit_codec import AvroCommitCodec
+
+FAST_HEARTBEAT = {P.HEARTBEAT_INTERVAL_MS: "100", P.HEARTBEAT_TOLERABLE_MISSES: "2"}
+COLUMNS = [
+    "_hoodie_commit_time",
+    "_hoodie_record_key",
+    "_hoodie_partition_path",
+    "id",
+    "country",
+    "ts",
+    "fare",
+]
+#: ``<requested>_<completion>.<action>``: a completed instant's file in Hudi 1.x's timeline.
+COMPLETED = re.compile(r"(\d{17})_(\d{17})\.(commit|replacecommit|clean|rollback|deltacommit)")
+
+
+def new_table(path: str, version: str, storage_options: dict[str, str] | None = None, **extra: str) -> Table:
+    return create_table(
+        path,
+        name="trips",
+        record_key_fields=["id"],
+        partition_fields=["country"],
+        precombine_field="ts",
+        properties={P.WRITE_TABLE_VERSION: version, **FAST_HEARTBEAT, **extra},
+        storage_options=storage_options,
+    )
+
+
+def trips(ids: list[int], country: str, ts: int, fare: float = 0.0) -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "country": [country] * len(ids),
+            "ts": pa.array([ts] * len(ids), pa.int64()),
+            "fare": [fare + i for i in ids],
+        }
+    )
+
+
+def whole_rows(table: pa.Table, columns: list[str] = COLUMNS) -> Counter[tuple[object, ...]]:
+    return Counter(zip(*(table.column(c).to_pylist() for c in columns), strict=True))
+
+
+def hudi_rs_rows(path: str, columns: list[str] = COLUMNS) -> Counter[tuple[object, ...]]:
+    built = hudi.HudiTableBuilder.from_base_uri(path).build()
+    batches = built.read()
+    return whole_rows(
+        pa.Table.from_batches(batches) if batches else built.get_schema().empty_table(), columns
+    )
+
+
+def data_rows(table: Table) -> dict[int, tuple[str, int, float]]:
+    read = table.scan().to_arrow()
+    return {r["id"]: (r["country"], r["ts"], r["fare"]) for r in read.to_pylist()}
+
+
+def timeline_names(path: str) -> list[str]:
+    return sorted(os.listdir(f"{path.removeprefix('file://')}/.hoodie/timeline"))
+
+
+@pytest.mark.parametrize(("version", "key"), [("8", P.WRITE_TABLE_VERSION), ("9", P.TABLE_VERSION)])
+def test_a_table_is_created_at_the_version_asked_with_hudi_1x_keys(
+    tmp_path: Path, version: str, key: str
+) -> None:
+    table = create_table(
+        str(tmp_path / "t"),
+        name="trips",
+        record_key_fields=["id"],
+        partition_fields=["country"],
+        precombine_field="ts",
+        properties={key: version},
+    )
+    stored = TableConfig.load(table.handle.fs.table_fs, table.path)
+    assert {k: stored.get(k) for k in (P.TABLE_VERSION, P.TABLE_INITIAL_VERSION)} == {
+        P.TABLE_VERSION: version,
+        P.TABLE_INITIAL_VERSION: version,
+    }
+    assert (stored[P.TIMELINE_LAYOUT_VERSION], stored[P.TIMELINE_PATH], stored[P.TIMELINE_HISTORY_PATH]) == (
+        "2",
+        "timeline",
+        "history",
+    )
+    # An ordering field: Hudi 1.x's default merge mode, the greatest ordering value wins.
+    assert stored[P.RECORD_MERGE_MODE] == "EVENT_TIME_ORDERING"
+    assert stored[P.KEY_GENERATOR_TYPE] == "SIMPLE"
+    assert P.RECORD_MERGER_STRATEGY not in stored, "version 6's name of the merger strategy"
+    if version == "8":
+        assert (stored[P.PRECOMBINE_FIELD], stored[P.PAYLOAD_CLASS], stored[P.RECORD_MERGE_STRATEGY_ID]) == (
+            "ts",
+            P.DEFAULT_HOODIE_PAYLOAD,
+            P.DEFAULT_RECORD_MERGER_STRATEGY,
+        )
+    else:  # version 9 names the ordering field anew and has no payload class
+        assert (stored[P.ORDERING_FIELDS], stored.get(P.PRECOMBINE_FIELD), stored.get(P.PAYLOAD_CLASS)) == (
+            "ts",
+            None,
+            None,
+        )
+    assert stored.precombine_field == "ts"
+    assert os.path.isdir(tmp_path / "t" / ".hoodie" / "timeline" / "history")
+    assert load_table(table.path).scan().to_arrow().num_rows == 0
+
+
+def test_without_an_ordering_field_the_latest_write_wins(tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    table = create_table(
+        path, name="trips", record_key_fields=["id"], properties={P.WRITE_TABLE_VERSION: "8"}
+    )
+    config = table.handle.config
+    assert (config[P.RECORD_MERGE_MODE], config[P.PAYLOAD_CLASS], config[P.RECORD_MERGE_STRATEGY_ID]) == (
+        "COMMIT_TIME_ORDERING",
+        P.OVERWRITE_WITH_LATEST_PAYLOAD,
+        P.COMMIT_TIME_MERGE_STRATEGY,
+    )
+    table.upsert(pa.table({"id": [1, 2], "v": ["a", "b"]}))
+    table.upsert(pa.table({"id": [1], "v": ["c"]}))
+    assert sorted(load_table(path).scan().to_arrow().select(["id", "v"]).to_pylist(), key=str) == [
+        {"id": 1, "v": "c"},
+        {"id": 2, "v": "b"},
+    ]
+    columns = [*COLUMNS[:3], "id", "v"]
+    assert hudi_rs_rows(path, columns) == whole_rows(load_table(path).scan().to_arrow(), columns)
+
+
+@pytest.mark.parametrize(
+    ("properties", "message"),
+    [
+        ({P.WRITE_TABLE_VERSION: "7"}, "fed creates tables of version 6, 8, 9"),
+        ({P.WRITE_TABLE_VERSION: "8", P.TABLE_VERSION: "9"}, "given twice"),
+        ({P.RECORD_MERGE_MODE: "EVENT_TIME_ORDERING"}, "version 6 orders records by its payload class"),
+        ({P.WRITE_TABLE_VERSION: "9", P.RECORD_MERGE_MODE: "CUSTOM"}, "fed writes EVENT_TIME_ORDERING"),
+        ({P.WRITE_TABLE_VERSION: "8", P.PAYLOAD_CLASS: P.DEFAULT_HOODIE_PAYLOAD}, "merges by hoodie.record"),
+    ],
+)
+def test_a_version_fed_does_not_create_or_a_key_of_another_version_is_refused(
+    tmp_path: Path, properties: dict[str, str], message: str
+) -> None:
+    with pytest.raises(InvalidTableConfigError, match=message):
+        create_table(str(tmp_path / "t"), name="trips", record_key_fields=["id"], properties=properties)
+    assert not (tmp_path / "t" / ".hoodie" / "hoodie.properties").exists()
+
+
+@pytest.mark.parametrize("version", ["8", "9"])
+def test_every_write_is_read_by_hudi_rs_as_fedcore_reads_it(tmp_path: Path, version: str) -> None:
+    """Each write operation, then fedcore's and hudi-rs's whole rows (meta columns included)
+    equal each other and a model of event-time ordering; every completed instant is named by
+    its completion time, later than its requested time and than every instant before it."""
+    path = str(tmp_path / "t")
+    table = new_table(path, version, **{str(P.CLEANER_COMMITS_RETAINED): "2"})
+    model: dict[int, tuple[str, int, float]] = {}
+
+    def check() -> None:
+        fed = load_table(path)
+        assert data_rows(fed) == model
+        assert hudi_rs_rows(path) == whole_rows(fed.scan().to_arrow())
+
+    table.bulk_insert(trips([1, 2, 3, 4], "us", 10))
+    model |= {i: ("us", 10, 0.0 + i) for i in (1, 2, 3, 4)}
+    check()
+    table.upsert(trips([1, 5], "us", 20, 100.0))  # an update and an insert
+    model |= {1: ("us", 20, 101.0), 5: ("us", 20, 105.0)}
+    check()
+    table.upsert(trips([2], "us", 5, 200.0))  # an older ordering value: the stored record stays
+    check()
+    table.insert(trips([6, 7], "de", 1))
+    model |= {6: ("de", 1, 6.0), 7: ("de", 1, 7.0)}
+    check()
+    table.delete(trips([3, 6], "us", 30).set_column(1, "country", pa.array(["us", "de"])))
+    del model[3], model[6]
+    check()
+    table.insert_overwrite(trips([8], "de", 1))  # replaces the partition de
+    del model[7]
+    model[8] = ("de", 1, 8.0)
+    check()
+    table.upsert(trips([4], "us", 40, 400.0))
+    model[4] = ("us", 40, 404.0)
+    check()
+
+    names = timeline_names(path)
+    completed = [COMPLETED.fullmatch(n) for n in names]
+    done = [(m[1], m[2], m[3]) for m in completed if m is not None]
+    assert {action for _, _, action in done} >= {"commit", "replacecommit", "clean"}
+    assert all(requested < completion for requested, completion, _ in done)
+    by_request = sorted(done)
+    # Hudi's time generator: an instant is requested after every completion it has seen.
+    for (_, earlier_completion, _), (later_request, _, _) in itertools.pairwise(by_request):
+        assert earlier_completion < later_request
+    # The commit metadata is Hudi 1.x's Avro, and says what the write did.
+    last_commit = [n for n in names if n.endswith(".commit") and COMPLETED.fullmatch(n)][-1]
+    body = (tmp_path / "t" / ".hoodie" / "timeline" / last_commit).read_bytes()
+    assert body.startswith(b"Obj\x01")
+    metadata = AvroCommitCodec().decode(body)
+    assert (metadata.operation, sum(s.num_update_writes for s in metadata.stats)) == ("UPSERT", 1)
+
+
+@pytest.mark.parametrize("version", ["8", "9"])
+def test_a_write_rolled_forward_after_its_commit_decision_keeps_its_completion_time(
+    backend: Backend, version: str
+) -> None:
+    table = new_table(backend.table_path, version, backend.storage_options)
+    table.upsert(trips([1, 2], "us", 1))
+    with pytest.raises(Crash), observe_steps(crash_at("outcome")):
+        table.upsert(trips([2, 3], "us", 2, 10.0))
+    fs = table.handle.fs.table_fs
+    pending = table.handle.timeline().pending()
+    assert [i.action for i in pending] == ["commit"]
+    outcome = fs.cat_file(table.handle.outcome_path(pending[0].time))
+    decided = outcome.split(b"\n", 1)[0].split()
+    assert decided[0] == b"commit"
+    assert len(decided) == 2, "the completion time is decided with the commit"
+    time.sleep(0.5)  # the heartbeat expires: the next writer recovers the instant
+    load_table(backend.table_path, options=FAST_HEARTBEAT, storage_options=backend.storage_options).upsert(
+        trips([9], "de", 1)
+    )
+    completed = [i for i in table.handle.timeline().completed() if i.time == pending[0].time]
+    assert [i.completion_time for i in completed] == [decided[1].decode()]
+    assert data_rows(load_table(backend.table_path, storage_options=backend.storage_options)) == {
+        1: ("us", 1, 1.0),
+        2: ("us", 2, 12.0),
+        3: ("us", 2, 13.0),
+        9: ("de", 1, 9.0),
+    }
+
+
+def test_archival_and_cleaning_keep_the_table_hudi_rs_reads(tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    table = new_table(
+        path,
+        "9",
+        **{
+            str(P.CLEANER_COMMITS_RETAINED): "1",
+            str(P.ARCHIVE_MIN_INSTANTS): "2",
+            str(P.ARCHIVE_MAX_INSTANTS): "3",
+        },
+    )
+    model: dict[int, tuple[str, int, float]] = {}
+    for step in range(8):
+        table.upsert(trips([step % 3, 10 + step], "us", step, 10.0 * step))
+        model |= {
+            step % 3: ("us", step, 10.0 * step + step % 3),
+            10 + step: ("us", step, 10.0 * step + 10 + step),
+        }
+    fed = load_table(path)
+    assert data_rows(fed) == model
+    assert hudi_rs_rows(path) == whole_rows(fed.scan().to_arrow())
+    active = [n for n in timeline_names(path) if COMPLETED.fullmatch(n)]
+    assert 0 < len([n for n in active if n.endswith(".commit")]) < 8, "older commits were archived"
+
+
+def test_a_merge_on_read_table_of_version_8_is_not_written_yet(tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    table = create_table(
+        path,
+        name="trips",
+        record_key_fields=["id"],
+        precombine_field="ts",
+        table_type="MERGE_ON_READ",
+        properties={P.WRITE_TABLE_VERSION: "8"},
+    )
+    with pytest.raises(UnsupportedTableVersionError, match="merge-on-read table of table version 8"):
+        table.upsert(trips([1], "us", 1))
+    assert [n for n in timeline_names(path) if n != "history"] == []
