@@ -1,11 +1,18 @@
-"""Table version 6's instant-file bodies besides a completed write's, byte for byte: a write's
-inflight plan (``CommitCodec.encode_inflight``) and a clean's and a rollback's metadata
+"""Table version 6's instant-file bodies besides a completed write's: a write's inflight plan
+(``CommitCodec.encode_inflight``) byte for byte, and a clean's and a rollback's metadata
 (``ServiceMetadataCodec``). The golden files were written by the code before these encodings
-went behind the table layout, so the move cannot have changed a version 6 table's files."""
+went behind the table layout. fed wrote clean and rollback metadata as JSON then; it writes
+Hudi's Avro now (Hudi's time-travel check reads the last clean's as Avro), with the same
+content, and still reads the JSON its older tables hold."""
 
 from __future__ import annotations
 
+import io
+import json
 from pathlib import Path
+from typing import Any
+
+import fastavro
 
 from fedcore.timeline.commit_metadata import PlannedWrite, deleted_files, rolled_back_actions
 from fedcore.timeline.layout import V6
@@ -34,17 +41,42 @@ def test_inflight_plan_bytes() -> None:
     assert decoded.operation == "UPSERT"
 
 
-def test_clean_metadata_bytes() -> None:
+def avro_record(data: bytes, name: str) -> dict[str, Any]:
+    """The one record of a Hudi metadata file, checked to be Avro of Hudi's record ``name``."""
+    reader = fastavro.reader(io.BytesIO(data))
+    assert reader.writer_schema is not None
+    assert reader.writer_schema["name"] == f"org.apache.hudi.avro.model.{name}"
+    (record,) = list(reader)
+    assert isinstance(record, dict)
+    return record
+
+
+def same_content(record: dict[str, Any], golden: dict[str, Any]) -> None:
+    """Every field the JSON held, with its value (Hudi's schema adds fields, at their defaults)."""
+    for key, value in golden.items():
+        if key == "partitionMetadata":
+            assert set(record[key]) == set(value)
+            for partition, fields in value.items():
+                assert {k: record[key][partition][k] for k in fields} == fields
+        else:
+            assert record[key] == value, key
+
+
+def test_clean_metadata() -> None:
     golden = (GOLDEN / "clean_v6.json").read_bytes()
     encoded = V6.services.clean(start=START, earliest_retained=T, deleted=DELETED, took_ms=12)
-    assert encoded == golden
-    assert deleted_files(golden) == {p: sorted(names) for p, names in DELETED.items()}
+    record = avro_record(encoded, "HoodieCleanMetadata")
+    same_content(record, json.loads(golden))
+    assert record["earliestCommitToRetain"] == T
+    for data in (golden, encoded):  # the JSON of fed's older tables is still read
+        assert deleted_files(data) == {p: sorted(names) for p, names in DELETED.items()}
 
 
-def test_rollback_metadata_bytes() -> None:
+def test_rollback_metadata() -> None:
     golden = (GOLDEN / "rollback_v6.json").read_bytes()
     encoded = V6.services.rollback(
         start=START, rolled_back=T, action="deltacommit", deleted=DELETED, took_ms=7
     )
-    assert encoded == golden
-    assert rolled_back_actions(golden) == {T: "deltacommit"}
+    same_content(avro_record(encoded, "HoodieRollbackMetadata"), json.loads(golden))
+    for data in (golden, encoded):
+        assert rolled_back_actions(data) == {T: "deltacommit"}

@@ -18,44 +18,26 @@ differs from Hudi's only in its sync marker leaves nothing to doubt. Fields
 
 from __future__ import annotations
 
-import io
 import json
-import os
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-import fastavro
-
 from fedcore.exceptions import MetadataTableError
+from fedcore.timeline.avro_file import NAMESPACE, STRING, AvroSchema, container, longs, optional
 from fedcore.timeline.commit_codec import CommitCodec, JsonCommitCodec
 from fedcore.timeline.commit_metadata import CommitMetadata, PlannedWrite, action_body
-
-_MAGIC: Final = b"Obj\x01"
-_NAMESPACE: Final = "org.apache.hudi.avro.model"
-#: Hudi's generated Java classes ask for ``java.lang.String``; the property is part of the
-#: schema text Hudi embeds, so it is part of ours.
-_STRING: Final[dict[str, Any]] = {"type": "string", "avro.java.string": "String"}
-
-
-def _optional(name: str, type_: Any) -> dict[str, Any]:
-    return {"name": name, "type": ["null", type_], "default": None}
-
-
-def _longs(*names: str) -> list[dict[str, Any]]:
-    return [_optional(name, "long") for name in names]
-
 
 #: ``HoodieWriteStat``, in Hudi's field order.
 _WRITE_STAT: Final[dict[str, Any]] = {
     "type": "record",
     "name": "HoodieWriteStat",
     "fields": [
-        _optional("fileId", _STRING),
-        _optional("path", _STRING),
-        _optional("prevCommit", _STRING),
-        *_longs("numWrites", "numDeletes", "numUpdateWrites", "totalWriteBytes", "totalWriteErrors"),
-        _optional("partitionPath", _STRING),
-        *_longs(
+        optional("fileId", STRING),
+        optional("path", STRING),
+        optional("prevCommit", STRING),
+        *longs("numWrites", "numDeletes", "numUpdateWrites", "totalWriteBytes", "totalWriteErrors"),
+        optional("partitionPath", STRING),
+        *longs(
             "totalLogRecords",
             "totalLogFiles",
             "totalUpdatedRecordsCompacted",
@@ -65,26 +47,26 @@ _WRITE_STAT: Final[dict[str, Any]] = {
             "totalRollbackBlocks",
             "fileSizeInBytes",
         ),
-        _optional("logVersion", "int"),
-        _optional("logOffset", "long"),
-        _optional("baseFile", _STRING),
-        _optional("logFiles", {"type": "array", "items": _STRING, "default": None}),
-        _optional(
+        optional("logVersion", "int"),
+        optional("logOffset", "long"),
+        optional("baseFile", STRING),
+        optional("logFiles", {"type": "array", "items": STRING, "default": None}),
+        optional(
             "cdcStats", {"type": "map", "values": "long", "avro.java.string": "String", "default": None}
         ),
-        _optional("prevBaseFile", _STRING),
-        *_longs("minEventTime", "maxEventTime"),
-        _optional(
+        optional("prevBaseFile", STRING),
+        *longs("minEventTime", "maxEventTime"),
+        optional(
             "runtimeStats",
             {
                 "type": "record",
                 "name": "HoodieRuntimeStats",
-                "fields": _longs("totalScanTime", "totalCreateTime", "totalUpsertTime"),
+                "fields": longs("totalScanTime", "totalCreateTime", "totalUpsertTime"),
             },
         ),
-        *_longs("totalLogFilesCompacted", "totalLogReadTimeMs", "totalLogSizeCompacted"),
-        _optional("tempPath", _STRING),
-        _optional("numUpdates", "long"),
+        *longs("totalLogFilesCompacted", "totalLogReadTimeMs", "totalLogSizeCompacted"),
+        optional("tempPath", STRING),
+        optional("numUpdates", "long"),
     ],
 }
 WRITE_STAT_FIELDS: Final = tuple(f["name"] for f in _WRITE_STAT["fields"])
@@ -94,9 +76,9 @@ def _commit_schema(name: str, extra_map: dict[str, Any], *more: dict[str, Any]) 
     return {
         "type": "record",
         "name": name,
-        "namespace": _NAMESPACE,
+        "namespace": NAMESPACE,
         "fields": [
-            _optional(
+            optional(
                 "partitionToWriteStats",
                 {
                     "type": "map",
@@ -104,12 +86,12 @@ def _commit_schema(name: str, extra_map: dict[str, Any], *more: dict[str, Any]) 
                     "avro.java.string": "String",
                 },
             ),
-            _optional("compacted", "boolean"),
-            _optional(
-                "extraMetadata", {"type": "map", "values": _STRING, "avro.java.string": "String", **extra_map}
+            optional("compacted", "boolean"),
+            optional(
+                "extraMetadata", {"type": "map", "values": STRING, "avro.java.string": "String", **extra_map}
             ),
             {"name": "version", "type": ["int", "null"], "default": 1},
-            _optional("operationType", _STRING),
+            optional("operationType", STRING),
             *more,
         ],
     }
@@ -121,9 +103,9 @@ COMMIT_METADATA_SCHEMA: Final = _commit_schema("HoodieCommitMetadata", {"default
 REPLACE_COMMIT_METADATA_SCHEMA: Final = _commit_schema(
     "HoodieReplaceCommitMetadata",
     {},
-    _optional(
+    optional(
         "partitionToReplaceFileIds",
-        {"type": "map", "values": {"type": "array", "items": _STRING}, "avro.java.string": "String"},
+        {"type": "map", "values": {"type": "array", "items": STRING}, "avro.java.string": "String"},
     ),
 )
 #: Operations whose completed commit is a replace commit (Hudi's ``replacecommit`` action).
@@ -131,47 +113,8 @@ REPLACE_OPERATIONS: Final = frozenset(
     {"INSERT_OVERWRITE", "INSERT_OVERWRITE_TABLE", "DELETE_PARTITION", "CLUSTER"}
 )
 
-#: An object container file's header, as the Avro specification defines it.
-_HEADER: Final = fastavro.parse_schema(
-    {
-        "type": "record",
-        "name": "org.apache.avro.file.Header",
-        "fields": [
-            {"name": "magic", "type": {"type": "fixed", "name": "Magic", "size": 4}},
-            {"name": "meta", "type": {"type": "map", "values": "bytes"}},
-            {"name": "sync", "type": {"type": "fixed", "name": "Sync", "size": 16}},
-        ],
-    }
-)
-
-
-class _Schema:
-    """A schema's text as Hudi embeds it (Java's compact ``Schema.toString``) and its parsed form."""
-
-    def __init__(self, schema: dict[str, Any]) -> None:
-        self.text = json.dumps(schema, separators=(",", ":")).encode()
-        self.parsed = fastavro.parse_schema(schema)
-
-
-_COMMIT: Final = _Schema(COMMIT_METADATA_SCHEMA)
-_REPLACE: Final = _Schema(REPLACE_COMMIT_METADATA_SCHEMA)
-
-
-def _container(schema: _Schema, record: dict[str, Any]) -> bytes:
-    """One record in an object container file with no codec, the header as Hudi writes it
-    (``avro.schema`` only: a missing ``avro.codec`` means none)."""
-    block = io.BytesIO()
-    fastavro.schemaless_writer(block, schema.parsed, record)
-    sync = os.urandom(16)
-    out = io.BytesIO()
-    fastavro.schemaless_writer(
-        out, _HEADER, {"magic": _MAGIC, "meta": {"avro.schema": schema.text}, "sync": sync}
-    )
-    fastavro.schemaless_writer(out, "long", 1)  # records in the block
-    fastavro.schemaless_writer(out, "long", len(block.getvalue()))
-    out.write(block.getvalue())
-    out.write(sync)
-    return out.getvalue()
+_COMMIT: Final = AvroSchema(COMMIT_METADATA_SCHEMA)
+_REPLACE: Final = AvroSchema(REPLACE_COMMIT_METADATA_SCHEMA)
 
 
 class AvroCommitCodec(CommitCodec):
@@ -195,8 +138,8 @@ class AvroCommitCodec(CommitCodec):
             "operationType": metadata.operation,
         }
         if metadata.replaced or metadata.operation in REPLACE_OPERATIONS:
-            return _container(_REPLACE, {**record, "partitionToReplaceFileIds": metadata.replaced})
-        return _container(_COMMIT, record)
+            return container(_REPLACE, {**record, "partitionToReplaceFileIds": metadata.replaced})
+        return container(_COMMIT, record)
 
     def encode_inflight(
         self, operation: str, writes: Iterable[PlannedWrite], extra: Mapping[str, str]
@@ -221,7 +164,7 @@ class AvroCommitCodec(CommitCodec):
             "version": None,
             "operationType": operation.upper(),
         }
-        return _container(_COMMIT, record)
+        return container(_COMMIT, record)
 
     def decode(self, data: bytes, where: str = "commit") -> CommitMetadata:
         try:  # Avro (one record), or JSON: empty (a requested file), or a legacy 6 -> 8 file

@@ -18,9 +18,10 @@ from typing import Final
 from fedcore.exceptions import UnsupportedTableVersionError
 from fedcore.files.filenames import LogFileNaming, LogFileNamingV6, LogFileNamingV8
 from fedcore.timeline.avro_commit_codec import AvroCommitCodec
+from fedcore.timeline.avro_service_codec import AvroServiceMetadataCodec
 from fedcore.timeline.commit_codec import CommitCodec, JsonCommitCodec
 from fedcore.timeline.naming import InstantNaming, InstantNamingV6, InstantNamingV8
-from fedcore.timeline.service_codec import JsonServiceMetadataCodec, ServiceMetadataCodec
+from fedcore.timeline.service_codec import ServiceMetadataCodec
 
 
 @dataclass(frozen=True)
@@ -49,9 +50,9 @@ class TableLayout:
             )
 
 
-#: Table version 6 (Apache Hudi 0.14 and 0.15, timeline layout 1): what fedcore writes.
+#: Table version 6 (Apache Hudi 0.14 and 0.15, timeline layout 1).
 V6: Final = TableLayout(
-    6, InstantNamingV6(), JsonCommitCodec(), JsonServiceMetadataCodec(), LogFileNamingV6()
+    6, InstantNamingV6(), JsonCommitCodec(), AvroServiceMetadataCodec(), LogFileNamingV6()
 )
 #: Table versions 8 (Hudi 1.0) and 9 (Hudi 1.1 and later; its differences are configuration
 #: keys, not file names or encodings), timeline layout 2. Log files are named as in version 6,
@@ -61,7 +62,7 @@ V8: Final = TableLayout(
     8,
     InstantNamingV8(),
     AvroCommitCodec(),
-    JsonServiceMetadataCodec(),
+    AvroServiceMetadataCodec(),
     LogFileNamingV8(),
     timeline_layout=2,
     writes_merge_on_read=False,
