@@ -72,23 +72,28 @@ CASES = [
 #: Tables fedcore writes, the same steps: (table version, merge mode or None for the default),
 #: copy-on-write; each is read by the Hudi versions that read its version, and its rows are
 #: held against the Hudi-written case that merges alike (``FED_ORACLE``).
-FED_CASES = [("9", None), ("9", "COMMIT_TIME_ORDERING"), ("8", None)]
-FED_READERS = {"1.2.0": ("9", "8"), "1.0.2": ("8",)}
+#: "6>9": version 6 (its default payload: the latest write wins) upgraded by ``fed upgrade
+#: --table-version 9`` halfway through the steps.
+FED_CASES = [("9", None), ("9", "COMMIT_TIME_ORDERING"), ("8", None), ("6>9", None)]
+FED_READERS = {"1.2.0": ("9", "8", "6>9"), "1.0.2": ("8",)}
 FED_ORACLE = {
     ("9", None): ("1.2.0", "COPY_ON_WRITE", None),
     ("9", "COMMIT_TIME_ORDERING"): ("1.2.0", "MERGE_ON_READ", "COMMIT_TIME_ORDERING"),
     ("8", None): ("1.0.2", "MERGE_ON_READ", None),
+    ("6>9", None): ("1.2.0", "MERGE_ON_READ", "COMMIT_TIME_ORDERING"),
 }
+UPGRADE_AFTER = 3
 
 
 def fed_case_name(case: tuple[str, str | None]) -> str:
     version, mode = case
-    return f"fed-v{version}-{(mode or 'default').lower()}"
+    return f"fed-v{version.replace('>', 'to')}-{(mode or 'default').lower()}"
 
 
 def fed_write(path: str, version: str, mode: str | None) -> Table:
-    """fedcore writes ``STEPS`` into a new copy-on-write table of ``version``, cleaning as it
-    goes (two writes retained)."""
+    """fedcore writes ``STEPS`` into a new copy-on-write table of ``version`` ("6>9": upgraded
+    from 6 to 9 after ``UPGRADE_AFTER`` steps), cleaning as it goes (two writes retained)."""
+    first, _, upgraded = version.partition(">")
     table = create_table(
         path,
         name="trips",
@@ -96,7 +101,7 @@ def fed_write(path: str, version: str, mode: str | None) -> Table:
         partition_fields=["country"],
         precombine_field="ts",
         properties={
-            P.WRITE_TABLE_VERSION: version,
+            P.WRITE_TABLE_VERSION: first,
             # Cleans among the writes, as on a table in service: Hudi's time travel reads them.
             str(P.CLEANER_COMMITS_RETAINED): "2",
             **({P.RECORD_MERGE_MODE: mode} if mode else {}),
@@ -104,7 +109,9 @@ def fed_write(path: str, version: str, mode: str | None) -> Table:
     )
     types = [("id", pa.int64()), ("country", pa.string()), ("ts", pa.int64()), ("fare", pa.float64())]
     types.append(("_hoodie_is_deleted", pa.bool_()))
-    for operation, rows in STEPS:
+    for step, (operation, rows) in enumerate(STEPS):
+        if upgraded and step == UPGRADE_AFTER:
+            table.upgrade(table_version=int(upgraded))
         data = pa.table({name: pa.array([r[i] for r in rows], kind) for i, (name, kind) in enumerate(types)})
         if operation == "delete":
             table.delete(data)
@@ -271,7 +278,7 @@ def test_tables_fedcore_writes_at_versions_8_and_9_read_by_hudis_reader_as_fedco
     steps with the same merge mode."""
     found = written[fed_case_name(case)]
     table = load_table(found["path"])
-    assert table.config.version == int(case[0])
+    assert table.config.version == int(case[0][-1])
     reads = found["reads"]
     assert {query.split("/", 1)[0] for query in reads} == {
         v for v, versions in FED_READERS.items() if case[0] in versions

@@ -55,7 +55,8 @@ KEY_GENERATOR_CLASS: Final = "hoodie.table.keygenerator.class"
 #: The key generator by type name (``SIMPLE``, ``COMPLEX``, ...), as later Hudi versions record it.
 KEY_GENERATOR_TYPE: Final = "hoodie.table.keygenerator.type"
 
-#: Hudi's timeline layout: 1 for table version 6 (instant files in ``.hoodie/``).
+#: Hudi's timeline layout: 1 for table version 6 (instant files in ``.hoodie/``), 2 for versions
+#: 8 and 9 (in ``.hoodie/timeline/``, completed ones named by their completion times).
 TIMELINE_LAYOUT_VERSION: Final = "hoodie.timeline.layout.version"
 #: Table versions 8 and 9 (timeline layout 2): the folder in ``.hoodie/`` that holds the
 #: timeline (``timeline``, the only one fed reads).
@@ -95,6 +96,9 @@ COMMIT_TIME_MERGE_STRATEGY: Final = "ce9acb64-bde0-424c-9b91-f6ebba25356d"
 #: greatest ordering value wins; a tie goes to the latest write) or ``CUSTOM`` (a payload
 #: class or merger of the user's, which fed does not run).
 RECORD_MERGE_MODE: Final = "hoodie.record.merge.mode"
+#: Table version 9, upgraded from 8: the payload class version 8 named, kept for the record
+#: (the merge mode decides how records merge).
+LEGACY_PAYLOAD_CLASS: Final = "hoodie.table.legacy.payload.class"
 #: Table version 9 (Hudi 1.1 and later): the ordering fields, in place of
 #: ``hoodie.table.precombine.field`` (fed reads one field).
 ORDERING_FIELDS: Final = "hoodie.table.ordering.fields"

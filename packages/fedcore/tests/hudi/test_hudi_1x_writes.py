@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -19,7 +20,14 @@ import pytest
 from fed_dev.crash import Crash, crash_at
 from fed_dev.testing import Backend
 from fedcore import properties as P
-from fedcore.exceptions import InvalidTableConfigError, UnsupportedTableVersionError
+from fedcore.commit import version_upgrade
+from fedcore.commit.transaction import Transaction
+from fedcore.exceptions import (
+    CommitConflictError,
+    InstantConflictError,
+    InvalidTableConfigError,
+    UnsupportedTableVersionError,
+)
 from fedcore.handle.config import TableConfig
 from fedcore.steps import observe_steps
 from fedcore.table import Table, create_table, load_table
@@ -285,3 +293,123 @@ def test_a_merge_on_read_table_of_version_8_is_not_written_yet(tmp_path: Path) -
     with pytest.raises(UnsupportedTableVersionError, match="merge-on-read table of table version 8"):
         table.upsert(trips([1], "us", 1))
     assert [n for n in timeline_names(path) if n != "history"] == []
+
+
+@pytest.mark.parametrize("target", [8, 9])
+def test_fed_upgrade_moves_a_version_6_table_to_hudi_1x_as_hudi_does(tmp_path: Path, target: int) -> None:
+    """The timeline moves into ``.hoodie/timeline/`` (completed instants named by their files'
+    modification times, commit metadata re-encoded as Avro), the keys of the version are
+    written, and the table reads the same, by fedcore and hudi-rs; its writes then merge as
+    before (version 6's default payload: the latest write wins)."""
+    path = str(tmp_path / "t")
+    table = new_table(path, "6", **{str(P.CLEANER_COMMITS_RETAINED): "2"})
+    for step in range(4):
+        table.upsert(trips([1, 2 + step], "us", 10 - step, 10.0 * step))
+    table.insert_overwrite(trips([9], "de", 1))
+    before = whole_rows(load_table(path).scan().to_arrow())
+    changed = table.upgrade(table_version=target)
+    assert changed[P.TABLE_VERSION] == ("6", str(target))
+    assert changed[P.RECORD_MERGE_MODE] == ("", "COMMIT_TIME_ORDERING")
+    upgraded = load_table(path)
+    assert upgraded.config.version == target
+    assert upgraded.config[P.TABLE_INITIAL_VERSION] == "6"
+    assert whole_rows(upgraded.scan().to_arrow()) == before
+    assert hudi_rs_rows(path) == before
+    hoodie = tmp_path / "t" / ".hoodie"
+    assert not [n for n in os.listdir(hoodie) if re.fullmatch(r"\d{17}\..*", n)], "no instant left behind"
+    names = timeline_names(path)
+    done = [m for m in map(COMPLETED.fullmatch, names) if m is not None]
+    assert {m[3] for m in done} == {"commit", "replacecommit", "clean"}
+    assert all(m[1] < m[2] for m in done), "completed after requested"
+    commit = next(n for n in names if COMPLETED.fullmatch(n) and n.endswith(".commit"))
+    assert (hoodie / "timeline" / commit).read_bytes().startswith(b"Obj\x01")
+    clean = next(n for n in names if COMPLETED.fullmatch(n) and n.endswith(".clean"))
+    assert (hoodie / "timeline" / clean).read_bytes().startswith(b"Obj\x01")
+    # Time travel reads the same as before the move.
+    writes = upgraded.timeline().completed(upgraded.handle.write_actions)
+    assert whole_rows(upgraded.read(as_of=writes[-1].time)) == before
+    upgraded.upsert(trips([1], "us", 0, 500.0))  # an older ordering value: the latest write wins
+    assert data_rows(load_table(path))[1] == ("us", 0, 501.0)
+    assert hudi_rs_rows(path) == whole_rows(load_table(path).scan().to_arrow())
+    assert table.upgrade(table_version=target) == {}, "upgraded already"
+
+
+def test_fed_upgrade_takes_a_version_8_table_to_9(tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    table = new_table(path, "8")
+    table.upsert(trips([1, 2], "us", 5))
+    before = whole_rows(load_table(path).scan().to_arrow())
+    timeline = timeline_names(path)
+    changed = table.upgrade(table_version=9)
+    config = load_table(path).config
+    assert changed[P.TABLE_VERSION] == ("8", "9")
+    assert (config[P.ORDERING_FIELDS], config[P.LEGACY_PAYLOAD_CLASS]) == ("ts", P.DEFAULT_HOODIE_PAYLOAD)
+    assert {P.PRECOMBINE_FIELD, P.PAYLOAD_CLASS, P.RECORD_MERGE_STRATEGY_ID}.isdisjoint(config)
+    assert config[P.RECORD_MERGE_MODE] == "EVENT_TIME_ORDERING"
+    assert timeline_names(path) == timeline, "8 -> 9 changes keys only"
+    assert whole_rows(load_table(path).scan().to_arrow()) == before == hudi_rs_rows(path)
+    with pytest.raises(UnsupportedTableVersionError, match="never down"):
+        load_table(path).upgrade(table_version=8)
+
+
+def test_fed_upgrade_refuses_merge_on_read_and_pending_instants(tmp_path: Path) -> None:
+    mor = create_table(str(tmp_path / "mor"), name="m", record_key_fields=["id"], table_type="MERGE_ON_READ")
+    with pytest.raises(UnsupportedTableVersionError, match="stays at version 6"):
+        mor.upgrade(table_version=9)
+    assert load_table(mor.path).config.version == 6
+    path = str(tmp_path / "t")
+    table = new_table(path, "6")
+    table.upsert(trips([1], "us", 1))
+    in_flight = Transaction(table.handle, "commit")  # its heartbeat beating
+    with in_flight, pytest.raises(InstantConflictError, match="pending instants"):
+        load_table(path).upgrade(table_version=9)
+    assert load_table(path).config.version == 6
+
+
+def test_a_write_that_began_on_version_6_during_the_upgrade_is_rolled_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer that requested its instant after the upgrade checked for pending ones and
+    before the switch: its instant is rolled back, so its commit fails (nothing of it visible)
+    rather than land in a folder the new timeline never reads."""
+    path = str(tmp_path / "t")
+    table = new_table(path, "6")
+    table.upsert(trips([1, 2], "us", 1))
+    before = data_rows(load_table(path))
+    stale = load_table(path, options=FAST_HEARTBEAT)
+    began, upgraded = threading.Event(), threading.Event()
+    failure: list[BaseException] = []
+
+    def hold(step: str) -> None:
+        if step == "data":
+            began.set()
+            upgraded.wait(30)
+
+    def late_write() -> None:
+        try:
+            with observe_steps(hold):
+                stale.upsert(trips([3], "us", 1))
+        except BaseException as error:
+            failure.append(error)
+
+    real_move = version_upgrade._moved_instants
+
+    def move_after_the_late_write_began(*args: object) -> list[str]:
+        writer.start()
+        assert began.wait(30)
+        return real_move(*args)  # type: ignore[arg-type]
+
+    writer = threading.Thread(target=late_write)
+    monkeypatch.setattr(version_upgrade, "_moved_instants", move_after_the_late_write_began)
+    table.upgrade(table_version=9)
+    upgraded.set()
+    writer.join(60)
+    assert len(failure) == 1
+    assert isinstance(failure[0], CommitConflictError)
+    after = load_table(path)
+    assert after.config.version == 9
+    assert data_rows(after) == before
+    assert after.timeline().pending() == []
+    hoodie = tmp_path / "t" / ".hoodie"
+    assert not [n for n in os.listdir(hoodie) if re.fullmatch(r"\d{17}\..*", n)]
+    assert hudi_rs_rows(path) == whole_rows(after.scan().to_arrow())

@@ -91,6 +91,13 @@ def maintenance_commands(commands: Any) -> None:
         "bring the table's config up to what this fed writes (every write does it too); no data "
         "file is touched",
     )
+    upgrade.add_argument(
+        "--table-version",
+        type=int,
+        choices=(8, 9),
+        help="also move a copy-on-write table to Hudi 1.x's table version 8 or 9 (from 6, or 8 to 9), as "
+        "Apache Hudi's upgrade does; run it when no write runs on the table",
+    )
     upgrade.set_defaults(run=_upgrade)
 
     hive_sync = add(
@@ -230,7 +237,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 def _upgrade(args: argparse.Namespace) -> int:
     table = open_table(args)
-    changed = table.upgrade()
+    changed = table.upgrade(args.table_version)
     if not changed:
         print(f"table {table.name} is up to date")
     for key, (old, new) in changed.items():

@@ -462,6 +462,10 @@ def roll_back_pending(table: TableHandle, instant: Instant) -> str | None:
         decided = _decided_commit(read_object(fs, outcome))
         if decided is not None:
             completion, body = decided
+            naming = table.layout.instants
+            if completion is None and naming.completion_times:
+                # Decided on version 6 by a writer the table's upgrade to 8 or 9 overtook.
+                completion = completion_time(fs, table.path, naming, instant, table.config.timeline_zone)
             with contextlib.suppress(InstantConflictError):  # completed meanwhile
                 transition(fs, table.path, table.layout.instants, instant, COMPLETED, body, completion)
             remove_markers(table, instant.time)

@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from fedcore import properties as P
 from fedcore.commit.upgrade import upgrade_config
+from fedcore.commit.version_upgrade import upgrade_table_version
 from fedcore.exceptions import ConfigError
 from fedcore.files.file_slice import FileSlice, QueryType
 from fedcore.handle import HasHandle, TableHandle
@@ -284,11 +285,18 @@ class Table:
         referenced file back; ``progress`` gets the count of objects each listed folder added."""
         return verify_table(self._handle, progress, deep=deep)
 
-    def upgrade(self) -> dict[str, tuple[str, str]]:
+    def upgrade(self, table_version: int | None = None) -> dict[str, tuple[str, str]]:
         """Persist what the table's config lacks as this fedcore writes it (``fed upgrade``):
         the keys changed, each with its old and new value; empty when it was up to date. A
-        change fedcore cannot write on with is refused (``fedcore.commit.upgrade``)."""
-        return upgrade_config(self._handle)
+        change fedcore cannot write on with is refused (``fedcore.commit.upgrade``).
+
+        ``table_version``: 8 or 9 also moves a copy-on-write table of version 6 (or 8) to Hudi
+        1.x's table version, as Apache Hudi's upgrade does (``fedcore.commit.version_upgrade``:
+        the timeline into ``.hoodie/timeline/`` with completion times, Avro metadata, the
+        version's keys); refused while an instant is pending, and for merge-on-read tables."""
+        if table_version is None:
+            return upgrade_config(self._handle)
+        return upgrade_table_version(self._handle, table_version)
 
     def delete_orphans(self, report: VerifyReport, older_than: timedelta) -> list[str]:
         """Delete the orphans ``verify`` reported that were last modified more than
