@@ -23,6 +23,12 @@ copy-on-write table written with ``hoodie.populate.meta.fields=false`` (its file
 meta values; reads compute keys from the key fields) against one with Hudi's meta columns:
 bulk insert and upserts of 1% and 10%, time and bytes written.
 
+Table version 9 (Hudi 1.x) against version 6, same rows, same updates (``--sections
+table_versions``): copy-on-write tables created at each version (``hoodie.write.table.version``;
+version 9 names completed instants by completion time, which a commit lists the timeline to
+choose, and writes Avro commit metadata): bulk insert, upserts of 1% and 10%, a one-row upsert
+(a commit's fixed cost), a snapshot read and time travel to the first write; goal 1.1x.
+
 Local files and S3 on loopback (moto, fewer rows: moto stores at a few hundred MB/s). The
 peak memory of a bulk insert and of ``write_to_dataset`` is measured in a process of its
 own (Arrow's allocator peak and the process's peak RSS).
@@ -319,6 +325,51 @@ def virtual_key_cases(place: Place, n: int, progress: tqdm) -> dict[str, tuple[f
     return results
 
 
+#: The goal of every table-version case: version 9 / version 6 at most this.
+VERSION_GOAL = 1.1
+
+
+def table_version_cases(place: Place, n: int, progress: tqdm) -> dict[str, tuple[float, float, str]]:
+    """case -> (version 9, version 6, unit): each step on a table of each version in turn,
+    best of ``REPEATS`` (fresh tables for the bulk inserts, then the same updates into both)."""
+    data = rows_of(n)
+    versions = ("9", "6")
+    times: dict[str, dict[str, list[float]]] = {}
+    tables: dict[str, Table] = {}
+
+    def run(case: str, action: Callable[[Table], Any]) -> None:
+        # Each version goes first every other time: neither gets the warmer caches each time.
+        done = len(times.get(case, {}).get(versions[0], []))
+        for version in versions if done % 2 == 0 else versions[::-1]:
+            table = tables[version]
+            times.setdefault(case, {}).setdefault(version, []).append(timed(partial(action, table)))
+
+    for attempt in range(REPEATS):
+        for version in versions:
+            tables[version] = place.table(f"v{version}_{attempt}", **{P.WRITE_TABLE_VERSION: version})
+        run("bulk insert", lambda table: table.bulk_insert(data))
+    progress.update()
+    first = {version: table.timeline().completed()[0].time for version, table in tables.items()}
+    for fraction in (0.01, 0.10):
+        for attempt in range(REPEATS):
+            batch = updates_of(n, fraction, seed=300 + attempt)
+            run(f"upsert {fraction:.0%}", lambda table, batch=batch: table.upsert(batch))
+    for attempt in range(REPEATS):
+        one = rows_of(1, start=attempt).set_column(2, "ts", pa.array([3 + attempt], pa.int64()))
+        run("upsert of one row (a commit's fixed cost)", lambda table, one=one: table.upsert(one))
+    progress.update()
+    for _ in range(REPEATS):
+        run("snapshot read", lambda table: table.read())
+        run(
+            "time travel to the first write",
+            lambda table: table.read(as_of=first[table.config.get(P.TABLE_VERSION)]),
+        )
+    for table in tables.values():  # both hold the same rows
+        assert table.scan().count() == n
+    progress.update()
+    return {case: (min(by["9"]), min(by["6"]), "s") for case, by in times.items()}
+
+
 def _upsert(table: Table, batches: list[pa.Table], attempt: int) -> None:
     table.upsert(batches[attempt])
 
@@ -386,15 +437,17 @@ Pairs = dict[str, dict[str, tuple[float, float, str]]]
 
 def main(
     n: int, s3_n: int, sections: set[str]
-) -> tuple[dict[str, dict[str, tuple[float, float, int]]], Pairs, Pairs]:
+) -> tuple[dict[str, dict[str, tuple[float, float, int]]], Pairs, Pairs, Pairs]:
     found: dict[str, dict[str, tuple[float, float, int]]] = {}
     merge_on_read: Pairs = {}
     virtual_keys: Pairs = {}
+    table_versions: Pairs = {}
     places = 2 if s3_n else 1
     total = places * (
         (4 if "write" in sections else 0)
         + (3 if "merge_on_read" in sections else 0)
         + (2 if "virtual_keys" in sections else 0)
+        + (3 if "table_versions" in sections else 0)
     )
     with tqdm(total=total, desc="write path cases", unit="case") as progress:
         with tempfile.TemporaryDirectory() as root:
@@ -407,6 +460,10 @@ def main(
             if "virtual_keys" in sections:
                 virtual_keys[f"local files, {n:,} rows"] = virtual_key_cases(
                     Place(f"{root}/virtual", None), n, progress
+                )
+            if "table_versions" in sections:
+                table_versions[f"local files, {n:,} rows"] = table_version_cases(
+                    Place(f"{root}/versions", None), n, progress
                 )
         if s3_n:
             with LoopbackS3() as server:
@@ -423,7 +480,12 @@ def main(
                     virtual_keys[f"S3 (moto), {s3_n:,} rows"] = virtual_key_cases(
                         virtual_place, s3_n, progress
                     )
-    return found, merge_on_read, virtual_keys
+                if "table_versions" in sections:
+                    versions_place = Place(server.create_bucket("versions"), server.storage_options())
+                    table_versions[f"S3 (moto), {s3_n:,} rows"] = table_version_cases(
+                        versions_place, s3_n, progress
+                    )
+    return found, merge_on_read, virtual_keys, table_versions
 
 
 def report(found: dict[str, dict[str, tuple[float, float, int]]], memory: dict[str, tuple[int, int]]) -> None:
@@ -506,17 +568,17 @@ if __name__ == "__main__":
     parser.add_argument("--s3-rows", type=int, default=1_000_000, help="0: leave S3 out")
     parser.add_argument(
         "--sections",
-        default="write,merge_on_read,virtual_keys,memory",
+        default="write,merge_on_read,virtual_keys,table_versions,memory",
         help="comma separated: write (against pyarrow), merge_on_read (against copy-on-write), "
-        "virtual_keys (against meta fields), memory",
+        "virtual_keys (against meta fields), table_versions (version 9 against 6), memory",
     )
     parser.add_argument("--plot", metavar="PNG")
     args = parser.parse_args()
     sections = {s.strip() for s in args.sections.split(",") if s.strip()}
-    unknown = sections - {"write", "merge_on_read", "virtual_keys", "memory"}
+    unknown = sections - {"write", "merge_on_read", "virtual_keys", "table_versions", "memory"}
     if unknown:
         parser.error(f"unknown section(s): {', '.join(sorted(unknown))}")
-    results, merge_on_read, virtual_keys = main(args.rows, args.s3_rows, sections)
+    results, merge_on_read, virtual_keys, table_versions = main(args.rows, args.s3_rows, sections)
     memory = {}
     if "memory" in sections:
         memory = {
@@ -528,6 +590,8 @@ if __name__ == "__main__":
     report(results, memory)
     report_pairs(merge_on_read, "merge-on-read vs copy-on-write", ("MOR", "COW/base"), MOR_GOALS)
     report_pairs(virtual_keys, "virtual keys vs meta fields", ("virtual", "meta"), VIRTUAL_KEY_GOALS)
+    version_goals = {case: VERSION_GOAL for results in table_versions.values() for case in results}
+    report_pairs(table_versions, "table version 9 vs 6", ("version 9", "version 6"), version_goals)
     if args.plot and results:
         plot(results, args.plot)
     stem = (args.plot or "").removesuffix(".png")
@@ -535,3 +599,5 @@ if __name__ == "__main__":
         plot_pairs(merge_on_read, f"{stem}-merge-on-read.png", "merge-on-read / copy-on-write", MOR_GOALS)
     if args.plot and virtual_keys:
         plot_pairs(virtual_keys, f"{stem}-virtual-keys.png", "virtual keys / meta fields", VIRTUAL_KEY_GOALS)
+    if args.plot and table_versions:
+        plot_pairs(table_versions, f"{stem}-table-versions.png", "version 9 / version 6", version_goals)
