@@ -138,6 +138,14 @@ KEY_GENERATOR_TYPES: Final = {
     "TIMESTAMP": "org.apache.hudi.keygen.TimestampBasedKeyGenerator",
     "CUSTOM": "org.apache.hudi.keygen.CustomKeyGenerator",
 }
+#: The type of each key generator class (what versions 8 and 9 record beside the class).
+KEY_GENERATOR_TYPE_OF: Final = {cls: name for name, cls in KEY_GENERATOR_TYPES.items()}
+#: What a version-8 table records for each merge mode fed writes: (payload class, merge
+#: strategy id), as Hudi 1.0 records them.
+MERGE_MODE_KEYS_V8: Final = {
+    "EVENT_TIME_ORDERING": (DEFAULT_HOODIE_PAYLOAD, DEFAULT_RECORD_MERGER_STRATEGY),
+    "COMMIT_TIME_ORDERING": (OVERWRITE_WITH_LATEST_PAYLOAD, COMMIT_TIME_MERGE_STRATEGY),
+}
 
 # --- Metadata table, writes, cleaning (Hudi's keys and defaults) --------------------
 # Each runtime setting is its key bound once to its type, default and parser

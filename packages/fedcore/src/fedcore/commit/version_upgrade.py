@@ -54,11 +54,6 @@ if TYPE_CHECKING:
 TARGETS: Final = (8, 9)
 _AVRO_MAGIC: Final = b"Obj\x01"
 _WRITES: Final = frozenset({COMMIT, DELTA_COMMIT, REPLACE_COMMIT})
-#: Hudi's merger strategy ids, by merge mode (version 8 records one).
-_STRATEGY: Final = {
-    "EVENT_TIME_ORDERING": P.DEFAULT_RECORD_MERGER_STRATEGY,
-    "COMMIT_TIME_ORDERING": P.COMMIT_TIME_MERGE_STRATEGY,
-}
 
 
 def upgrade_table_version(table: TableHandle, target: int) -> dict[str, tuple[str, str]]:
@@ -214,14 +209,10 @@ def _version_keys(config: TableConfig, target: int) -> dict[str, str]:
         P.RECORD_MERGE_MODE: mode,
     }
     generator = P.key_generator(config)
-    types = {cls: name for name, cls in P.KEY_GENERATOR_TYPES.items()}
-    if generator in types:
-        keys[P.KEY_GENERATOR_TYPE] = types[generator]
+    if generator in P.KEY_GENERATOR_TYPE_OF:
+        keys[P.KEY_GENERATOR_TYPE] = P.KEY_GENERATOR_TYPE_OF[generator]
     if target == 8:
-        keys[P.PAYLOAD_CLASS] = (
-            P.DEFAULT_HOODIE_PAYLOAD if mode == "EVENT_TIME_ORDERING" else P.OVERWRITE_WITH_LATEST_PAYLOAD
-        )
-        keys[P.RECORD_MERGE_STRATEGY_ID] = _STRATEGY[mode]
+        keys[P.PAYLOAD_CLASS], keys[P.RECORD_MERGE_STRATEGY_ID] = P.MERGE_MODE_KEYS_V8[mode]
     else:
         keys[P.LEGACY_PAYLOAD_CLASS] = payload
         if config.precombine_field:

@@ -367,7 +367,7 @@ def _version_keys(given: dict[str, str], defaults: Mapping[str, str]) -> dict[st
     mode = given.pop(P.RECORD_MERGE_MODE, "").strip().upper() or (
         "EVENT_TIME_ORDERING" if ordering else "COMMIT_TIME_ORDERING"
     )
-    if mode not in ("EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING"):
+    if mode not in P.MERGE_MODE_KEYS_V8:
         raise InvalidTableConfigError(
             P.RECORD_MERGE_MODE, f"{mode!r}: fed writes EVENT_TIME_ORDERING and COMMIT_TIME_ORDERING"
         )
@@ -376,7 +376,6 @@ def _version_keys(given: dict[str, str], defaults: Mapping[str, str]) -> dict[st
             raise InvalidTableConfigError(
                 key, f"is a key of table version 6; version {version} merges by {P.RECORD_MERGE_MODE}"
             )
-    event_time = mode == "EVENT_TIME_ORDERING"
     keys: dict[str, str | None] = {
         P.TABLE_VERSION: value,
         P.TABLE_INITIAL_VERSION: value,
@@ -388,15 +387,11 @@ def _version_keys(given: dict[str, str], defaults: Mapping[str, str]) -> dict[st
         P.PAYLOAD_CLASS: None,
         P.RECORD_MERGER_STRATEGY: None,
     }
-    generator = given.get(P.KEY_GENERATOR_CLASS) or defaults.get(P.KEY_GENERATOR_CLASS, "")
-    types = {cls: name for name, cls in P.KEY_GENERATOR_TYPES.items()}
-    if generator.strip() in types:
-        keys[P.KEY_GENERATOR_TYPE] = types[generator.strip()]
+    generator = (given.get(P.KEY_GENERATOR_CLASS) or defaults.get(P.KEY_GENERATOR_CLASS, "")).strip()
+    if generator in P.KEY_GENERATOR_TYPE_OF:
+        keys[P.KEY_GENERATOR_TYPE] = P.KEY_GENERATOR_TYPE_OF[generator]
     if version == 8:
-        keys[P.PAYLOAD_CLASS] = P.DEFAULT_HOODIE_PAYLOAD if event_time else P.OVERWRITE_WITH_LATEST_PAYLOAD
-        keys[P.RECORD_MERGE_STRATEGY_ID] = (
-            P.DEFAULT_RECORD_MERGER_STRATEGY if event_time else P.COMMIT_TIME_MERGE_STRATEGY
-        )
+        keys[P.PAYLOAD_CLASS], keys[P.RECORD_MERGE_STRATEGY_ID] = P.MERGE_MODE_KEYS_V8[mode]
     elif ordering:  # version 9 names the ordering fields anew
         keys[P.ORDERING_FIELDS] = given.pop(P.PRECOMBINE_FIELD, None) or ordering
         keys[P.PRECOMBINE_FIELD] = None
