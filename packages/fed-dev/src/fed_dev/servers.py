@@ -9,9 +9,11 @@ object store instead, for benchmarks whose times should not carry moto's own cos
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -19,8 +21,11 @@ import time
 import uuid
 from collections import Counter
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar, cast
 from urllib.parse import parse_qs
+
+from werkzeug.serving import ThreadedWSGIServer, WSGIRequestHandler
+from werkzeug.wsgi import LimitedStream
 
 from fed_dev.process import ProcessServer, free_ports
 from fedcore.io.filesystems import StorageOptions
@@ -147,12 +152,11 @@ class LoopbackS3(S3Endpoint):
         self.requests = RequestCount()
 
     def start(self) -> LoopbackS3:
-        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
-        from werkzeug.serving import make_server
+        from moto.moto_server.werkzeug_app import create_backend_app
 
         # werkzeug logs every request unless told otherwise.
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
-        app = DomainDispatcherApplication(create_backend_app)
+        app = _dispatcher_class()(create_backend_app)
         count = self.requests
 
         def counted(environ: dict[str, Any], start_response: Any) -> Any:
@@ -168,13 +172,143 @@ class LoopbackS3(S3Endpoint):
             finally:
                 count.served()
 
-        self._server = make_server("127.0.0.1", 0, counted, threaded=True)
+        self._server = _KeepAliveServer("127.0.0.1", 0, counted)
         self._thread, self.endpoint_url = serve_in_thread(self._server, "loopback-s3")
         return self
 
     def stop(self) -> None:
         shut_down(self._server, self._thread)
         self._server = self._thread = None
+
+
+@functools.cache
+def _dispatcher_class() -> Any:
+    """The class of ``Dispatcher`` below (made on first use: moto takes a while to import)."""
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+
+    class Dispatcher(DomainDispatcherApplication):  # type: ignore[misc,unused-ignore]  # Any where moto is absent
+        """moto's dispatcher of a request to its service's app, each host's service remembered.
+
+        moto finds a request's service anew every time: it lists its own package folder (a
+        ``stat`` per service, some 250) and tries each service's URL patterns, under one lock
+        for all requests, about half of what it spends serving a small GET. A host names one
+        service for good (the list and the patterns are fixed), so one look-up is enough."""
+
+        def __init__(self, create_app: Any) -> None:
+            super().__init__(create_app)
+            self._backends: dict[str | None, Any] = {}
+
+        def get_backend_for_host(self, host: str | None) -> Any:
+            if host not in self._backends:  # (called under the dispatcher's lock)
+                self._backends[host] = super().get_backend_for_host(host)
+            return self._backends[host]
+
+    return Dispatcher
+
+
+class _KeepAliveHandler(WSGIRequestHandler):  # type: ignore[misc,unused-ignore]  # Any without werkzeug
+    """werkzeug's WSGI request handler, keeping the connection open between requests.
+
+    werkzeug's development server closes every connection after one answer, so each S3
+    request paid a new TCP connection (the client's connect, the server's new thread); a
+    client that keeps its connections open, as every S3 client does against a real store,
+    made about half the requests. The answer (moto makes it whole) goes in one write with
+    its length, headers and body together, and without Nagle's delay: a write held back
+    until the peer's delayed ACK costs 40 ms a request. ``Expect: 100-continue`` was answered
+    by ``parse_request`` already. The request's body is read to its end after the answer is
+    made, so the next request starts where this one ended."""
+
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+
+    def run_wsgi(self) -> None:
+        self.environ = environ = self.make_environ()
+        body_in = environ["wsgi.input"]
+        if not environ.get("wsgi.input_terminated"):  # chunked: werkzeug's reader stops at its end
+            try:
+                length = max(int(environ.get("CONTENT_LENGTH") or 0), 0)
+            except ValueError:
+                length, self.close_connection = 0, True
+            body_in = environ["wsgi.input"] = LimitedStream(cast(IO[bytes], self.rfile), length)
+        started: list[Any] = []
+        written: list[bytes] = []
+
+        def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            started[:] = [status, headers]
+            return written.append
+
+        method = environ["REQUEST_METHOD"]
+        try:
+            answer = self.server.app(environ, start_response)
+            try:
+                written.extend(answer)
+            finally:
+                if hasattr(answer, "close"):
+                    answer.close()
+            while body_in.read(1 << 16):
+                pass  # what the app left of the request's body
+        except (ConnectionError, TimeoutError) as exc:
+            self.close_connection = True
+            self.connection_dropped(exc, environ)
+            return
+        except Exception:
+            self.close_connection = True
+            logging.getLogger("werkzeug").exception("Error on request %s %s", method, self.path)
+            self.send_error(500)
+            return
+        status, headers = started
+        code_text, _, reason = status.partition(" ")
+        code = int(code_text)
+        body = b"".join(written)
+        self.send_response(code, reason)
+        length_sent = None
+        for name, value in headers:
+            self.send_header(name, value)
+            if name.lower() == "content-length":
+                length_sent = value
+        has_body = method != "HEAD" and code >= 200 and code not in (204, 304)
+        if not has_body:
+            body = b""
+        elif length_sent is None:
+            self.send_header("Content-Length", str(len(body)))
+        elif length_sent.strip() != str(len(body)):
+            self.close_connection = True  # the length said is not the body's: end it with the connection
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self._headers_buffer.append(b"\r\n" + body)
+        try:
+            self.flush_headers()
+        except (ConnectionError, TimeoutError) as exc:
+            self.close_connection = True
+            self.connection_dropped(exc, environ)
+
+
+class _KeepAliveServer(ThreadedWSGIServer):  # type: ignore[misc,unused-ignore]
+    """werkzeug's threaded server with ``_KeepAliveHandler``; closing it closes the connections
+    its clients keep open too, so that no request reaches a stopped server."""
+
+    def __init__(self, host: str, port: int, app: Any) -> None:
+        super().__init__(host, port, app, handler=_KeepAliveHandler)
+        self._open: set[socket.socket] = set()
+        self._open_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._open_lock:
+            self._open.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._open_lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
+    def server_close(self) -> None:
+        super().server_close()
+        with self._open_lock:
+            still_open = list(self._open)
+        for connection in still_open:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
 
 
 #: The servers ``weed server`` runs, S3 last.
