@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import pickle
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from botocore.utils import parse_timestamp
 
 from fed_dev.servers import LoopbackS3
 from fed_dev.testing import Backend
 from fedcore import properties as P
 from fedcore.exceptions import InvalidFileNameError, InvalidPathError, ListingNotSupportedError
 from fedcore.files.filenames import base_file_name, log_file_name, new_file_id
-from fedcore.io.filesystems import filesystem_for, read_object, read_objects
+from fedcore.io.filesystems import _parse_timestamp, filesystem_for, read_object, read_objects
 from fedcore.io.uris import normalize_uri
 from fedcore.storage import load_storage_strategy
 from fedcore.storage.federated import FederatedFileSystem
@@ -206,6 +208,39 @@ def test_small_objects_are_read_with_one_get_each(s3_server: LoopbackS3) -> None
     assert read_objects(fs, paths[:2]) == [b"", b"x"]
     with pytest.raises(FileNotFoundError):
         read_objects(fs, [paths[1], f"{bucket}/missing"])
+
+
+def test_listed_and_read_modification_times_are_the_stores(s3_server: LoopbackS3) -> None:
+    """A listing's ``LastModified`` (ISO 8601, read without dateutil) and a HEAD's (an HTTP
+    date) are the same aware instant, the one the store gives."""
+    bucket = s3_server.create_bucket("times")
+    fs = filesystem_for(bucket, s3_server.storage_options())
+    fs.pipe_file(f"{bucket}/o", b"x")
+    (listed,) = fs.ls(bucket, detail=True, refresh=True)
+    fs.invalidate_cache()
+    headed = fs.info(f"{bucket}/o")
+    stored = s3_server.client().head_object(Bucket=bucket[5:], Key="o")["LastModified"]
+    assert listed["LastModified"].utcoffset() == headed["LastModified"].utcoffset() == dt.timedelta(0)
+    # (a listing gives milliseconds, an HTTP date whole seconds)
+    assert listed["LastModified"].replace(microsecond=0) == headed["LastModified"] == stored
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("2024-05-01T12:00:00.123Z", dt.datetime(2024, 5, 1, 12, 0, 0, 123000, dt.timezone.utc)),
+        ("2024-05-01T12:00:00Z", dt.datetime(2024, 5, 1, 12, tzinfo=dt.timezone.utc)),
+        ("2024-05-01T14:00:00.5+02:00", dt.datetime(2024, 5, 1, 12, 0, 0, 500000, dt.timezone.utc)),
+        ("2024-05-01T12:00:00.1234567Z", dt.datetime(2024, 5, 1, 12, 0, 0, 123456, dt.timezone.utc)),
+        ("Wed, 01 May 2024 12:00:00 GMT", dt.datetime(2024, 5, 1, 12, tzinfo=dt.timezone.utc)),
+        ("1714564800", dt.datetime(2024, 5, 1, 12, tzinfo=dt.timezone.utc)),  # epoch seconds, not 1714-56-...
+        (1714564800, dt.datetime(2024, 5, 1, 12, tzinfo=dt.timezone.utc)),
+    ],
+)
+def test_a_response_timestamp_reads_as_botocore_reads_it(value: object, expected: dt.datetime) -> None:
+    parsed = _parse_timestamp(value)
+    assert parsed == expected == parse_timestamp(value)
+    assert parsed.utcoffset() == parse_timestamp(value).utcoffset()
 
 
 @pytest.mark.parametrize(

@@ -37,8 +37,10 @@ botocore's ``connect_timeout`` (fedcore's default ``CONNECT_TIMEOUT_S``;
 from __future__ import annotations
 
 import contextlib
+import datetime
 import errno
 import functools
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
@@ -184,7 +186,30 @@ def _s3_session(limit: int, profile: str | None = None) -> Any:
 
     session = aiobotocore.session.AioSession(profile=profile)
     _fail_fast_after(session, limit)
+    session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=_parse_timestamp)
     return session
+
+
+#: An ISO 8601 timestamp with its zone, as S3 gives each listed object's ``LastModified``.
+_ISO_TIMESTAMP: Final = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?(?:Z|[+-]\d{2}:\d{2})")
+
+
+def _parse_timestamp(value: Any) -> datetime.datetime:
+    """botocore's parse of a timestamp in a response, without dateutil for S3's usual form.
+
+    botocore parses every timestamp with dateutil's general parser, some 40 µs each: a
+    listing's page of 1,000 objects spent 40 ms of CPU on its ``LastModified`` fields alone,
+    more than the request. An ISO 8601 timestamp with its zone (``2024-05-01T12:00:00.000Z``)
+    is read by ``datetime.fromisoformat`` (the same instant, aware); any other form (an HTTP
+    date in a header, epoch seconds) goes to botocore's own parser."""
+    if isinstance(value, str) and _ISO_TIMESTAMP.fullmatch(value):
+        # (3.10's fromisoformat reads neither "Z" nor a fraction of other than 3 or 6 digits)
+        with contextlib.suppress(ValueError):
+            return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    from botocore.utils import parse_timestamp
+
+    parsed: datetime.datetime = parse_timestamp(value)
+    return parsed
 
 
 def _profile(uri: str, options: dict[str, Any]) -> str | None:
