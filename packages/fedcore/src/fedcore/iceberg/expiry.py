@@ -24,7 +24,7 @@ from pyiceberg.table.metadata import TableMetadataUtil
 from fedcore.iceberg.fileio import FedFileIO
 from fedcore.iceberg.locations import HINT, version_of
 from fedcore.io.errors import storage_errors
-from fedcore.io.filesystems import read_object, remove_files
+from fedcore.io.filesystems import read_existing, read_objects, remove_files
 
 if TYPE_CHECKING:
     from fedcore.handle import TableHandle
@@ -57,15 +57,18 @@ def clean_view(table: TableHandle, folder: str, newest: str) -> ViewCleanup:
     reachable = set(kept) | {f"{folder}/{HINT}"}  # the hint is never deleted
     io = FedFileIO(fs)
     lists: set[str] = set()
-    for location in kept:
-        metadata = TableMetadataUtil.parse_raw(read_object(fs, location).decode())
+    # The kept versions' metadata files, then their manifest lists, each set read concurrently:
+    # two round trips to the store, not one for each of some 30 files.
+    for data in read_objects(fs, kept):
+        metadata = TableMetadataUtil.parse_raw(data.decode())
         lists.update(s.manifest_list for s in metadata.snapshots if s.manifest_list)
+    # A list missing is of a snapshot an older clean already let go: nothing of it to keep.
+    found = read_existing(fs, sorted(lists))
     for manifest_list in sorted(lists):
         reachable.add(manifest_list)
-        try:
-            reachable.update(m.manifest_path for m in read_manifest_list(io.new_input(manifest_list)))
-        except FileNotFoundError:
-            continue  # of a snapshot an older clean already let go: nothing of it to keep
+        if manifest_list in found:
+            held = io.held_input(manifest_list, found[manifest_list])
+            reachable.update(m.manifest_path for m in read_manifest_list(held))
     newest_time = _modified(entries.get(newest))
     doomed = [
         path

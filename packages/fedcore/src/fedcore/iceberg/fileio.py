@@ -23,6 +23,10 @@ class FedFileIO(FileIO):
     def new_input(self, location: str) -> InputFile:
         return _WholeInput(location, self._fs)
 
+    def held_input(self, location: str, data: bytes) -> InputFile:
+        """The file at ``location`` whose bytes were read already (with others, concurrently)."""
+        return _WholeInput(location, self._fs, data)
+
     def new_output(self, location: str) -> OutputFile:
         return _BufferedOutput(location, self._fs)
 
@@ -40,10 +44,10 @@ class FedFileIO(FileIO):
 class _WholeInput(InputFile):
     """A metadata file read in one GET (no HEAD for its size first): they are small."""
 
-    def __init__(self, location: str, fs: AbstractFileSystem) -> None:
+    def __init__(self, location: str, fs: AbstractFileSystem, data: bytes | None = None) -> None:
         super().__init__(location)
         self._fs = fs
-        self._data: bytes | None = None
+        self._data = data
 
     def _read(self) -> bytes:
         if self._data is None:
