@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,24 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def test_the_cli_starts_without_importing_pandas() -> None:
+    """Every ``fed`` command imports fedcore and its CLI first: pandas (a fifth of a second)
+    is left to what uses it, and a parquet read needs none."""
+    script = (
+        "import sys\n"
+        "import fedcore.cli.main\n"
+        "from fedcore.io.parquet import read_parquet\n"
+        "import pyarrow as pa, pyarrow.parquet as pq, io\n"
+        "sink = io.BytesIO()\n"
+        "pq.write_table(pa.table({'n': pa.nulls(3, pa.int64())}), sink)\n"
+        "assert read_parquet(sink.getvalue()).num_rows == 3\n"
+        "print(sorted(m for m in sys.modules if m == 'pandas' or m.startswith('pandas.')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
 
 
 def test_preview_defaults_to_the_object_store_layout(capsys: pytest.CaptureFixture[str]) -> None:

@@ -538,8 +538,16 @@ def delete_block(
     return encode_block(BlockType.DELETE, header, content)
 
 
-_EMPTY: Final = pa.scalar(b"", pa.binary())
-_NULL_BRANCH: Final = pa.scalar(b"\x00", pa.binary())
+def _binary_scalar(value: bytes) -> pa.Scalar:
+    """A binary scalar made from its buffers: ``pa.scalar`` of a Python value imports pandas
+    (pyarrow looks for its types), a fifth of a second of the import of every process that
+    imports fedcore, the CLI's and its reads' among them, whether it converts anything or not."""
+    offsets = pa.py_buffer(np.array([0, len(value)], dtype=np.int32).tobytes())
+    return pa.Array.from_buffers(pa.binary(), 1, [None, offsets, pa.py_buffer(value)])[0]
+
+
+_EMPTY: Final = _binary_scalar(b"")
+_NULL_BRANCH: Final = _binary_scalar(b"\x00")
 
 
 def _constant(value: bytes, count: int) -> pa.Array:

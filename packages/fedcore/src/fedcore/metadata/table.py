@@ -158,8 +158,9 @@ class IndexCache:
 
 #: Deltas a cached manifest may need before the next lookup lists manifests/ again.
 _MAX_CACHED_DELTAS: Final = 32
-#: The rows of a partition a shard does not hold.
-_NO_ROWS: Final = SCHEMA.empty_table()
+#: The rows of a partition a shard does not hold (made of empty arrays: ``Schema.empty_table``
+#: imports pandas, a fifth of a second of every process's import of fedcore).
+_NO_ROWS: Final = pa.Table.from_arrays([pa.nulls(0, field.type) for field in SCHEMA], schema=SCHEMA)
 #: What a cached partition's rows take besides their buffers (the table, its key).
 _ENTRY_BYTES: Final = 1_024
 

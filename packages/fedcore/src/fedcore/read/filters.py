@@ -18,7 +18,6 @@ from typing import Any, Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from fedcore.exceptions import InvalidFilterError
@@ -288,9 +287,9 @@ _KERNELS: Final[dict[str, Callable[[Any, Any], Any]]] = {
 }
 
 
-def row_expression(filters: Sequence[Filter]) -> ds.Expression | None:
+def row_expression(filters: Sequence[Filter]) -> pc.Expression | None:
     """The filters as a pyarrow expression, for rows."""
-    expression: ds.Expression | None = None
+    expression: pc.Expression | None = None
     for f in filters:
         field = pc.field(f.column)
         if f.op == "IS NULL":

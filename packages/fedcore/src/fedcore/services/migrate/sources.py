@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 from fsspec import AbstractFileSystem
 
 from fedcore import properties as P
@@ -251,6 +250,8 @@ def _parquet_source(
     partition_fields: Sequence[str] | None,
     precombine_field: str | None,
 ) -> Source:
+    import pyarrow.dataset as ds  # here: it imports pandas, a fifth of a second of fedcore's import
+
     root = fs._strip_protocol(source).rstrip("/")
     try:
         dataset = ds.dataset(root, format="parquet", partitioning="hive", filesystem=fs)
