@@ -40,13 +40,25 @@ def _mvn(*args: str, what: str) -> None:
 
 
 def classpath(pom: Traversable, what: str) -> str:
-    """The runtime classpath of ``pom``'s dependencies (its jars fetched once into ~/.m2)."""
-    with tempfile.TemporaryDirectory(prefix="fed-pom-") as folder:
-        copy = Path(folder) / "pom.xml"
-        copy.write_bytes(pom.read_bytes())
-        out = Path(folder) / "classpath.txt"
-        _mvn("-f", str(copy), "dependency:build-classpath", f"-Dmdep.outputFile={out}", what=what)
-        jars = out.read_text().strip().split(os.pathsep)
+    """The runtime classpath of ``pom``'s dependencies (its jars fetched once into ~/.m2).
+
+    Resolved by ``mvn`` once per version of the pom (5 to 6 s of Maven's start and
+    resolution, for every server a test session starts), then kept in the fed-dev cache; a
+    kept classpath one of whose jars has left ~/.m2 is resolved (and fetched) again."""
+    data = pom.read_bytes()
+    kept = CACHE / f"classpath-{hashlib.sha256(data + _SETTINGS.read_bytes()).hexdigest()[:16]}.txt"
+    jars = kept.read_text().split(os.pathsep) if kept.is_file() else []
+    if not jars or not all(os.path.isfile(jar) for jar in jars):
+        with tempfile.TemporaryDirectory(prefix="fed-pom-") as folder:
+            copy = Path(folder) / "pom.xml"
+            copy.write_bytes(data)
+            out = Path(folder) / "classpath.txt"
+            _mvn("-f", str(copy), "dependency:build-classpath", f"-Dmdep.outputFile={out}", what=what)
+            jars = out.read_text().strip().split(os.pathsep)
+        CACHE.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=CACHE, prefix=".classpath-", delete=False) as staged:
+            staged.write(os.pathsep.join(jars))
+        os.replace(staged.name, kept)  # whole or not at all: sessions may start servers at once
     return os.pathsep.join(j for j in jars if not any(x in j for x in _EXCLUDED_JARS))
 
 
