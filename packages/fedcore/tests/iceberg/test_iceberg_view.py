@@ -378,13 +378,13 @@ def test_a_large_partitions_manifests_are_split_and_a_publish_rewrites_only_what
 def test_a_publish_costs_the_same_requests_however_big_the_partition(
     s3_server: LoopbackS3, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A one-file upsert's publish into a partition of 100 files (a few manifests) and into
-    one of 400 (several times as many): the same reads, one manifest among them, and the same
+    """A one-file upsert's publish into a partition of 60 files (a few manifests) and into
+    one of 240 (several times as many): the same reads, one manifest among them, and the same
     writes: the manifest list, the metadata, the hint, and the manifest that replaces the one
     read (two halves of it, where the upsert took it past the target)."""
     monkeypatch.setattr(view_module, "MANIFEST_TARGET_BYTES", SMALL_TARGET)
     reads, writes, counts = [], [], []
-    for files in (100, 400):
+    for files in (60, 240):
         tables, storage = s3_server.create_bucket(f"big{files}"), s3_server.create_bucket(f"bigs{files}")
         backend = Backend("s3", f"{tables}/trips", storage, s3_server.storage_options())
         table = make(backend, **ONE_ROW_FILES)
