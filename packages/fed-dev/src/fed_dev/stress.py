@@ -34,7 +34,9 @@ from fed_dev.writers import (
     finish_writer,
     records,
     recover,
+    release_writers,
     start_writer,
+    wait_for_release,
 )
 from fedcore import properties as P
 from fedcore.exceptions import FedError
@@ -176,12 +178,14 @@ def _spec_tag(spec: Mapping[str, Any]) -> str:
 def _run_round(
     table: Table, storage_options: StorageOptions | None, specs: list[dict[str, Any]]
 ) -> list[Outcome]:
-    start_at = time.time() + 2.0  # every process has imported fedcore by then: maximal overlap
-    where = {"table": table.path, "storage_options": storage_options, "start_at": start_at}
-    processes = [start_writer("fed_dev.stress", {**spec, **where}) for spec in specs]
+    where = {"table": table.path, "storage_options": storage_options}
+    processes = [start_writer("fed_dev.stress", {**spec, **where}, gated=True) for spec in specs]
+    # Each writes once all have imported fedcore and loaded the table: maximal overlap.
+    printed = release_writers(processes)
     outcomes = []
-    for spec, process in zip(specs, processes, strict=True):
+    for spec, process, before in zip(specs, processes, printed, strict=True):
         out, err = finish_writer(process, timeout=300)
+        out = before + out
         body: dict[str, Any] = {}
         for line in out.splitlines():
             if line.startswith("{"):
@@ -266,7 +270,7 @@ def _worker(job: dict[str, Any]) -> int:
         rows = records(ids, [_spec_partition(job)] * len(ids), _spec_tag(job), job["round"])
         if job["operation"] == DELETE:
             rows = rows.select(["id", "p"])
-        time.sleep(max(0.0, job["start_at"] - time.time()))
+        wait_for_release()
         result = WriteClient(table).write(rows, job["operation"])
     except FedError as exc:  # anything but a conflict is a violation: where it came from, too
         print(json.dumps(describe_failure(exc)), flush=True)

@@ -9,10 +9,12 @@ are gone, and the table's rows compared with a model of the committed writes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from collections import Counter
@@ -55,16 +57,64 @@ def describe_failure(exc: BaseException) -> dict[str, str]:
     return {"error": type(exc).__name__, "message": message}
 
 
-def start_writer(module: str, job: Mapping[str, Any]) -> subprocess.Popen[str]:
+#: What a writer started with ``gated=True`` prints once it is ready to write, and then waits
+#: for a line on its standard input (``release_writers``).
+READY: Final = "ready"
+
+
+def start_writer(module: str, job: Mapping[str, Any], *, gated: bool = False) -> subprocess.Popen[str]:
     """``python -m module JOB`` (the job as JSON): a writer in a fresh interpreter, as a
-    scheduler starts one; its stdout and stderr piped."""
+    scheduler starts one; its stdout and stderr piped (and its stdin, ``gated``: it writes
+    when ``release_writers`` says so)."""
     return subprocess.Popen(
         [sys.executable, "-m", module, json.dumps(job)],
+        stdin=subprocess.PIPE if gated else None,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONHASHSEED": "0"},
     )
+
+
+def wait_for_release() -> None:
+    """In a gated writer, once it is ready to write (fedcore imported, the table loaded):
+    say so, and wait for the word to go."""
+    print(READY, flush=True)
+    sys.stdin.readline()
+
+
+def release_writers(processes: list[subprocess.Popen[str]], timeout: float = 300.0) -> list[str]:
+    """Once every gated writer is ready (or has ended before that: it printed what it
+    printed; or was killed, not ready after ``timeout`` seconds), let them all write at
+    once; what each printed before its ready line.
+
+    Its ready line read, a writer prints nothing more until released, so nothing of its
+    output waits in the pipe's text reader, which ``communicate`` (``finish_writer``) skips."""
+    before = []
+
+    def kill_all() -> None:
+        for process in processes:
+            process.kill()
+
+    watchdog = threading.Timer(timeout, kill_all)
+    watchdog.start()
+    try:
+        for process in processes:
+            assert process.stdout is not None  # (piped)
+            lines = []
+            for line in process.stdout:  # to its end, where it exited before it was ready
+                if line.strip() == READY:
+                    break
+                lines.append(line)
+            before.append("".join(lines))
+    finally:
+        watchdog.cancel()
+    for process in processes:
+        assert process.stdin is not None
+        with contextlib.suppress(BrokenPipeError):  # one that has exited: nothing to release
+            process.stdin.write("go\n")
+            process.stdin.flush()  # (left open: ``communicate`` closes it)
+    return before
 
 
 def finish_writer(process: subprocess.Popen[str], timeout: float) -> tuple[str, str]:
@@ -80,8 +130,9 @@ def recover(table_path: str, storage_options: StorageOptions | None) -> Table:
     """Once every writer has exited: wait until their heartbeats have expired, roll back
     the writes they left pending (as the next writer would), and open the table afresh."""
     handle = load_table(table_path, options=HEARTBEAT, storage_options=storage_options).handle
-    time.sleep(handle.heartbeat_interval_ms * (handle.heartbeat_tolerable_misses + 1) / 1000 + 0.5)
-    roll_back_failed_writes(handle)
+    if handle.timeline().pending():  # (none pending, there is nothing to wait for or roll back)
+        time.sleep(handle.heartbeat_interval_ms * (handle.heartbeat_tolerable_misses + 1) / 1000 + 0.5)
+        roll_back_failed_writes(handle)
     return load_table(table_path, storage_options=storage_options)
 
 
