@@ -280,21 +280,6 @@ def test_archival_and_cleaning_keep_the_table_hudi_rs_reads(tmp_path: Path) -> N
     assert 0 < len([n for n in active if n.endswith(".commit")]) < 8, "older commits were archived"
 
 
-def test_a_merge_on_read_table_of_version_8_is_not_written_yet(tmp_path: Path) -> None:
-    path = str(tmp_path / "t")
-    table = create_table(
-        path,
-        name="trips",
-        record_key_fields=["id"],
-        precombine_field="ts",
-        table_type="MERGE_ON_READ",
-        properties={P.WRITE_TABLE_VERSION: "8"},
-    )
-    with pytest.raises(UnsupportedTableVersionError, match="merge-on-read table of table version 8"):
-        table.upsert(trips([1], "us", 1))
-    assert [n for n in timeline_names(path) if n != "history"] == []
-
-
 @pytest.mark.parametrize("target", [8, 9])
 def test_fed_upgrade_moves_a_version_6_table_to_hudi_1x_as_hudi_does(tmp_path: Path, target: int) -> None:
     """The timeline moves into ``.hoodie/timeline/`` (completed instants named by their files'

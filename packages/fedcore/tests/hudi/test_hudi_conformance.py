@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 import zipfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +28,8 @@ import pytest
 from fedcore.exceptions import (
     InvalidColumnsError,
     UnsupportedTableError,
-    UnsupportedTableVersionError,
 )
+from fedcore.files.filenames import LOG_FILE_RE
 from fedcore.log.blocks import BlockType, read_blocks
 from fedcore.table import Table, create_table, load_table
 from fedcore.write.client import WriteClient
@@ -462,26 +463,32 @@ def test_a_table_of_version_8_or_9_is_read_like_hudi_rs(archive: Path, tmp_path:
 
 
 def _write_back_one_row(table: Table, path: str, columns: list[str]) -> None:
-    """fedcore writes a copy-on-write table of version 8 or 9 Hudi wrote (a row upserted
-    unchanged: the same rows after it, read alike by fedcore and hudi-rs); a merge-on-read one
-    is refused by name, before anything is written."""
+    """fedcore writes a table of version 8 or 9 Hudi wrote, of either type (a row upserted
+    unchanged: the same rows after it, read alike by fedcore and hudi-rs; merge-on-read: a
+    delta commit appending a log file named as Hudi 1.x names them)."""
     timeline = Path(path.removeprefix("file://"), ".hoodie", "timeline")
     before = sorted(p.name for p in timeline.iterdir())
     data = table.read()
     plain = [c for c in data.column_names if not c.startswith("_hoodie_")]
     refusal: tuple[type[Exception], str] | None = None
-    if table.config.merge_on_read:
-        refusal = (UnsupportedTableVersionError, "merge-on-read table of table version")
-    elif table.config.partition_fields and not table.handle.partition_scheme.encodes_values:
+    if table.config.partition_fields and not table.handle.partition_scheme.encodes_values:
         refusal = (UnsupportedTableError, "fedcore writes the paths of Hudi's simple")
     if refusal is not None:
         with pytest.raises(refusal[0], match=refusal[1]):
             table.upsert(data.select(plain).slice(0, 1))
         assert sorted(p.name for p in timeline.iterdir()) == before, "nothing of the write was begun"
         return
-    if data.num_rows == 0:
+    # A row whose key no other row holds: Hudi wrote some keys into two file groups (an insert
+    # after a rollback), and an upsert of such a key updates each of them, as Hudi's does.
+    keys = list(zip(*(data.column(c).to_pylist() for c in table.config.record_key_fields), strict=True))
+    counts = Counter(keys)
+    unique = [i for i, key in enumerate(keys) if counts[key] == 1]
+    if not unique:
         return
-    table.upsert(data.select(plain).slice(0, 1))
+    written = table.upsert(data.select(plain).slice(unique[0], 1))
+    if table.config.merge_on_read:  # an update: a log file of the delta commit's own, version 1
+        logs = [n for s in load_table(path).file_slices() for n, _ in s.log_files if written.instant in n]
+        assert [LOG_FILE_RE.fullmatch(n).group(2, 3) for n in logs] == [(written.instant, "1")]  # type: ignore[union-attr]
     after = load_table(path).read()
     kept = [
         c for c in columns if c not in ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_file_name")

@@ -24,7 +24,7 @@ def local(tmp_path: Path) -> Backend:
 def full_plan(table: Table, earliest: str) -> dict[str, dict[str, int]]:
     """What a clean looking at every partition would delete."""
     found = {
-        p: _doomed(files, earliest, table.handle.layout.log_files)
+        p: _doomed(files, earliest, table.handle.layout.log_files, table.handle.log_slicing(table.timeline()))
         for p, files in table.handle.file_index.files().items()
     }
     return {p: doomed for p, doomed in found.items() if doomed}

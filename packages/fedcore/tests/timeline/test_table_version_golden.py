@@ -5,6 +5,7 @@ it, cannot change a version 6 table's files."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -116,7 +117,7 @@ def test_replace_commit_metadata_bytes() -> None:
 
 def test_log_file_names() -> None:
     name = V6.log_files.name(
-        "fid-1", base_instant="20260101000000000", instant=T, version=2, write_token="0-1-3"
+        "fid-1", base_instant="20260101000000000", instant=T, place=2, write_token="0-1-3"
     )
     assert name == ".fid-1_20260101000000000.log.2_0-1-3"
     assert V6.log_files.parse(name) == LogFileName("fid-1", "20260101000000000", 2, "0-1-3", False)
@@ -126,18 +127,20 @@ def test_log_file_names() -> None:
 
 
 def test_one_layout_per_version() -> None:
-    """Versions 6, 8 and 9 have layouts (merge-on-read tables of 8 and 9 are read, not
-    written); any other is refused by name, never read by another version's rules."""
+    """Versions 6, 8 and 9 have layouts, of tables of either type written; any other is
+    refused by name, never read by another version's rules."""
     assert V6.instants.folder("s3://b/t") == "s3://b/t/.hoodie"
     assert layout_for(6) is V6
     assert (layout_for(8).version, layout_for(9).version) == (8, 9)
     assert layout_for(8).instants.folder("s3://b/t") == "s3://b/t/.hoodie/timeline"
     assert [layout_for(v).timeline_layout for v in (6, 8, 9)] == [1, 2, 2]
-    assert [layout_for(v).writes_merge_on_read for v in (6, 8, 9)] == [True, False, False]
-    layout_for(9).check_writable("trips", merge_on_read=False)
-    V6.check_writable("trips", merge_on_read=True)
-    with pytest.raises(UnsupportedTableVersionError, match="merge-on-read ones of version 6"):
-        layout_for(9).check_writable("trips", merge_on_read=True)
+    assert [layout_for(v).writes_merge_on_read for v in (6, 8, 9)] == [True, True, True]
+    for version in (6, 8, 9):
+        layout_for(version).check_writable("trips", merge_on_read=True)
+    read_only = replace(layout_for(9), writes_merge_on_read=False)  # a version read, not written
+    read_only.check_writable("trips", merge_on_read=False)
+    with pytest.raises(UnsupportedTableVersionError, match="merge-on-read table of table version 9"):
+        read_only.check_writable("trips", merge_on_read=True)
     for version in (5, 7, 10):
         with pytest.raises(UnsupportedTableVersionError, match=f"table version {version};"):
             layout_for(version, "trips")

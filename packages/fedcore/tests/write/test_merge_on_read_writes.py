@@ -41,8 +41,16 @@ from .test_writes import FAST_HEARTBEAT
 Rows = dict[int, tuple[str, float]]
 
 
-def mor_table(backend: Backend, layout: str = "object_store", **extra: str) -> Table:
+#: The table versions whose merge-on-read tables fedcore writes: 6 (Hudi 0.14/0.15, log files
+#: named after their slice's base instant) and 8 (Hudi 1.x, a log file of its own per delta
+#: commit, named after it; version 9 differs in configuration keys only).
+VERSIONS = ["6", "8"]
+
+
+def mor_table(backend: Backend, layout: str = "object_store", version: str = "6", **extra: str) -> Table:
     props = {**ENGINE_LAYOUTS[layout], **FAST_HEARTBEAT, **extra}
+    if version != "6":
+        props[P.WRITE_TABLE_VERSION] = version
     if props.get(P.STORAGE_STRATEGY_CLASS):
         props[P.STORAGE_PATH] = backend.storage_path
     return create_table(
@@ -66,15 +74,18 @@ def log_names(table: Table) -> list[str]:
     return sorted(name for s in table.file_slices() for name, _ in s.log_files)
 
 
-def seeded(backend: Backend, layout: str = "object_store", **extra: str) -> tuple[Table, Rows]:
+def seeded(
+    backend: Backend, layout: str = "object_store", version: str = "6", **extra: str
+) -> tuple[Table, Rows]:
     """40 trips in two partitions, one base file each, and the rows a read must give."""
-    table = mor_table(backend, layout, **extra)
+    table = mor_table(backend, layout, version, **extra)
     table.bulk_insert(trips(range(40), ["us", "de"] * 20))
     return table, {i: (["us", "de"][i % 2], 10.0 + i) for i in range(40)}
 
 
-def test_updates_and_deletes_append_log_files_that_reads_merge(backend: Backend) -> None:
-    table, expected = seeded(backend)
+@pytest.mark.parametrize("version", VERSIONS)
+def test_updates_and_deletes_append_log_files_that_reads_merge(backend: Backend, version: str) -> None:
+    table, expected = seeded(backend, version=version)
     base_rows = rows(table)
     assert base_rows == expected
     bases = {s.file_id: s for s in table.file_slices()}
@@ -116,8 +127,9 @@ def test_updates_and_deletes_append_log_files_that_reads_merge(backend: Backend)
         assert set(blocks) <= {BlockType.PARQUET_DATA, BlockType.DELETE}
 
 
-def test_inserts_go_to_base_files_and_never_to_a_slice_with_log_files(backend: Backend) -> None:
-    table, expected = seeded(backend)
+@pytest.mark.parametrize("version", VERSIONS)
+def test_inserts_go_to_base_files_and_never_to_a_slice_with_log_files(backend: Backend, version: str) -> None:
+    table, expected = seeded(backend, version=version)
     table.upsert(trips([0], "us", fare=100.0))  # us now has a log file; de has none
     expected[0] = ("us", 100.0)
     slices = {s.partition_path: s for s in table.file_slices()}
@@ -150,9 +162,12 @@ def test_log_files_share_their_base_files_prefix_on_every_layout(tmp_path: Path,
 
 
 @pytest.mark.parametrize("step", STEPS)
-def test_a_crash_at_any_step_of_a_delta_commit_is_all_or_nothing(tmp_path: Path, step: str) -> None:
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_crash_at_any_step_of_a_delta_commit_is_all_or_nothing(
+    tmp_path: Path, step: str, version: str
+) -> None:
     backend = Backend("local", f"file://{tmp_path}/tables/trips", f"file://{tmp_path}/storage", None)
-    table, expected = seeded(backend)
+    table, expected = seeded(backend, version=version)
     before_logs = log_names(table)
     with pytest.raises(Crash), observe_steps(crash_at(step)):
         WriteClient(table).upsert(trips([0, 1], ["us", "de"], fare=100.0))
@@ -168,8 +183,11 @@ def test_a_crash_at_any_step_of_a_delta_commit_is_all_or_nothing(tmp_path: Path,
     assert len(live) == len(before_logs) + (3 if step in ("outcome", "completed") else 1)
 
 
-def test_appends_onto_one_slice_conflict_and_onto_different_slices_both_commit(backend: Backend) -> None:
-    table, expected = seeded(backend)
+@pytest.mark.parametrize("version", VERSIONS)
+def test_appends_onto_one_slice_conflict_and_onto_different_slices_both_commit(
+    backend: Backend, version: str
+) -> None:
+    table, expected = seeded(backend, version=version)
     winner: list[str] = []
 
     def same_group(step: str) -> None:
@@ -194,11 +212,12 @@ def test_appends_onto_one_slice_conflict_and_onto_different_slices_both_commit(b
     assert rows(table) == expected
 
 
-def test_a_rewrite_racing_an_append_onto_the_same_slice_conflicts(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_rewrite_racing_an_append_onto_the_same_slice_conflicts(tmp_path: Path, version: str) -> None:
     """An insert rewrites a small slice without log files; an update racing it appends onto
     that slice: one of them must lose, or the update would vanish under the new base file."""
     backend = Backend("local", f"file://{tmp_path}/tables/trips", f"file://{tmp_path}/storage", None)
-    table, expected = seeded(backend)
+    table, expected = seeded(backend, version=version)
     raced: list[str] = []
 
     def append_meanwhile(step: str) -> None:
@@ -211,9 +230,10 @@ def test_a_rewrite_racing_an_append_onto_the_same_slice_conflicts(tmp_path: Path
     assert rows(table) == expected
 
 
-def test_racing_threads_appending_onto_one_slice_exactly_one_commits(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", VERSIONS)
+def test_racing_threads_appending_onto_one_slice_exactly_one_commits(tmp_path: Path, version: str) -> None:
     backend = Backend("local", f"file://{tmp_path}/tables/trips", f"file://{tmp_path}/storage", None)
-    table, _ = seeded(backend)
+    table, _ = seeded(backend, version=version)
     barrier = threading.Barrier(2, timeout=30)
     results: dict[str, object] = {}
 
@@ -238,8 +258,11 @@ def test_racing_threads_appending_onto_one_slice_exactly_one_commits(tmp_path: P
     assert rows(table)[0] == ("us", fare)
 
 
-def test_rolling_back_a_delta_commit_deletes_its_log_files_and_frees_their_place(backend: Backend) -> None:
-    table, expected = seeded(backend)
+@pytest.mark.parametrize("version", VERSIONS)
+def test_rolling_back_a_delta_commit_deletes_its_log_files_and_frees_their_place(
+    backend: Backend, version: str
+) -> None:
+    table, expected = seeded(backend, version=version)
     table.upsert(trips([0], "us", fare=100.0))
     expected[0] = ("us", 100.0)
     undone = table.upsert(trips([0, 1], ["us", "de"], fare=200.0))
@@ -250,12 +273,17 @@ def test_rolling_back_a_delta_commit_deletes_its_log_files_and_frees_their_place
     expected[0] = ("us", 300.0)
     assert rows(table) == expected
     assert redone.files_written == 1
-    assert sorted(LOG_FILE_RE.fullmatch(n)[3] for n in log_names(table)) == ["1", "2"]  # type: ignore[index]
+    # Version 6 numbers a slice's log files; Hudi 1.x's are each version 1 of a file of its own.
+    versions = ["1", "2"] if version == "6" else ["1", "1"]
+    assert sorted(LOG_FILE_RE.fullmatch(n)[3] for n in log_names(table)) == versions  # type: ignore[index]
 
 
-def test_clean_keeps_the_log_files_of_live_slices_and_deletes_older_slices(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", VERSIONS)
+def test_clean_keeps_the_log_files_of_live_slices_and_deletes_older_slices(
+    tmp_path: Path, version: str
+) -> None:
     backend = Backend("local", f"file://{tmp_path}/tables/trips", f"file://{tmp_path}/storage", None)
-    table, expected = seeded(backend, **{P.CLEANER_COMMITS_RETAINED: "1"})
+    table, expected = seeded(backend, version=version, **{P.CLEANER_COMMITS_RETAINED: "1"})
     for n in range(3):
         table.upsert(trips([0], "us", fare=100.0 * n))  # logs onto us's slice
         table.upsert(trips([200 + n], "de"))  # de: rewritten while it has no log files
@@ -273,9 +301,10 @@ def test_clean_keeps_the_log_files_of_live_slices_and_deletes_older_slices(tmp_p
     assert kept.startswith(next(s.file_id for s in table.file_slices() if s.partition_path == "country=de"))
 
 
-def test_verify_and_repair_account_for_log_files(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", VERSIONS)
+def test_verify_and_repair_account_for_log_files(tmp_path: Path, version: str) -> None:
     backend = Backend("local", f"file://{tmp_path}/tables/trips", f"file://{tmp_path}/storage", None)
-    table, expected = seeded(backend)
+    table, expected = seeded(backend, version=version)
     table.upsert(trips([0, 1], ["us", "de"], fare=100.0))
     table.delete(trips([2], "us").select(["trip_id", "country"]))
     expected |= {0: ("us", 100.0), 1: ("de", 101.0)}
@@ -449,10 +478,10 @@ def test_a_hudi_written_merge_on_read_table_takes_fedcores_upserts(
 # --- compaction ------------------------------------------------------------------------------
 
 
-def changed(backend: Backend) -> tuple[Table, Rows]:
+def changed(backend: Backend, version: str = "6") -> tuple[Table, Rows]:
     """``seeded``, then updates, deletes and a deleted key written again: five log files, two
     on one slice, three on the other."""
-    table, expected = seeded(backend)
+    table, expected = seeded(backend, version=version)
     table.upsert(trips([0, 1], ["us", "de"], ts=2, fare=100.0))
     table.delete(trips([2, 3], ["us", "de"]).select(["trip_id", "country"]))
     table.upsert(trips([3], "de", ts=3, fare=300.0))
@@ -461,9 +490,7 @@ def changed(backend: Backend) -> tuple[Table, Rows]:
     return table, expected
 
 
-def test_a_compaction_folds_log_files_into_new_base_files_and_reads_do_not_change(
-    backend: Backend,
-) -> None:
+def test_a_compaction_folds_log_files_into_new_base_files_and_reads_do_not_change(backend: Backend) -> None:
     table, expected = changed(backend)
     assert rows(table) == expected
     before = {s.file_id: s for s in table.file_slices()}
@@ -710,6 +737,28 @@ def test_migrating_to_a_merge_on_read_table_copies_fed_log_files_as_they_are(tmp
     )
     assert merged.rewritten == 2
     assert rows(load_table(f"file://{tmp_path}/cow")) == in_source
+
+
+def test_migrating_a_hudi_1x_merge_on_read_table_merges_its_slices(tmp_path: Path) -> None:
+    """A Hudi 1.x log file is placed by its delta commit's completion time, which the target's
+    new timeline does not have, and a version-6 name says a slice, not a delta commit: the
+    slices with log files are merged into base files, not copied."""
+    from fedcore.services.migrate import migrate
+
+    backend = Backend("local", f"file://{tmp_path}/tables/trips", f"file://{tmp_path}/storage", None)
+    source, expected = changed(backend, "8")
+    properties = {P.TABLE_TYPE: "MERGE_ON_READ"}
+    storage = {P.STORAGE_STRATEGY_CLASS: "object_store", P.STORAGE_PATH: f"file://{tmp_path}/moved"}
+    report = migrate(source.path, f"file://{tmp_path}/target", storage=storage, properties=properties)
+    assert (report.copied, report.rewritten) == (0, 2)
+    target = load_table(f"file://{tmp_path}/target")
+    assert (target.config.version, target.config.merge_on_read) == (6, True)
+    assert rows(target) == read_optimized(target) == expected
+    assert not log_names(target)
+    target.upsert(trips([10], "us", fare=1.0))
+    expected[10] = ("us", 11.0)
+    assert rows(target) == expected
+    assert len(log_names(target)) == 1
 
 
 def test_keys_another_writer_put_in_log_files_are_found_not_inserted_again(tmp_path: Path) -> None:

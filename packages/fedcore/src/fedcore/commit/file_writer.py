@@ -79,8 +79,9 @@ class FileGroupWrite:
     base_keys: pa.ChunkedArray | None = None
     #: The whole base file, when the key lookup has fetched it already (object stores).
     base_bytes: bytes | None = None
-    #: Merge-on-read: the version of the log file this write appends onto the slice of
-    #: ``base`` (its updates as a data block, its deletes as a delete block); None: a base file.
+    #: Merge-on-read: the place in the slice of ``base`` of the log file this write adds onto
+    #: it (its updates as a data block, its deletes as a delete block; ``FileGroup.logs_onto``:
+    #: the file's version up to table version 6, its rank from 8); None: a base file.
     log_version: int | None = None
     #: Its partition may be new (no file group of it was found): the write gives the partition
     #: Hudi's partition metadata file, without which Hudi's readers do not see the partition.
@@ -105,9 +106,9 @@ class FileName(NamedTuple):
     task attempt, so a retried task never overwrites its first attempt's file), the
     ``_hoodie_commit_seqno`` prefix of its rows (``<instant>_<n>_``), and the token of a
     log file. A base file's name holds its instant; a log file's holds its slice's base
-    instant only, so its token holds the writing instant (as the stage): two writers
-    appending onto one slice at once never name the same file, and the loser of the claim
-    deletes its own."""
+    instant only (up to table version 6; from 8 the delta commit's, and version 1 always),
+    so its token holds the writing instant (as the stage): two writers appending onto one
+    slice at once never name the same file, and the loser of the claim deletes its own."""
 
     token: str
     sequence: str
@@ -167,7 +168,7 @@ def relative_path(table: TableHandle, group: FileGroupWrite, naming: FileName, i
             group.file_id,
             base_instant=group.base[0],
             instant=instant,
-            version=group.log_version,
+            place=group.log_version,
             write_token=naming.log_token,
         )
     else:

@@ -72,8 +72,9 @@ def upgrade_table_version(table: TableHandle, target: int) -> dict[str, tuple[st
         )
     if config.merge_on_read:
         raise UnsupportedTableVersionError(
-            f"table {table.name} is a merge-on-read table: fedcore writes those at version 6 only, so it "
-            "stays at version 6"
+            f"table {table.name} is a merge-on-read table: fedcore upgrades copy-on-write tables only (a "
+            "version 6 log file is named after its slice, a Hudi 1.x one after its delta commit), so it "
+            "stays at version 6: compact it and create a table of version 8 or 9"
         )
     roll_back_failed_writes(table)
     pending = table.timeline().pending()

@@ -78,6 +78,10 @@ class FileGroup:
     file_id: str
     bases: dict[str, str] = field(default_factory=dict)
     logs: list[GroupLog] = field(default_factory=list)
+    #: Whether its log files are named after the delta commits that wrote them (Hudi 1.x):
+    #: each is version 1 of a file of its own, so a file's place in its slice is its rank
+    #: there, not its version (``logs_onto``).
+    by_commit: bool = False
 
     def _sliced(self) -> list[tuple[str, GroupLog]]:
         """Each log file with its slice's start; refused where the start is not known."""
@@ -107,8 +111,15 @@ class FileGroup:
         return (max(instants), self.bases[max(instants)]) if instants else None
 
     def logs_onto(self, start: str) -> list[tuple[int, str]]:
-        """(version, name) of the log files written onto the slice starting at ``start``."""
-        return [(log.version, log.name) for at, log in self._sliced() if at == start]
+        """(place, name) of the log files written onto the slice starting at ``start``, in
+        Hudi's order: a file's place in its slice, which the next file written onto it
+        follows (``commit.transaction.log_slot``): its version where the version numbers a
+        slice's files (up to table version 6), its rank in the slice where each file is
+        version 1 of its own (Hudi 1.x)."""
+        onto = [log for at, log in self._sliced() if at == start]
+        if self.by_commit:
+            return [(rank, log.name) for rank, log in enumerate(onto, 1)]
+        return [(log.version, log.name) for log in onto]
 
     def latest_slice(self, as_of: str | None, committed: Callable[[str], bool]) -> SliceFiles | None:
         """The latest slice as of ``as_of`` (None: the newest), log files included.
@@ -146,6 +157,7 @@ def file_groups(
             if log is None or log.cdc:
                 continue
             group = groups.get(log.file_id) or groups.setdefault(log.file_id, FileGroup(log.file_id))
+            group.by_commit = by_commit
             start = None if by_commit else log.instant
             group.logs.append(GroupLog(log.instant, log.version, log.write_token, name, start))
         else:

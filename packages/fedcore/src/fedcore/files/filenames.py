@@ -115,9 +115,9 @@ class LogFileNaming(ABC):
     names_delta_commit: ClassVar[bool] = False
 
     @abstractmethod
-    def name(self, file_id: str, *, base_instant: str, instant: str, version: int, write_token: str) -> str:
-        """The name of the ``version``-th log file of the slice at ``base_instant``, written by
-        ``instant``."""
+    def name(self, file_id: str, *, base_instant: str, instant: str, place: int, write_token: str) -> str:
+        """The name of the log file ``instant`` writes onto the slice at ``base_instant``, the
+        ``place``-th of that slice (``FileGroup.logs_onto``)."""
 
     @abstractmethod
     def parse(self, name: str) -> LogFileName | None:
@@ -127,8 +127,8 @@ class LogFileNaming(ABC):
 class LogFileNamingV6(LogFileNaming):
     """Table version 6: ``.<file id>_<base instant>.log.<version>_<write token>[.cdc]``."""
 
-    def name(self, file_id: str, *, base_instant: str, instant: str, version: int, write_token: str) -> str:
-        return log_file_name(file_id, base_instant, version, write_token)
+    def name(self, file_id: str, *, base_instant: str, instant: str, place: int, write_token: str) -> str:
+        return log_file_name(file_id, base_instant, place, write_token)  # its place is its version
 
     def parse(self, name: str) -> LogFileName | None:
         match = LOG_FILE_RE.fullmatch(name)
@@ -140,9 +140,11 @@ class LogFileNamingV6(LogFileNaming):
 class LogFileNamingV8(LogFileNamingV6):
     """Table versions 8 and 9 (Hudi 1.x): the same pattern, carrying the time of the delta
     commit that wrote the file (each delta commit writes files of its own, version 1 on), so
-    a file's slice is found from that commit's completion time."""
+    a file's slice is found from that commit's completion time. A file is version 1 whatever
+    its place in its slice (Hudi's writer starts each delta commit's file at 1, and takes a
+    higher one only if that name exists: fed's write tokens are unique per attempt)."""
 
     names_delta_commit = True
 
-    def name(self, file_id: str, *, base_instant: str, instant: str, version: int, write_token: str) -> str:
-        return log_file_name(file_id, instant, version, write_token)
+    def name(self, file_id: str, *, base_instant: str, instant: str, place: int, write_token: str) -> str:
+        return log_file_name(file_id, instant, 1, write_token)

@@ -28,6 +28,7 @@ from fedcore.exceptions import (
     StorageStrategyMismatchError,
     UnsupportedTableError,
 )
+from fedcore.files.file_group import LogSlicing
 from fedcore.files.filenames import BASE_FILE_RE
 from fedcore.handle.config import TableConfig
 from fedcore.io.cache import BoundedCache
@@ -45,10 +46,10 @@ from fedcore.schema.meta import META_COLUMNS, strip_meta, with_meta_fields
 from fedcore.storage.base import StorageStrategy
 from fedcore.storage.federated import FederatedFileSystem
 from fedcore.storage.loader import load_storage_strategy, named_strategy_class, strategy_spec
-from fedcore.timeline import MERGE_ON_READ_WRITE_ACTIONS, WRITE_ACTIONS, Instant, Timeline
+from fedcore.timeline import COMPACTION, MERGE_ON_READ_WRITE_ACTIONS, WRITE_ACTIONS, Instant, Timeline
 from fedcore.timeline.commit_metadata import CommitMetadata
 from fedcore.timeline.layout import TableLayout, layout_for
-from fedcore.timeline.lsm import DEFAULT_HISTORY_FOLDER
+from fedcore.timeline.lsm import DEFAULT_HISTORY_FOLDER, ArchivedCompletionTimes
 from fedcore.timeline.retention import archived_file
 
 #: Completed instants' metadata a handle keeps (the least recently used dropped first): at
@@ -193,6 +194,23 @@ class TableHandle:
         timeline = Timeline.load(self.fs.table_fs, self.path, self.layout.instants, since)
         cache.timeline = timeline
         return timeline
+
+    def log_slicing(self, timeline: Timeline) -> LogSlicing | None:
+        """What places this table's log files in their slices as ``timeline`` shows it, for
+        every reader, writer and service that groups them (``fedcore.files.file_group``):
+        None where a log file's name says its slice (up to version 6); from version 8 (Hudi
+        1.x) the completion times of the writes, the pending compactions, where the active
+        timeline starts and the archived completion times."""
+        if not self.layout.log_files.names_delta_commit:
+            return None
+        actions = self.write_actions
+        history = f"{self.layout.instants.folder(self.path)}/{DEFAULT_HISTORY_FOLDER}"
+        return LogSlicing(
+            {i.time: i.completed_at for i in timeline.completed(actions)},
+            frozenset(i.time for i in timeline.pending() if i.action == COMPACTION),
+            min((i.time for i in timeline if i.action in actions or i.action == COMPACTION), default=""),
+            ArchivedCompletionTimes(self.fs.table_fs, history),
+        )
 
     @property
     def metadata_enabled(self) -> bool:

@@ -45,12 +45,14 @@ class PartitionFiles:
         versions, claimed against a racing writer)."""
         return sorted((fid, base[0]) for fid, base in self.latest_base_files(log_files).items())
 
-    def logs_by_slice(self, log_files: LogFileNaming) -> dict[tuple[str, str], list[tuple[int, str]]]:
-        """(file id, slice start) -> (version, name) of the log files written onto each slice
-        (``FileGroup.logs_onto``)."""
+    def logs_by_slice(
+        self, log_files: LogFileNaming, slicing: LogSlicing | None = None
+    ) -> dict[tuple[str, str], list[tuple[int, str]]]:
+        """(file id, slice start) -> (place, name) of the log files written onto each slice
+        (``FileGroup.logs_onto``; ``slicing``: what places a Hudi 1.x log file)."""
         return {
             (fid, start): group.logs_onto(start)
-            for fid, group in file_groups(self.files, log_files).items()
+            for fid, group in file_groups(self.files, log_files, slicing).items()
             for start in sorted({log.start or "" for log in group.logs})
         }
 

@@ -42,7 +42,6 @@ from fedcore.timeline import (
     Timeline,
     parse_instant_time,
 )
-from fedcore.timeline.lsm import DEFAULT_HISTORY_FOLDER, ArchivedCompletionTimes
 from fedcore.timeline.retention import check_not_archived
 
 if TYPE_CHECKING:
@@ -250,16 +249,8 @@ class ScanPlanner:
                 "or time travel instead"
             )
         reader = SliceReader(table, instant, types, rules, committed, computed)
-        slicing = None
-        if merging and table.layout.log_files.names_delta_commit:
-            # Hudi 1.x: a log file's slice follows from when its delta commit completed.
-            history = f"{table.layout.instants.folder(table.path)}/{DEFAULT_HISTORY_FOLDER}"
-            slicing = LogSlicing(
-                {i.time: i.completed_at for i in timeline.completed(actions)},
-                frozenset(i.time for i in timeline.pending() if i.action == COMPACTION),
-                committed.first,
-                ArchivedCompletionTimes(table.fs.table_fs, history),
-            )
+        # Hudi 1.x: a log file's slice follows from when its delta commit completed.
+        slicing = table.log_slicing(timeline) if merging else None
         return cls(table, as_of, timeline, index, reader, slicing, changes)
 
     def plan(self, filters: Sequence[FilterSpec] = (), columns: Sequence[str] | None = None) -> ScanPlan:

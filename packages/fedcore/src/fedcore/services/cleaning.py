@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from fedcore.commit.pending import refuse_beside_services
 from fedcore.commit.transaction import Transaction, roll_back_failed_writes
-from fedcore.files.file_group import file_groups
+from fedcore.files.file_group import LogSlicing, file_groups
 from fedcore.files.filenames import LogFileNaming
 from fedcore.io.filesystems import read_objects
 from fedcore.metadata.operations import removal_ops
@@ -81,8 +81,9 @@ def plan_clean(table: TableHandle, retained: int, timeline: Timeline | None = No
         if not plan.partitions:
             return plan
     kept = _savepointed(table, timeline)
+    slicing = table.log_slicing(timeline)
     for partition, files in table.file_index_at(timeline).files(plan.partitions).items():
-        doomed = _doomed(files, earliest, table.layout.log_files)
+        doomed = _doomed(files, earliest, table.layout.log_files, slicing)
         for name in kept.get(partition, ()):
             doomed.pop(name, None)
         if doomed:
@@ -102,10 +103,13 @@ def _savepointed(table: TableHandle, timeline: Timeline) -> dict[str, set[str]]:
     return kept
 
 
-def _doomed(files: PartitionFiles, earliest: str, log_files: LogFileNaming) -> dict[str, int]:
-    """The files of the slices no retained instant needs (``fedcore.files.file_group``)."""
+def _doomed(
+    files: PartitionFiles, earliest: str, log_files: LogFileNaming, slicing: LogSlicing | None
+) -> dict[str, int]:
+    """The files of the slices no retained instant needs (``fedcore.files.file_group``;
+    ``slicing``: what places a Hudi 1.x log file in its slice)."""
     doomed: dict[str, int] = {}
-    for file_id, group in file_groups(files.files, log_files).items():
+    for file_id, group in file_groups(files.files, log_files, slicing).items():
         starts = group.starts()
         replaced_at = files.replaced.get(file_id)
         if replaced_at is not None and replaced_at < earliest:

@@ -17,7 +17,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Literal
 
 from fedcore.exceptions import RepairError, UnsupportedTableError
-from fedcore.files.file_group import file_groups
+from fedcore.files.file_group import LogSlicing, file_groups
 from fedcore.files.filenames import LogFileNaming, data_file_id, file_instant
 from fedcore.io.filesystems import read_existing
 from fedcore.services.archival import read_archive
@@ -113,7 +113,9 @@ class History:
         names = [name for _, name in self.files] + [name for _, name in self.cleaned]
         return frozenset(filter(None, map(data_file_id, names)))
 
-    def latest_slices(self, log_files: LogFileNaming) -> set[tuple[str, str]]:
+    def latest_slices(
+        self, log_files: LogFileNaming, slicing: LogSlicing | None = None
+    ) -> set[tuple[str, str]]:
         """(partition, file name) of the files of the newest slice of every file group not
         replaced (its base file and the log files written onto it): what a snapshot read
         needs (``FileGroup.latest_slice``, every instant here having completed)."""
@@ -123,7 +125,7 @@ class History:
         latest: set[tuple[str, str]] = set()
         for partition, found in names.items():
             retired = self.replaced.get(partition, {})
-            for file_id, group in file_groups(found, log_files).items():
+            for file_id, group in file_groups(found, log_files, slicing).items():
                 newest = None if file_id in retired else group.latest_slice(None, lambda _: True)
                 if newest is not None:
                     files = [newest.base_file] if newest.base_file else []

@@ -239,7 +239,7 @@ def _rebuilt_state(
     table: TableHandle, history: History, inventory: Inventory, report: RepairReport
 ) -> dict[str, PartitionFiles]:
     state: dict[str, PartitionFiles] = {}
-    latest = history.latest_slices(table.layout.log_files)
+    latest = history.latest_slices(table.layout.log_files, table.log_slicing(history.timeline))
     for key, recorded in sorted(history.files.items()):
         partition, name = key
         stored = inventory.files.get(key)

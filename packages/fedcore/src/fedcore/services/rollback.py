@@ -21,6 +21,7 @@ from fedcore.commit.transaction import (
     Transaction,
     check_begun_by_fed,
     is_failed,
+    log_slot,
     release_claim,
     remove_instant_files,
     roll_back_pending,
@@ -37,6 +38,7 @@ from fedcore.timeline import (
     REQUESTED,
     ROLLBACK,
     Instant,
+    Timeline,
     parse_instant_time,
 )
 from fedcore.timeline.commit_metadata import CommitMetadata, deleted_files
@@ -78,7 +80,33 @@ def rollback(table: TableHandle, instant_time: str) -> str:
             "so it changes no row; it is not rolled back"
         )
     _check_cleans_spared(table, instant, metadata, [i for i in later if i.action == CLEAN])
-    return _roll_back_completed(table, instant, metadata)
+    return _roll_back_completed(table, instant, metadata, _claims_taken(table, timeline, metadata))
+
+
+def _claims_taken(table: TableHandle, timeline: Timeline, metadata: CommitMetadata) -> list[tuple[str, str]]:
+    """The (file id, version) claims a completed write took (``stat_claims``), to release as
+    it is rolled back. A log file's is its place in its slice (``log_slot``), which the
+    commit metadata records where the name does not say it (up to version 6) and Hudi 1.x's
+    does not: found, for every version alike, as a writer finds it, from the file's group
+    as ``timeline`` shows it (the write still completed, the latest on its slices)."""
+    merge_on_read = table.config.merge_on_read
+    claims = [claim for s in metadata.stats if not s.is_log for claim in stat_claims(s, merge_on_read)]
+    logs = [s for s in metadata.stats if s.is_log]
+    if not logs:
+        return claims
+    naming, slicing = table.layout.log_files, table.log_slicing(timeline)
+    found = table.file_index_at(timeline).files(sorted({s.partition_path for s in logs}))
+    for stat in logs:
+        name = stat.path.rpartition("/")[2]
+        files = found.get(stat.partition_path)
+        group = files.groups(naming, slicing).get(stat.file_id) if files is not None else None
+        if group is None:  # gone already (a rollback that died half way): no claim to find
+            continue
+        for start in group.starts():
+            claims += [
+                (stat.file_id, log_slot(start, place)) for place, at in group.logs_onto(start) if at == name
+            ]
+    return claims
 
 
 def _check_cleans_spared(
@@ -104,19 +132,20 @@ def _check_cleans_spared(
                     )
 
 
-def _roll_back_completed(table: TableHandle, instant: Instant, metadata: CommitMetadata) -> str:
+def _roll_back_completed(
+    table: TableHandle, instant: Instant, metadata: CommitMetadata, claims: list[tuple[str, str]]
+) -> str:
     start = time.monotonic()
     with Transaction(table, ROLLBACK) as transaction:
         transaction.inflight(b"")
         deleted: dict[str, list[str]] = {}
-        merge_on_read = table.config.merge_on_read
         for stat in metadata.stats:
             with contextlib.suppress(FileNotFoundError):
                 table.fs.rm_file(stat.path)
             name = stat.path.rpartition("/")[2]
             deleted.setdefault(stat.partition_path, []).append(name)
-            for file_id, version in stat_claims(stat, merge_on_read):
-                release_claim(table, f"{file_id}_{version}", instant.time)
+        for file_id, version in claims:
+            release_claim(table, f"{file_id}_{version}", instant.time)
         if metadata.replaced:
             previous = table.file_index.files(metadata.replaced, as_of=_before(table, instant))
             for partition, file_ids in metadata.replaced.items():

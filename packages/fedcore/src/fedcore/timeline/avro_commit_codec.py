@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from fedcore.exceptions import MetadataTableError
+from fedcore.files.filenames import LogFileNamingV8
 from fedcore.timeline.avro_file import NAMESPACE, STRING, AvroSchema, container, longs, optional
 from fedcore.timeline.commit_codec import CommitCodec, JsonCommitCodec
 from fedcore.timeline.commit_metadata import CommitMetadata, PlannedWrite, action_body
@@ -114,7 +115,20 @@ REPLACE_OPERATIONS: Final = frozenset(
 )
 
 _COMMIT: Final = AvroSchema(COMMIT_METADATA_SCHEMA)
+_LOG_NAMES: Final = LogFileNamingV8()
 _REPLACE: Final = AvroSchema(REPLACE_COMMIT_METADATA_SCHEMA)
+
+
+def _hudi_log_fields(path: str) -> dict[str, Any]:
+    """What Hudi 1.x's append handle records of a log file it wrote (``HoodieDeltaWriteStat``):
+    each delta commit writes a file of its own, so its ``prevCommit`` is the writing delta
+    commit and its version is the name's (1), with no base file named. fed's own account of
+    a log file (the slice it went onto, its place there: ``WriteStat.prev_commit``,
+    ``log_version``) is what its claims are taken on, at the commit, from the stats in hand."""
+    name = path.rpartition("/")[2]
+    parsed = _LOG_NAMES.parse(name)
+    assert parsed is not None, f"{name} is a log file fed named"
+    return {"prevCommit": parsed.instant, "logVersion": parsed.version, "baseFile": ""}
 
 
 class AvroCommitCodec(CommitCodec):
@@ -127,6 +141,8 @@ class AvroCommitCodec(CommitCodec):
         by_partition: dict[str, list[dict[str, Any]]] = {}
         for stat in metadata.stats:
             fields = stat.to_json()  # Hudi's names; fed's own fields have no place in the schema
+            if stat.is_log:
+                fields.update(_hudi_log_fields(stat.path))
             by_partition.setdefault(stat.partition_path, []).append(
                 {n: fields.get(n) for n in WRITE_STAT_FIELDS}
             )

@@ -48,8 +48,12 @@ class WriteStat:
     #: The file's column statistics (``io.parquet.file_stats``), for the metadata table; None
     #: where none were taken (files written before fed took them, copies by migrate).
     column_stats: str | None = None
-    #: A log file's version in its slice (merge-on-read; 0 for a base file), and the slice's
-    #: base file name (Hudi's ``HoodieDeltaWriteStat``; ``prev_commit`` is the slice's start).
+    #: A log file's place in its slice (merge-on-read; 0 for a base file: its version up to
+    #: table version 6, ``FileGroup.logs_onto``), and the slice's base file name (Hudi's
+    #: ``HoodieDeltaWriteStat``; ``prev_commit`` is the slice's start). What fed's claims are
+    #: taken on as it commits; Hudi 1.x's metadata records a log file otherwise (its delta
+    #: commit as ``prevCommit``, the name's version, no base file: ``AvroCommitCodec``), and
+    #: reads back so.
     log_version: int = 0
     base_file: str = ""
     #: A compaction's new base file: the highest version among the log files it folded in

@@ -56,8 +56,8 @@ V6: Final = TableLayout(
 )
 #: Table versions 8 (Hudi 1.0) and 9 (Hudi 1.1 and later; its differences are configuration
 #: keys, not file names or encodings), timeline layout 2. Log files are named as in version 6,
-#: with the writing delta commit's time where version 6 has the slice's base instant: fedcore
-#: reads them and does not write them yet.
+#: with the writing delta commit's time where version 6 has the slice's base instant, each
+#: delta commit writing files of its own (version 1).
 V8: Final = TableLayout(
     8,
     InstantNamingV8(),
@@ -65,7 +65,6 @@ V8: Final = TableLayout(
     AvroServiceMetadataCodec(),
     LogFileNamingV8(),
     timeline_layout=2,
-    writes_merge_on_read=False,
 )
 V9: Final = replace(V8, version=9)
 _LAYOUTS: Final = {layout.version: layout for layout in (V6, V8, V9)}

@@ -25,6 +25,7 @@ from fedcore import properties as P
 from fedcore.commit.file_group_writer import IO_THREADS
 from fedcore.commit.file_writer import NO_ROWS, FileGroupWrite, new_groups
 from fedcore.exceptions import InvalidRecordsError, UnsupportedTableError
+from fedcore.files.file_group import LogSlicing
 from fedcore.files.filenames import new_file_id
 from fedcore.io.filesystems import open_sized, read_object
 from fedcore.io.parquet import read_parquet
@@ -50,7 +51,8 @@ _KEPT_BASE_BYTES: Final = 256 * 2**20
 
 class BaseFile(NamedTuple):
     """The newest base file of a live file group: what a rewrite of the group replaces, and
-    (merge-on-read) the highest version of the log files written onto its slice (0: none)."""
+    (merge-on-read) the place of the last log file written onto its slice (0: none;
+    ``FileGroup.logs_onto``)."""
 
     instant: str
     name: str
@@ -169,9 +171,10 @@ class WritePlanner:
         assert self.job.timeline is not None, "planned where the job was opened"
         current = self.job.opened_files(sorted(partitions))
         found: dict[tuple[str, str], BaseFile] = {}
+        slicing = self.log_slicing()
         for partition, files in current.items():
             slices = files.latest_base_files(self.table.layout.log_files)
-            logs = files.logs_by_slice(self.table.layout.log_files) if self.merge_on_read else {}
+            logs = files.logs_by_slice(self.table.layout.log_files, slicing) if self.merge_on_read else {}
             if self.merge_on_read and self.job.operation in (UPSERT, DELETE):
                 self._check_keys_in_base_files(partition, slices, files, logs)
             for file_id, (instant, name) in slices.items():
@@ -184,6 +187,12 @@ class WritePlanner:
                     tuple(log for _, log in written) if self.keys_in_logs else (),
                 )
         return found
+
+    def log_slicing(self) -> LogSlicing | None:
+        """What places the table's log files in their slices, as of the timeline the job
+        opened on (``TableHandle.log_slicing``; None: copy-on-write, or names that say it)."""
+        assert self.job.timeline is not None, "planned where the job was opened"
+        return self.table.log_slicing(self.job.timeline) if self.merge_on_read else None
 
     def group_keys(self, partition: str, base: BaseFile) -> pa.Array:
         """The record keys of a file group's latest slice: its base file's, and (where
@@ -347,10 +356,12 @@ class WritePlanner:
             # Arrow, without the GIL. As many at a time as there are threads, so base files
             # fetched whole past the budget are let go a few partitions at a time, not held
             # while a slow partition is waited for.
+            slicing = self.log_slicing()
+
             def planned(item: tuple[str, np.ndarray]) -> list[FileGroupWrite]:
                 partition, rows = item
                 files = current.get(partition, PartitionFiles())
-                return self._plan_partition(partition, rows, first.keys, files)
+                return self._plan_partition(partition, rows, first.keys, files, slicing)
 
             threads = max(1, min(os.cpu_count() or 1, len(partitions)))
             with ThreadPoolExecutor(threads) as pool:
@@ -362,7 +373,12 @@ class WritePlanner:
         return Plan(groups, replaced, supersedes + superseded, current)
 
     def _plan_partition(
-        self, partition: str, rows: np.ndarray, keys: pa.Array | None, files: PartitionFiles
+        self,
+        partition: str,
+        rows: np.ndarray,
+        keys: pa.Array | None,
+        files: PartitionFiles,
+        slicing: LogSlicing | None = None,
     ) -> list[FileGroupWrite]:
         """An insert's, upsert's or delete's file groups in one partition: updates and deletes
         to the group holding their key, inserts to small groups, then new ones.
@@ -375,7 +391,7 @@ class WritePlanner:
         groups: dict[str, FileGroupWrite] = {}
         inserts = rows
         index: KeyIndex | None = None
-        logs = files.logs_by_slice(self.table.layout.log_files) if self.merge_on_read else {}
+        logs = files.logs_by_slice(self.table.layout.log_files, slicing) if self.merge_on_read else {}
         if keys is not None and operation in (UPSERT, DELETE):
             self._check_keys_in_base_files(partition, slices, files, logs)
             index = self._key_index(partition, slices, files, logs)

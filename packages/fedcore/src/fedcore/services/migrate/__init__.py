@@ -19,9 +19,11 @@ S3 endpoint the copy is server-side (CopyObject), no bytes through this process.
 What must change is **rewritten** through the file writer: a merge-on-read slice
 (base and log files merged into one base file), a file without meta fields, a plain
 Parquet file. The target is copy-on-write unless ``properties`` say
-``hoodie.table.type=MERGE_ON_READ``; a merge-on-read target takes the log files of a
-table fed wrote as they are, copied beside their base files (Hudi's may hold blocks of
-failed writes, so its slices are merged). Copies and rewrites run in parallel, with progress.
+``hoodie.table.type=MERGE_ON_READ``; a merge-on-read target of version 6 takes the log
+files of a version-6 table fed wrote as they are, copied beside their base files (Hudi's may
+hold blocks of failed writes, and a Hudi 1.x log file is placed by its delta commit's
+completion time, which the target's timeline does not have: those slices are merged).
+Copies and rewrites run in parallel, with progress.
 
 The new instant is later than every copied file's commit, so Hudi counts those files
 as committed before its timeline starts, as it counts archived commits.
@@ -171,7 +173,10 @@ def migrate(
     if report.already_done:
         return report
     units = found.units
-    if table.config.merge_on_read:  # slices with log files go over as they are
+    # Slices with log files go over as they are onto a merge-on-read target whose log file
+    # names say their slice, as the source's do (up to version 6); merged otherwise (a Hudi
+    # 1.x name carries its delta commit, which the target's timeline does not have).
+    if table.config.merge_on_read and not table.layout.log_files.names_delta_commit:
         units = [copy for unit in units for copy in (unit.copies or (unit,))]
     # The inflight plan and the commit's extraMetadata say what was migrated, and from where.
     migrated = {"source": source_uri, "kind": found.kind, "source_instant": found.instant or ""}

@@ -133,8 +133,14 @@ def _fedcore_source(table: TableHandle) -> Source:
     copyable = planner.meta_fields and not P.DROP_PARTITION_COLUMNS.of(table.config)
     # A merge-on-read target takes a slice's log files as they are where every block in them
     # is of a committed write: fed's (one write per log file, a failed write's deleted by its
-    # rollback), not Hudi's (whose log files may hold blocks of writes that failed).
-    logs_copyable = copyable and table.metadata_table_or_none() is not None
+    # rollback), not Hudi's (whose log files may hold blocks of writes that failed); and
+    # where a log file's name says its slice (up to version 6): a Hudi 1.x name carries its
+    # delta commit, whose completion time (which places the file) the target's timeline lacks.
+    logs_copyable = (
+        copyable
+        and table.metadata_table_or_none() is not None
+        and not table.layout.log_files.names_delta_commit
+    )
     records = _records_by_file(table, plan.slices)
     units = []
     for file_slice in plan.slices:

@@ -1,0 +1,206 @@
+"""fedcore writing merge-on-read tables of versions 8 and 9 (Hudi 1.x): delta commits append a
+log file of their own per file group, named after the delta commit (``.<file id>_<delta
+commit>.log.1_<token>``), whose slice follows from when the commit completed; rollbacks
+delete files. After every write,
+hudi-rs reads the whole rows (meta columns included) fedcore reads, and both equal a model.
+Apache Hudi 1.2's Spark reader holds them too (``tox -e hudi``)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import hudi
+import pyarrow as pa
+import pytest
+
+from fed_dev.crash import Crash, crash_at
+from fed_dev.testing import Backend
+from fedcore import properties as P
+from fedcore.exceptions import CommitConflictError
+from fedcore.files.filenames import LOG_FILE_RE
+from fedcore.log.blocks import BlockType, read_blocks
+from fedcore.services.rollback import rollback
+from fedcore.steps import observe_steps
+from fedcore.table import Table, create_table, load_table
+from fedcore.timeline.avro_commit_codec import AvroCommitCodec
+from fedcore.write.client import WriteClient
+
+from ..commit.test_commit_protocol import wait_for_heartbeat_expiry
+from .test_hudi_1x_writes import (
+    COMPLETED,
+    FAST_HEARTBEAT,
+    data_rows,
+    hudi_rs_rows,
+    timeline_names,
+    trips,
+    whole_rows,
+)
+
+Model = dict[int, tuple[str, int, float]]
+
+
+def mor_table(path: str, version: str, storage_options: dict[str, str] | None = None, **extra: str) -> Table:
+    return create_table(
+        path,
+        name="trips",
+        record_key_fields=["id"],
+        partition_fields=["country"],
+        precombine_field="ts",
+        table_type="MERGE_ON_READ",
+        properties={P.WRITE_TABLE_VERSION: version, **FAST_HEARTBEAT, **extra},
+        storage_options=storage_options,
+    )
+
+
+def check(path: str, model: Model, storage_options: dict[str, str] | None = None) -> None:
+    """fedcore's rows equal the model, and hudi-rs reads fedcore's whole rows."""
+    fed = load_table(path, storage_options=storage_options)
+    assert data_rows(fed) == model
+    if storage_options is None:
+        assert hudi_rs_rows(path) == whole_rows(fed.scan().to_arrow())
+
+
+def log_files(path: str, partition: str) -> list[str]:
+    return sorted(
+        n
+        for n in os.listdir(Path(path.removeprefix("file://"), partition))
+        if n.startswith(".") and ".log." in n
+    )
+
+
+def timeline_file(path: str, name: str) -> bytes:
+    return Path(path.removeprefix("file://"), ".hoodie", "timeline", name).read_bytes()
+
+
+def completed_file(path: str, instant: str) -> str:
+    (name,) = [n for n in timeline_names(path) if n.startswith(f"{instant}_") and COMPLETED.fullmatch(n)]
+    return name
+
+
+@pytest.mark.parametrize("version", ["8", "9"])
+def test_delta_commits_are_read_by_hudi_rs_as_fedcore_reads_them(tmp_path: Path, version: str) -> None:
+    path = str(tmp_path / "t")
+    table = mor_table(path, version)
+    model: Model = {}
+    table.bulk_insert(trips([1, 2, 3, 4], "us", 10))
+    table.bulk_insert(trips([5, 6], "de", 10))
+    model |= {i: ("us", 10, 0.0 + i) for i in (1, 2, 3, 4)} | {i: ("de", 10, 0.0 + i) for i in (5, 6)}
+    check(path, model)
+
+    updated = table.upsert(trips([1, 2], "us", 20, 100.0))  # updates only: a log file
+    model |= {1: ("us", 20, 101.0), 2: ("us", 20, 102.0)}
+    check(path, model)
+    (first,) = log_files(path, "country=us")
+    found = LOG_FILE_RE.fullmatch(first)
+    assert found is not None
+    assert (found[2], found[3]) == (updated.instant, "1"), "named after its delta commit, version 1"
+    blocks = read_blocks((tmp_path / "t" / "country=us" / first).read_bytes(), first)
+    assert [b.instant for b in blocks] == [updated.instant]
+    # Hudi 1.x's account of a log file in the delta commit's metadata.
+    metadata = AvroCommitCodec().decode(timeline_file(path, completed_file(path, updated.instant)))
+    (stat,) = metadata.stats
+    assert (stat.path, stat.prev_commit, stat.log_version, stat.base_file) == (
+        f"country=us/{first}",
+        updated.instant,
+        1,
+        "",
+    )
+
+    table.upsert(trips([2], "us", 5, 200.0))  # an older ordering value: the stored record stays
+    check(path, model)
+    deleted = table.delete(trips([3], "us", 30))
+    del model[3]
+    check(path, model)
+    us_logs = log_files(path, "country=us")
+    assert len(us_logs) == 3, "a file of its own per delta commit, never an append"
+    assert {LOG_FILE_RE.fullmatch(n)[3] for n in us_logs} == {"1"}  # type: ignore[index]
+    assert any(LOG_FILE_RE.fullmatch(n)[2] == deleted.instant for n in us_logs)  # type: ignore[index]
+
+    table.upsert(trips([5, 7], "de", 20, 500.0))  # an insert: the group's base file rewritten
+    model |= {5: ("de", 20, 505.0), 7: ("de", 20, 507.0)}
+    check(path, model)
+
+
+def test_time_travel_and_read_optimized_reads_agree_with_hudi_rs(tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    table = mor_table(path, "9")
+    table.bulk_insert(trips([1, 2, 3], "us", 10))
+    times = [table.upsert(trips([1], "us", 20 + step, 10.0 * step)).instant for step in range(3)]
+    times.append(table.upsert(trips([2], "us", 40, 2.0)).instant)
+    fed = load_table(path)
+    built = hudi.HudiTableBuilder.from_base_uri(path).build()
+    for requested in times:
+        completion = completed_file(path, requested).split("_")[1].split(".")[0]
+        expected = pa.Table.from_batches(built.read(hudi.HudiReadOptions().with_as_of_timestamp(completion)))
+        assert whole_rows(fed.read(as_of=completion)) == whole_rows(expected), requested
+    optimized = built.read(
+        hudi.HudiReadOptions().with_hudi_option("hoodie.read.use.read_optimized.mode", "true")
+    )
+    assert whole_rows(fed.scan(query_type="read_optimized").to_arrow()) == whole_rows(
+        pa.Table.from_batches(optimized)
+    )
+
+
+@pytest.mark.parametrize("step", ["data", "metadata", "claims"])
+def test_a_failed_delta_commit_is_rolled_back_by_deleting_its_log_files(backend: Backend, step: str) -> None:
+    table = mor_table(backend.table_path, "8", backend.storage_options)
+    table.bulk_insert(trips([1, 2], "us", 10))
+    table.upsert(trips([1], "us", 20, 100.0))
+    model: Model = {1: ("us", 20, 101.0), 2: ("us", 10, 2.0)}
+    with pytest.raises(Crash), observe_steps(crash_at(step)):
+        table.upsert(trips([2], "us", 30, 300.0))
+    wait_for_heartbeat_expiry()
+    fresh = load_table(backend.table_path, options=FAST_HEARTBEAT, storage_options=backend.storage_options)
+    fresh.upsert(trips([1], "us", 40, 400.0))  # rolls the failed write back first, then appends
+    model[1] = ("us", 40, 401.0)
+    check(backend.table_path, model, backend.storage_options)
+    fed = load_table(backend.table_path, storage_options=backend.storage_options)
+    (us,) = fed.file_slices()
+    assert len(us.log_files) == 2, "the failed write's log file is gone"
+    for path in us.log_paths:  # no rollback (command) blocks: Hudi 1.x deletes, never appends
+        assert {b.type for b in read_blocks(fed.fs.cat_file(path), path)} <= {
+            BlockType.PARQUET_DATA,
+            BlockType.AVRO_DATA,
+        }
+    rollbacks = [i for i in fed.timeline().completed() if i.action == "rollback"]
+    assert len(rollbacks) == 1
+    assert rollbacks[0].completion_time is not None
+
+
+def test_rolling_back_a_completed_delta_commit_frees_its_place_in_the_slice(tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    table = mor_table(path, "9")
+    table.bulk_insert(trips([1, 2], "us", 10))
+    table.upsert(trips([1], "us", 20, 100.0))
+    undone = table.upsert(trips([2], "us", 30, 300.0))
+    rollback(table.handle, undone.instant)
+    model: Model = {1: ("us", 20, 101.0), 2: ("us", 10, 2.0)}
+    check(path, model)
+    assert not any(undone.instant in n for n in log_files(path, "country=us"))
+    assert not any(n.startswith(undone.instant) for n in timeline_names(path)), "no file of it is left"
+    table.upsert(trips([2], "us", 40, 400.0))  # takes the rolled-back file's place
+    model[2] = ("us", 40, 402.0)
+    check(path, model)
+
+
+def test_appends_onto_one_slice_conflict(tmp_path: Path) -> None:
+    """Two delta commits onto one slice at once: each writes a file of its own, and fed's
+    claim on the slice's next place lets one of them commit (the loser leaves nothing)."""
+    path = str(tmp_path / "t")
+    table = mor_table(path, "8")
+    table.bulk_insert(trips([1, 2, 3], "us", 10))
+    table.upsert(trips([1], "us", 20, 100.0))
+    model: Model = {1: ("us", 20, 101.0), 2: ("us", 10, 2.0), 3: ("us", 10, 3.0)}
+
+    def append_meanwhile(step: str) -> None:
+        if step == "data" and not appended:
+            appended.append(WriteClient(load_table(path)).upsert(trips([2], "us", 30, 300.0)).instant)
+
+    appended: list[str] = []
+    with pytest.raises(CommitConflictError), observe_steps(append_meanwhile):
+        WriteClient(table).upsert(trips([3], "us", 30, 300.0))
+    model[2] = ("us", 30, 302.0)
+    check(path, model)
+    (us,) = load_table(path).file_slices()
+    assert len(us.log_files) == 2, "the loser's log file is deleted"
