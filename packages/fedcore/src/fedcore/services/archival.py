@@ -135,7 +135,34 @@ def _bound(table: TableHandle, timeline: Timeline, keep_from: str) -> str:
     savepoints = timeline.completed([SAVEPOINT])
     if savepoints:
         bounds.append(savepoints[0].time)
+    oldest_log = _oldest_live_log(table, timeline)
+    if oldest_log is not None:
+        bounds.append(oldest_log)
     return min(bounds)
+
+
+def _oldest_live_log(table: TableHandle, timeline: Timeline) -> str | None:
+    """Of a table whose log files are named after their delta commits (Hudi 1.x), the oldest
+    delta commit a live file group still has a log file of. Such a file is placed in its slice
+    by its commit's completion time, which readers look up in the active timeline, and of an
+    archived instant in Hudi's timeline history, which fed's archive is not: a file of an
+    instant archived here would be taken for one of unknown completion, onto the group's latest
+    slice (whose base file, once a compaction folded it in, already holds its records, and would
+    then be overwritten by them). So no delta commit is archived while a file of it is live;
+    the cleaner deletes them once a compaction's slice and the retained writes no longer need
+    them. None: nothing holds archival back."""
+    naming = table.layout.log_files
+    if not (table.config.merge_on_read and naming.names_delta_commit):
+        return None
+    return min(
+        (
+            log.instant
+            for files in table.file_index_at(timeline).files(None).values()
+            for group in files.groups(naming).values()
+            for log in group.logs
+        ),
+        default=None,
+    )
 
 
 def _mark_archived(table: TableHandle, timeline: Timeline, boundary: str) -> None:

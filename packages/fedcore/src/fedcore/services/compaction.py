@@ -39,7 +39,7 @@ from fedcore.commit.pending import refuse_beside_services
 from fedcore.commit.transaction import Transaction, roll_back_failed_writes, stat_claims
 from fedcore.exceptions import UnsupportedTableError
 from fedcore.files.file_slice import FileSlice
-from fedcore.files.filenames import LogFileNaming, base_file_name
+from fedcore.files.filenames import base_file_name
 from fedcore.metadata.operations import commit_ops
 from fedcore.read.planner import ScanPlanner
 from fedcore.schema.avro import to_avro_json
@@ -104,11 +104,9 @@ class CompactionOperation:
     base_file: str | None
     base_size: int
     log_files: tuple[tuple[str, int], ...]
-
-    def last_log_version(self, naming: LogFileNaming) -> int:
-        """The version of its last log file (names read as the table's version writes them)."""
-        versions = [naming.parse(name) for name, _ in self.log_files]
-        return max(parsed.version for parsed in versions if parsed is not None)
+    #: The place of its last log file in the slice (``FileGroup.logs_onto``): an append racing
+    #: the compaction would fill the next one.
+    last_place: int
 
     def file_slice(self, partition_values: dict[str, Any]) -> FileSlice:
         return FileSlice(
@@ -138,13 +136,17 @@ def plan_compaction(table: TableHandle, timeline: Timeline) -> list[CompactionOp
     with no size bound: a slice's logs only ever grow until compacted)."""
     completed = {i.time for i in timeline.completed(table.write_actions)}
     found = table.file_index_at(timeline).files(None)
+    naming, slicing = table.layout.log_files, table.log_slicing(timeline)
     operations = []
     for partition, files in sorted(found.items()):
+        groups = files.groups(naming, slicing)
         for file_id, slice_files in sorted(
-            files.latest_file_slices(table.layout.log_files, None, completed.__contains__).items()
+            files.latest_file_slices(naming, None, completed.__contains__, slicing).items()
         ):
             if not slice_files.log_files:
                 continue
+            group = groups[file_id]
+            places = {name: place for start in group.starts() for place, name in group.logs_onto(start)}
             base = slice_files.base_file
             operations.append(
                 CompactionOperation(
@@ -154,6 +156,7 @@ def plan_compaction(table: TableHandle, timeline: Timeline) -> list[CompactionOp
                     base,
                     files.files[base] if base is not None else 0,
                     tuple((name, files.files[name]) for name in slice_files.log_files),
+                    max(places[name] for name in slice_files.log_files),
                 )
             )
     return operations
@@ -253,7 +256,6 @@ def _write(
     for op, naming in zip(operations, names, strict=True):
         name = base_file_name(op.file_id, naming.token, instant)
         paths.append(f"{op.partition}/{name}" if op.partition else name)
-    log_files = table.layout.log_files
 
     def one(job: tuple[CompactionOperation, str]) -> WriteStat:
         op, path = job
@@ -274,7 +276,7 @@ def _write(
             total_write_bytes=len(payload),
             file_size=len(payload),
             column_stats=column_stats,
-            last_log_version=op.last_log_version(log_files),
+            last_log_version=op.last_place,
         )
 
     writer = FileGroupWriter(table, instant, _THREADS)
