@@ -69,42 +69,67 @@ CASES = [
 ]
 
 
-#: Tables fedcore writes, the same steps: (table version, merge mode or None for the default),
-#: copy-on-write; each is read by the Hudi versions that read its version, and its rows are
-#: held against the Hudi-written case that merges alike (``FED_ORACLE``).
-#: "6>9": version 6 (its default payload: the latest write wins) upgraded by ``fed upgrade
-#: --table-version 9`` halfway through the steps.
-FED_CASES = [("9", None), ("9", "COMMIT_TIME_ORDERING"), ("8", None), ("6>9", None)]
+#: Tables fedcore writes, the same steps: (table version, merge mode or None for the default,
+#: table type); each is read by the Hudi versions that read its version, and its rows are held
+#: against the Hudi-written case that merges alike (``FED_ORACLE``). "6>9": version 6 (its
+#: default payload: the latest write wins) upgraded by ``fed upgrade --table-version 9``
+#: halfway through the steps. Merge-on-read ones compact inline every ``FED_COMPACT_AFTER``
+#: delta commits, with writes after the last compaction.
+FedCase = tuple[str, str | None, str]
+COW, MOR = "COPY_ON_WRITE", "MERGE_ON_READ"
+FED_CASES: list[FedCase] = [
+    ("9", None, COW),
+    ("9", "COMMIT_TIME_ORDERING", COW),
+    ("8", None, COW),
+    ("6>9", None, COW),
+    ("9", None, MOR),
+    ("9", "COMMIT_TIME_ORDERING", MOR),
+    ("8", None, MOR),
+]
 FED_READERS = {"1.2.0": ("9", "8", "6>9"), "1.0.2": ("8",)}
 FED_ORACLE = {
-    ("9", None): ("1.2.0", "COPY_ON_WRITE", None),
-    ("9", "COMMIT_TIME_ORDERING"): ("1.2.0", "MERGE_ON_READ", "COMMIT_TIME_ORDERING"),
-    ("8", None): ("1.0.2", "MERGE_ON_READ", None),
-    ("6>9", None): ("1.2.0", "MERGE_ON_READ", "COMMIT_TIME_ORDERING"),
+    ("9", None, COW): ("1.2.0", "COPY_ON_WRITE", None),
+    ("9", "COMMIT_TIME_ORDERING", COW): ("1.2.0", "MERGE_ON_READ", "COMMIT_TIME_ORDERING"),
+    ("8", None, COW): ("1.0.2", "MERGE_ON_READ", None),
+    ("6>9", None, COW): ("1.2.0", "MERGE_ON_READ", "COMMIT_TIME_ORDERING"),
+    ("9", None, MOR): ("1.2.0", "MERGE_ON_READ", None),
+    ("9", "COMMIT_TIME_ORDERING", MOR): ("1.2.0", "MERGE_ON_READ", "COMMIT_TIME_ORDERING"),
+    ("8", None, MOR): ("1.0.2", "MERGE_ON_READ", None),
 }
 UPGRADE_AFTER = 3
+FED_COMPACT_AFTER = "3"
 
 
-def fed_case_name(case: tuple[str, str | None]) -> str:
-    version, mode = case
-    return f"fed-v{version.replace('>', 'to')}-{(mode or 'default').lower()}"
+def fed_case_name(case: FedCase) -> str:
+    version, mode, table_type = case
+    suffix = "-mor" if table_type == MOR else ""
+    return f"fed-v{version.replace('>', 'to')}-{(mode or 'default').lower()}{suffix}"
 
 
-def fed_write(path: str, version: str, mode: str | None) -> Table:
-    """fedcore writes ``STEPS`` into a new copy-on-write table of ``version`` ("6>9": upgraded
-    from 6 to 9 after ``UPGRADE_AFTER`` steps), cleaning as it goes (two writes retained)."""
+def fed_incremental_refused(case: FedCase) -> bool:
+    """fedcore refuses an incremental query of an event-time merge-on-read table of Hudi 1.x
+    (Hudi's answer holds records written before the window where they outrank the window's)."""
+    return case[2] == MOR and case[1] is None
+
+
+def fed_write(path: str, version: str, mode: str | None, table_type: str) -> Table:
+    """fedcore writes ``STEPS`` into a new table of ``version`` ("6>9": upgraded from 6 to 9
+    after ``UPGRADE_AFTER`` steps), cleaning as it goes (two writes retained)."""
     first, _, upgraded = version.partition(">")
+    compacting = {str(P.COMPACT_INLINE): "true", str(P.COMPACT_INLINE_MAX_DELTA_COMMITS): FED_COMPACT_AFTER}
     table = create_table(
         path,
         name="trips",
         record_key_fields=["id"],
         partition_fields=["country"],
         precombine_field="ts",
+        table_type=table_type,
         properties={
             P.WRITE_TABLE_VERSION: first,
             # Cleans among the writes, as on a table in service: Hudi's time travel reads them.
             str(P.CLEANER_COMMITS_RETAINED): "2",
             **({P.RECORD_MERGE_MODE: mode} if mode else {}),
+            **(compacting if table_type == MOR else {}),
         },
     )
     types = [("id", pa.int64()), ("country", pa.string()), ("ts", pa.int64()), ("fare", pa.float64())]
@@ -209,9 +234,8 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
                 name = fed_case_name(fed_case)
                 # Incremental queries against Hudi 1.2's reader: Hudi 1.0.2's answers a window on
                 # a copy-on-write table of fed's with a record of a write completed before it.
-                fed_queries = queries(
-                    out[name]["path"], out[name]["writes"], False, changes=version == "1.2.0"
-                )
+                changes = version == "1.2.0" and not fed_incremental_refused(fed_case)
+                fed_queries = queries(out[name]["path"], out[name]["writes"], fed_case[2] == MOR, changes)
                 for query, read in fed_queries.items():
                     reads[f"{name}/{version}/{query}"] = read
             answers = session.run({"reads": reads})["reads"]
@@ -269,13 +293,14 @@ DATA = slice(1, len(COLUMNS))
 
 @pytest.mark.parametrize("case", FED_CASES, ids=fed_case_name)
 def test_tables_fedcore_writes_at_versions_8_and_9_read_by_hudis_reader_as_fedcore_reads_them(
-    written: dict[str, dict[str, Any]], case: tuple[str, str | None]
+    written: dict[str, dict[str, Any]], case: FedCase
 ) -> None:
-    """Hudi's reader of each version that reads the table answers the snapshot and time travel
-    to every write (refused before the last clean's earliest retained write, by both), and Hudi
-    1.2's an incremental query from every write's completion time, as fedcore does (whole rows,
-    meta columns included); and the snapshot holds what Hudi's own writer made of the same
-    steps with the same merge mode."""
+    """Hudi's reader of each version that reads the table answers the snapshot (and, of a
+    merge-on-read table, the read-optimized query) and time travel to every write (refused
+    before the last clean's earliest retained write, by both), and Hudi 1.2's an incremental
+    query from every write's completion time (but of an event-time merge-on-read table, which
+    fedcore refuses), as fedcore does (whole rows, meta columns included); and the snapshot
+    holds what Hudi's own writer made of the same steps with the same merge mode."""
     found = written[fed_case_name(case)]
     table = load_table(found["path"])
     assert table.config.version == int(case[0][-1])
@@ -296,12 +321,21 @@ def test_tables_fedcore_writes_at_versions_8_and_9_read_by_hudis_reader_as_fedco
         assert "rows" in answer, (key, answer)
         if query == "snapshot":
             ours = table.read(columns=COLUMNS)
+        elif query == "read_optimized":
+            ours = table.scan(columns=COLUMNS, query_type="read_optimized").to_arrow()
         elif query.startswith("changes_"):
             ours = table.changes(query.removeprefix("changes_"), columns=COLUMNS).to_arrow()
         else:
             ours = table.read(columns=COLUMNS, as_of=query.removeprefix("as_of_"))
         got = [list(r.values()) for r in ours.to_pylist()]
         assert multiset(got) == multiset(answer["rows"]), key
+    if case[2] == MOR:
+        assert any(i.action == "commit" for i in table.timeline().completed()), "compacted inline"
+        assert any(s.log_files for s in table.file_slices()), "log files after the last compaction"
+        if fed_incremental_refused(case):
+            begin = found["writes"][0].completion_time
+            with pytest.raises(UnsupportedTableError, match="incremental query of its merge-on-read"):
+                table.changes(begin, columns=COLUMNS).to_arrow()
     # Cleans ran, and Hudi read their metadata: it answered time travel to the writes kept.
     assert cleaned > 0
     answered = [key for key, answer in reads.items() if "/as_of_" in key and "rows" in answer]
