@@ -20,7 +20,7 @@ from fedcore.exceptions import ConfigError, FedError, TableAlreadyExistsError, T
 from fedcore.schema.meta import META_COLUMNS
 from fedcore.services.migrate import migrate
 from fedcore.services.verify import verify_table
-from fedcore.table import load_table
+from fedcore.table import create_table, load_table
 from fedcore.write.client import WriteClient
 
 # HUDI_WRITTEN_ZIPS: merge-on-read tables Hudi 0.15 wrote, whose reads by fedcore match Hudi's
@@ -127,6 +127,49 @@ def test_a_hudi_1x_tables_merge_mode_carries_over_as_the_payload_that_merges_ali
     target.upsert(older.drop_columns([c for c in older.column_names if c in META_COLUMNS]))
     (after,) = target.read([("txn_id", "=", stored["txn_id"][0].as_py())]).to_pylist()
     assert after["currency"] == stored["currency"][0].as_py() != "older"
+
+
+@pytest.mark.parametrize("payload", [P.OVERWRITE_WITH_LATEST_PAYLOAD, P.DEFAULT_HOODIE_PAYLOAD])
+def test_a_version_6_table_migrates_into_version_9_merging_alike(tmp_path: Path, payload: str) -> None:
+    """A version-6 merge-on-read table with log files, copied into a merge-on-read table of
+    version 9: its payload becomes the merge mode Hudi's upgrade maps it to, the rows are the
+    source's, and the next upsert merges as it would have in the source."""
+    source = create_table(
+        f"file://{tmp_path}/source",
+        name="trips",
+        record_key_fields=["trip_id"],
+        partition_fields=["country"],
+        precombine_field="ts",
+        table_type=P.TABLE_TYPE_MOR,
+        properties={P.PAYLOAD_CLASS: payload},
+    )
+    first = pa.table(
+        {"trip_id": ["a", "b", "c"], "country": ["fr", "fr", "de"], "ts": [5, 5, 5], "fare": [1.0, 2.0, 3.0]}
+    )
+    source.upsert(first)
+    source.upsert(pa.table({"trip_id": ["a"], "country": ["fr"], "ts": [6], "fare": [1.5]}))
+    assert any(s.log_files for s in source.file_slices())  # a slice goes over with its log file
+    migrate(
+        f"file://{tmp_path}/source",
+        f"file://{tmp_path}/target",
+        storage={P.STORAGE_STRATEGY_CLASS: "hive"},  # hudi-rs reads Hive-layout tables
+        properties={P.TABLE_TYPE: P.TABLE_TYPE_MOR, P.WRITE_TABLE_VERSION: "9"},
+    )
+    target = load_table(f"file://{tmp_path}/target")
+    mode = "EVENT_TIME_ORDERING" if payload == P.DEFAULT_HOODIE_PAYLOAD else "COMMIT_TIME_ORDERING"
+    assert (target.config.version, target.config.merge_on_read, target.config[P.RECORD_MERGE_MODE]) == (
+        9,
+        True,
+        mode,
+    )
+    assert P.PAYLOAD_CLASS not in target.config
+    columns = ["trip_id", "country", "ts", "fare"]
+    assert data_rows(target.read(), columns) == data_rows(source.read(), columns)
+    older = pa.table({"trip_id": ["b"], "country": ["fr"], "ts": [1], "fare": [9.0]})
+    for table in (source, target):
+        table.upsert(older)
+    assert data_rows(target.read(), columns) == data_rows(source.read(), columns)
+    assert data_rows(target.read(), columns) == data_rows(hudi_rs(target.path), columns)
 
 
 def test_what_is_copied_and_what_is_rewritten(tmp_path: Path) -> None:

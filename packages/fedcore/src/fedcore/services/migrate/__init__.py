@@ -5,8 +5,7 @@ from it); moving a table onto a federated layout means writing a new table. The
 source is only read:
 
 - a table fedcore reads (any strategy; Apache Hudi's copy-on-write and merge-on-read
-  tables of table version 6, and its copy-on-write tables of versions 8 and 9, with or
-  without meta fields, any key generator);
+  tables of table versions 6, 8 and 9, with or without meta fields, any key generator);
 - a plain Hive-layout Parquet dataset (``dataset/date=2026-01-01/part-0.parquet``),
   given its record key (partition fields: the ``key=value`` folders).
 
@@ -352,6 +351,21 @@ def _copy(table: TableHandle, unit: Unit) -> WriteStat:
     )
 
 
+def _merging_for_target(carried: Mapping[str, str], properties: Mapping[str, str]) -> dict[str, str]:
+    """The source's carried keys, its merging said in the target's table version: a source's
+    merging is carried as version 6's payload class, which a target of version 8 or 9 says as
+    the merge mode Hudi's upgrade maps that payload to (unless ``properties`` name one)."""
+    asked = {properties.get(key, "").strip() for key in (P.TABLE_VERSION, P.WRITE_TABLE_VERSION)}
+    if not asked & {"8", "9"}:
+        return dict(carried)
+    merging = {k: v for k, v in carried.items() if k not in (P.PAYLOAD_CLASS, P.RECORD_MERGER_STRATEGY)}
+    payload = carried.get(P.PAYLOAD_CLASS, "").strip()
+    if payload and P.RECORD_MERGE_MODE not in properties:
+        ordered = payload == P.DEFAULT_HOODIE_PAYLOAD
+        merging[P.RECORD_MERGE_MODE] = "EVENT_TIME_ORDERING" if ordered else "COMMIT_TIME_ORDERING"
+    return merging
+
+
 def _target(
     found: Source,
     source: str,
@@ -376,7 +390,12 @@ def _target(
             precombine_field=found.precombine_field,
             hive_style_partitioning=found.hive_style,
             database=found.database,
-            properties={**found.carried, **(properties or {}), **storage, P.MIGRATION_SOURCE: source},
+            properties={
+                **_merging_for_target(found.carried, properties or {}),
+                **(properties or {}),
+                **storage,
+                P.MIGRATION_SOURCE: source,
+            },
             storage_options=target_options,
             copies_paths=True,
         ).with_options(options)
