@@ -319,6 +319,33 @@ def test_fed_upgrade_moves_a_version_6_table_to_hudi_1x_as_hudi_does(tmp_path: P
     assert table.upgrade(table_version=target) == {}, "upgraded already"
 
 
+def test_a_table_kept_open_across_an_upgrade_follows_it(backend: Backend) -> None:
+    """A reader and a writer that opened the table at version 6 (a long-lived pipeline) go on
+    after another process upgraded it (Hudi 1.x's writer at its defaults does, or `fed
+    upgrade`): they read its rows (not an empty table from the old timeline folder, which
+    the upgrade emptied), and write at the new version."""
+    path, options = backend.table_path, backend.storage_options
+    table = new_table(path, "6", options)
+    table.upsert(trips([1, 2], "us", 5))
+    kept = load_table(path, storage_options=options, options={str(P.CLEANER_COMMITS_RETAINED): "3"})
+    before = whole_rows(kept.scan().to_arrow())
+    assert whole_rows(kept.scan().to_arrow()) == before  # a second read lists on from the first
+    load_table(path, storage_options=options).upgrade(table_version=9)
+    assert kept.config.version == 6, "not yet listed"
+    assert whole_rows(kept.scan().to_arrow()) == before
+    assert kept.config.version == 9
+    assert kept.handle.options[str(P.CLEANER_COMMITS_RETAINED)] == "3", "the caller's options kept"
+    assert P.PAYLOAD_CLASS not in kept.handle.options, "version 6's keys gone with its config"
+    kept.upsert(trips([2, 3], "us", 1, 100.0))  # commit-time ordering: the latest write wins
+    assert data_rows(load_table(path, storage_options=options)) == {
+        1: ("us", 5, 1.0),
+        2: ("us", 1, 102.0),
+        3: ("us", 1, 103.0),
+    }
+    written = load_table(path, storage_options=options).timeline().completed()[-1]
+    assert written.completion_time, "the write completed as version 9 names it"
+
+
 def test_fed_upgrade_takes_a_version_8_table_to_9(tmp_path: Path) -> None:
     path = str(tmp_path / "t")
     table = new_table(path, "8")

@@ -192,8 +192,27 @@ class TableHandle:
         cache = self.index_cache
         since = cache.timeline if latest_read and not cache.co_written else None
         timeline = Timeline.load(self.fs.table_fs, self.path, self.layout.instants, since)
+        if timeline.upgraded and self._follow_upgrade():
+            timeline = Timeline.load(self.fs.table_fs, self.path, self.layout.instants)
         cache.timeline = timeline
         return timeline
+
+    def _follow_upgrade(self) -> bool:
+        """Take the table's config anew where another writer moved the table to a later
+        version since this handle opened (Hudi 1.x's writer upgrades a version-6 table at its
+        defaults): its instants are now in ``.hoodie/timeline/``, and listing the old folder
+        would show this handle a table with nothing written. False while the config still
+        says the old version (an upgrade under way moves the instants before it switches the
+        config; Hudi's own readers of that version see the same)."""
+        config = TableConfig.load(self.fs.table_fs, self.path)
+        if config.version == self.config.version:
+            return False
+        old = self.config
+        given = {k: v for k, v in self.options.items() if old.get(k) != v}  # the caller's own
+        check_supported(config, self.strategy)
+        self.config = config
+        self.options = {**config, **given}
+        return True
 
     def log_slicing(self, timeline: Timeline) -> LogSlicing | None:
         """What places this table's log files in their slices as ``timeline`` shows it, for

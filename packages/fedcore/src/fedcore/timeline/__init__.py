@@ -19,6 +19,7 @@ from typing import Final
 
 from fsspec import AbstractFileSystem
 
+from fedcore import properties as P
 from fedcore.exceptions import InstantConflictError, UnsupportedTableError
 from fedcore.io.atomic import create_exclusive
 from fedcore.io.errors import storage_errors
@@ -109,11 +110,16 @@ class Timeline:
         manifests: Iterable[str] = (),
         archived_through: str | None = None,
         has_archive: bool = False,
+        upgraded: bool = False,
     ) -> None:
         self.manifests: tuple[str, ...] = tuple(sorted(manifests))
         self.archived_through = archived_through
         #: Whether the listing showed an archive folder (fed's archival or Hudi's wrote one).
         self.has_archive = has_archive
+        #: Whether a version-6 listing of ``.hoodie/`` showed the ``timeline/`` folder of table
+        #: version 8 and later: an upgrade (Hudi 1.x's writer at its defaults, or ``fed
+        #: upgrade``) has begun or ended, and the config says which (``TableHandle.timeline``).
+        self.upgraded = upgraded
         latest: dict[tuple[str, str], Instant] = {}
         rank = {REQUESTED: 0, INFLIGHT: 1, COMPLETED: 2}
         for instant in instants:
@@ -168,7 +174,7 @@ class Timeline:
                     since.archived_through,
                     since.has_archive,
                 )
-                if unchanged and all(i.action in _APPENDED for i in news):
+                if unchanged and not listed.upgraded and all(i.action in _APPENDED for i in news):
                     return cls(
                         kept + list(listed.instants),
                         listed.manifests,
@@ -187,8 +193,11 @@ class Timeline:
         names = list(pointer_names)
         pointers = [match[1] for match in map(_POINTER_RE.fullmatch, names) if match is not None]
         archived = [match[1] for match in map(_ARCHIVED_RE.fullmatch, names) if match is not None]
+        instant_names = list(instant_names)
         instants = (instant for instant in map(naming.parse, instant_names) if instant is not None)
-        return cls(instants, pointers, max(archived, default=None), ARCHIVE_FOLDER in names)
+        # A version-8 timeline folder is listed for its instants, and holds no folder of that name.
+        upgraded = P.DEFAULT_TIMELINE_FOLDER in instant_names
+        return cls(instants, pointers, max(archived, default=None), ARCHIVE_FOLDER in names, upgraded)
 
     def __iter__(self) -> Iterator[Instant]:
         return iter(self.instants)
