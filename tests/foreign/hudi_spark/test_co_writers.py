@@ -7,7 +7,9 @@ writes drop the metadata table Hudi's writers keep (which would otherwise be sta
 readers). For Hudi 0.15 and 1.0.2, on both table types, Hudi upserts and deletes (with its
 own metadata table on, and its cleaner keeping one commit) alternate with fedcore's upserts,
 deletes and, on merge-on-read, compactions; after every step fedcore's reader (a new handle
-and one kept across the steps) and Hudi's reader return exactly the model's rows.
+and one kept across the steps) and Hudi's reader return exactly the model's rows. Hudi 1.0.2
+and 1.2.0 do the same at their defaults, upgrading the table to their own table version as
+their first write begins, and fed follows.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import hudi as hudi_rs
 import pyarrow as pa
 import pytest
-from foreign.hudi_spark.bundles import HUDI_VERSIONS, HudiSession
+from foreign.hudi_spark.bundles import HUDI_VERSIONS, HudiSession, run_hudi
 
 from fedcore import properties as P
 from fedcore.exceptions import CommitConflictError
@@ -359,3 +362,130 @@ def test_a_compaction_hudi_scheduled_is_left_to_hudi_and_fed_writes_once_it_ran(
     assert fed_rows(kept) == expected
     read = hudi.run({"reads": {"r": {"path": path, "query_type": "snapshot", "columns": COLUMNS}}})
     assert read["reads"]["r"].get("rows") == expected, f"Hudi's reader: {read['reads']['r']}"
+
+
+#: Hudi 1.x's Spark writers, at their defaults: beside fed's version-6 tables they upgrade them.
+HUDI_1X = ("1.0.2", "1.2.0")
+
+#: The turn-about at Hudi's defaults: fed writes log files and archives at version 6 before
+#: Hudi's first write upgrades the table; then writes with older ordering values, which the
+#: table's merge mode after the upgrade decides.
+STEPS_AT_DEFAULTS: list[tuple[str, str, list[Row]]] = [
+    ("fed", "upsert", [row(1, 2, "fed 0"), row(3, 2, "fed 0")]),
+    ("hudi", "upsert", [row(0, 3, "hudi 1"), row(1, 3, "hudi 1"), row(20, 3, "hudi new")]),
+    ("fed", "upsert", [row(1, 4, "fed 1"), row(2, 4, "fed 1"), row(21, 4, "fed new")]),
+    ("hudi", "delete", [row(3, 5, ""), row(21, 5, "")]),
+    ("fed", "delete", [row(4, 6, ""), row(20, 6, "")]),
+    ("fed", "compact", []),
+    ("hudi", "upsert", [row(2, 7, "hudi 2"), row(5, 7, "hudi 2"), row(4, 7, "hudi back")]),
+    ("fed", "upsert", [row(0, 8, "fed 2"), row(6, 8, "fed 2"), row(22, 8, "fed new")]),
+    ("fed", "upsert", [row(6, 1, "fed older"), row(23, 1, "fed new")]),
+    ("hudi", "upsert", [row(2, 1, "hudi older"), row(7, 9, "hudi 3")]),
+    ("fed", "compact", []),
+    ("fed", "upsert", [row(7, 10, "fed 3"), row(8, 10, "fed 3")]),
+]
+
+
+def merged(model: dict[int, Row], operation: str, rows: list[Row], event_time: bool) -> None:
+    """``model`` after a write of ``rows``: by commit time the write wins; by event time a
+    record whose ordering value (``ts``) is below the stored one's leaves it."""
+    for r in rows:
+        if operation == "delete":
+            model.pop(r[0], None)
+        elif not (event_time and r[0] in model and model[r[0]][2] > r[2]):
+            model[r[0]] = r
+
+
+@pytest.fixture(scope="module", params=HUDI_1X)
+def hudi_1x(request: pytest.FixtureRequest) -> Iterator[HudiSession]:
+    session = HudiSession(request.param)
+    yield session
+    session.close()
+
+
+@pytest.mark.parametrize("table_type", P.TABLE_TYPES)
+def test_hudi_1x_at_its_defaults_upgrades_a_fed_table_and_fed_follows(
+    hudi_1x: HudiSession, table_type: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Hudi 1.x's writer with no version option upgrades fed's version-6 table as its first
+    write begins (Hudi 1.0.2 to version 8, 1.2.0 to 9; a merge-on-read table compacted first,
+    its merge mode then event time). fed takes the upgraded table up: after every step
+    fedcore's reader (a new handle, and one opened before the upgrade), Hudi's reader and
+    hudi-rs return the model's rows, records merging by the table's merge mode; fed's writes,
+    compactions and its archive from before carry on."""
+    hudi = hudi_1x
+    name = f"up_{table_type.lower()}_{hudi.version.replace('.', '_')}"
+    path = f"file://{tmp_path_factory.mktemp(name)}/{name}"
+    kept, model = seeded(path, name, table_type, 10)
+    archiving = {
+        "hoodie.keep.min.commits": "2",
+        "hoodie.keep.max.commits": "3",
+        str(P.CLEANER_COMMITS_RETAINED): "1",
+        str(P.METADATA_COMPACT_DELTAS): "1",
+    }
+    for k in range(4):  # fed writes, compacts, cleans and archives at version 6
+        rows = [row(k, 1, f"fed {k}"), row(k + 3, 1, f"fed {k}")]
+        load_table(path, options=archiving).upsert(arrow(rows))
+        merged(model, "upsert", rows, event_time=False)
+        if k == 1 and table_type == P.TABLE_TYPE_MOR:  # archival keeps delta commits of live logs
+            assert load_table(path, options=archiving).compact() is not None
+    assert load_table(path).timeline().has_archive, "fed archived before Hudi came"
+    options = {
+        "hoodie.table.name": name,
+        "hoodie.datasource.write.table.type": table_type,
+        "hoodie.datasource.write.recordkey.field": "id",
+        "hoodie.datasource.write.partitionpath.field": "p",
+        "hoodie.datasource.write.precombine.field": "ts",
+        "hoodie.datasource.write.hive_style_partitioning": "true",
+    }
+    upgraded_to = 8 if hudi.version == "1.0.2" else 9
+    mode_after = "EVENT_TIME_ORDERING" if table_type == P.TABLE_TYPE_MOR else "COMMIT_TIME_ORDERING"
+    before_hudi = ""  # the last instant before Hudi's first write
+    for number, (writer, operation, rows) in enumerate(STEPS_AT_DEFAULTS):
+        step = f"step {number}: {writer} {operation}"
+        if operation == "compact" and table_type == P.TABLE_TYPE_COW:
+            continue
+        if writer == "hudi" and not before_hudi:
+            before_hudi = load_table(path).timeline().completed()[-1].time
+        if writer == "hudi":
+            spec = {"path": path, "options": options, "schema": SCHEMA, "steps": [[operation, rows]]}
+            answer = hudi.run({"writes": {"w": spec}})
+            assert answer["writes"]["w"] == "ok", f"{step}: {answer['writes']['w']}"
+        elif operation == "compact":
+            load_table(path).compact()  # nothing to do where Hudi's inline compaction just ran
+        else:
+            load_table(path).write(arrow(rows), operation)  # type: ignore[arg-type]
+        config = load_table(path).config
+        if config.version != 6:
+            assert (config.version, config.get(P.RECORD_MERGE_MODE)) == (upgraded_to, mode_after), step
+        merged(model, operation, rows, event_time=config.get(P.RECORD_MERGE_MODE) == "EVENT_TIME_ORDERING")
+        expected = model_rows(model)
+        assert fed_rows(load_table(path)) == expected, f"{step}: fedcore, a new handle"
+        assert fed_rows(kept) == expected, f"{step}: fedcore, a handle opened at version 6"
+        read = hudi.run({"reads": {"r": {"path": path, "query_type": "snapshot", "columns": COLUMNS}}})
+        assert read["reads"]["r"].get("rows") == expected, f"{step}: Hudi's reader: {read['reads']['r']}"
+        if config.version != 6:
+            assert hudi_rs_rows(path) == expected, f"{step}: hudi-rs"
+    table = load_table(path)
+    assert table.config.version == upgraded_to
+    assert kept.config.version == upgraded_to
+    completed = table.timeline().completed()
+    assert {"commit", "clean"} <= {i.action for i in completed}
+    if table_type == P.TABLE_TYPE_MOR:
+        # Hudi's upgrade compacted the version-6 log files fed wrote: a compaction it planned
+        # while its first write ran (1.2.0 before that write's instant, 1.0.2 after it).
+        first_hudi = next(i for i in completed if i.action == "deltacommit" and i.time > before_hudi)
+        assert any(i.action == "commit" and before_hudi < i.time < first_hudi.completed_at for i in completed)
+    check = verify_table(table, deep=True)
+    assert check.ok, check.format()
+    # What the docs say of Hudi 0.15 on such a table: it refuses the table version.
+    read = {"path": path, "query_type": "snapshot", "columns": COLUMNS}
+    refused = run_hudi("0.15.0", {"reads": {"r": read}})["reads"]["r"]
+    assert "IllegalArgumentException" in refused.get("error", ""), refused
+
+
+def hudi_rs_rows(path: str) -> list[Row]:
+    """hudi-rs's snapshot of the table, as ``fed_rows`` lists it."""
+    built = hudi_rs.HudiTableBuilder.from_base_uri(path.removeprefix("file://")).build()
+    data = pa.Table.from_batches(built.read())
+    return sorted(list(r) for r in zip(*(data.column(c).to_pylist() for c in COLUMNS), strict=True))
