@@ -32,6 +32,23 @@ class PartitionFiles:
             if fid not in self.replaced
         }
 
+    def with_later_bases(
+        self, latest: PartitionFiles, log_files: LogFileNaming, as_of: str
+    ) -> PartitionFiles:
+        """These files (as of ``as_of``) with the base files ``latest`` (the partition's files
+        now) holds of instants after ``as_of``: the slices compactions began later. A Hudi 1.x
+        log file whose delta commit was requested by ``as_of`` but completed after such a
+        compaction was planned is on the compaction's slice, which did not exist as of
+        ``as_of``; placed without it, the file would land on the slice read then (Hudi 1.x's
+        time travel leaves it out)."""
+        later = {
+            name: latest.files[name]
+            for group in latest.groups(log_files).values()
+            for instant, name in group.bases.items()
+            if instant > as_of
+        }
+        return PartitionFiles({**self.files, **later}, self.replaced, self.stats)
+
     def latest_base_files(
         self, log_files: LogFileNaming, as_of: str | None = None
     ) -> dict[str, tuple[str, str]]:

@@ -271,6 +271,17 @@ class ScanPlanner:
             return ScanPlan([], tuple(parsed), self.reader, checked)
         candidates = self._candidate_partitions(partition_filters)
         files = self._index.files(candidates, as_of=self.as_of)
+        if self.merging and self.slicing is not None and self.as_of is not None:
+            # Hudi 1.x's log files are placed in slices by the whole timeline, later
+            # compactions' slices included (``PartitionFiles.with_later_bases``).
+            latest = self._index.files(candidates)
+            log_files = self.table.layout.log_files
+            files = {
+                partition: found.with_later_bases(latest[partition], log_files, self.as_of)
+                if partition in latest
+                else found
+                for partition, found in files.items()
+            }
         skipping = [f for f in parsed if f.column not in self._computed]
         slices = []
         for partition, partition_files in files.items():
