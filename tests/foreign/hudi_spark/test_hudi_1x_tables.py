@@ -72,9 +72,11 @@ CASES = [
 #: Tables fedcore writes, the same steps: (table version, merge mode or None for the default,
 #: table type); each is read by the Hudi versions that read its version, and its rows are held
 #: against the Hudi-written case that merges alike (``FED_ORACLE``). "6>9": version 6 (its
-#: default payload: the latest write wins) upgraded by ``fed upgrade --table-version 9``
-#: halfway through the steps. Merge-on-read ones compact inline every ``FED_COMPACT_AFTER``
-#: delta commits, with writes after the last compaction.
+#: default payload: the latest write wins; or, merge-on-read, Hudi's ordering payload, the
+#: event-time ordering its upgrade gives such a table) upgraded by ``fed upgrade
+#: --table-version 9`` halfway through the steps (a merge-on-read table compacted first).
+#: Merge-on-read ones compact inline every ``FED_COMPACT_AFTER`` delta commits, with writes
+#: after the last compaction.
 FedCase = tuple[str, str | None, str]
 COW, MOR = "COPY_ON_WRITE", "MERGE_ON_READ"
 FED_CASES: list[FedCase] = [
@@ -82,6 +84,7 @@ FED_CASES: list[FedCase] = [
     ("9", "COMMIT_TIME_ORDERING", COW),
     ("8", None, COW),
     ("6>9", None, COW),
+    ("6>9", "EVENT_TIME_ORDERING", MOR),
     ("9", None, MOR),
     ("9", "COMMIT_TIME_ORDERING", MOR),
     ("8", None, MOR),
@@ -92,6 +95,7 @@ FED_ORACLE = {
     ("9", "COMMIT_TIME_ORDERING", COW): ("1.2.0", "MERGE_ON_READ", "COMMIT_TIME_ORDERING"),
     ("8", None, COW): ("1.0.2", "MERGE_ON_READ", None),
     ("6>9", None, COW): ("1.2.0", "MERGE_ON_READ", "COMMIT_TIME_ORDERING"),
+    ("6>9", "EVENT_TIME_ORDERING", MOR): ("1.2.0", "MERGE_ON_READ", None),
     ("9", None, MOR): ("1.2.0", "MERGE_ON_READ", None),
     ("9", "COMMIT_TIME_ORDERING", MOR): ("1.2.0", "MERGE_ON_READ", "COMMIT_TIME_ORDERING"),
     ("8", None, MOR): ("1.0.2", "MERGE_ON_READ", None),
@@ -109,7 +113,7 @@ def fed_case_name(case: FedCase) -> str:
 def fed_incremental_refused(case: FedCase) -> bool:
     """fedcore refuses an incremental query of an event-time merge-on-read table of Hudi 1.x
     (Hudi's answer holds records written before the window where they outrank the window's)."""
-    return case[2] == MOR and case[1] is None
+    return case[2] == MOR and case[1] in (None, "EVENT_TIME_ORDERING")
 
 
 def fed_write(path: str, version: str, mode: str | None, table_type: str) -> Table:
@@ -128,7 +132,13 @@ def fed_write(path: str, version: str, mode: str | None, table_type: str) -> Tab
             P.WRITE_TABLE_VERSION: first,
             # Cleans among the writes, as on a table in service: Hudi's time travel reads them.
             str(P.CLEANER_COMMITS_RETAINED): "2",
-            **({P.RECORD_MERGE_MODE: mode} if mode else {}),
+            # Version 6 says the merge mode by its payload class.
+            **({P.RECORD_MERGE_MODE: mode} if mode and first != "6" else {}),
+            **(
+                {P.PAYLOAD_CLASS: P.DEFAULT_HOODIE_PAYLOAD}
+                if mode == "EVENT_TIME_ORDERING" and first == "6"
+                else {}
+            ),
             **(compacting if table_type == MOR else {}),
         },
     )

@@ -364,11 +364,50 @@ def test_fed_upgrade_takes_a_version_8_table_to_9(tmp_path: Path) -> None:
         load_table(path).upgrade(table_version=8)
 
 
-def test_fed_upgrade_refuses_merge_on_read_and_pending_instants(tmp_path: Path) -> None:
-    mor = create_table(str(tmp_path / "mor"), name="m", record_key_fields=["id"], table_type="MERGE_ON_READ")
-    with pytest.raises(UnsupportedTableVersionError, match="stays at version 6"):
-        mor.upgrade(table_version=9)
-    assert load_table(mor.path).config.version == 6
+@pytest.mark.parametrize("target", [8, 9])
+def test_fed_upgrade_compacts_a_merge_on_read_table_and_moves_it_as_hudi_does(
+    tmp_path: Path, target: int
+) -> None:
+    """A merge-on-read table of version 6 with log files: compacted first, then moved; its
+    rows, and time travel to every write before, read the same by fedcore and hudi-rs; its
+    merge mode is event time as Hudi's upgrade makes it (a precombine field), so a write with
+    an older ordering value no longer replaces a record; later writes are Hudi 1.x's log files."""
+    path = str(tmp_path / "t")
+    table = new_table(path, "6", **{P.TABLE_TYPE: P.TABLE_TYPE_MOR})
+    table.upsert(trips([1, 2, 3], "us", 5))
+    table.upsert(trips([1, 4], "us", 6, 100.0))
+    table.upsert(trips([2], "us", 7, 200.0))
+    assert any(s.log_files for s in table.file_slices())
+    writes = table.timeline().completed(table.handle.write_actions)
+    before = {w.time: whole_rows(table.read(columns=COLUMNS, as_of=w.time)) for w in writes}
+    latest = whole_rows(table.scan().to_arrow())
+    changed = table.upgrade(table_version=target)
+    assert changed[P.RECORD_MERGE_MODE] == ("", "EVENT_TIME_ORDERING")
+    upgraded = load_table(path)
+    assert (upgraded.config.version, upgraded.config.merge_on_read) == (target, True)
+    completed = upgraded.timeline().completed()
+    assert completed[-1].action == "commit", "compacted before the move"
+    assert not [s for s in upgraded.file_slices() if s.log_files], "every slice a base file alone"
+    assert whole_rows(upgraded.scan().to_arrow()) == latest
+    assert hudi_rs_rows(path) == latest
+    for instant, rows in before.items():
+        assert whole_rows(upgraded.read(columns=COLUMNS, as_of=instant)) == rows, instant
+    upgraded.upsert(trips([1], "us", 1, 900.0))  # older than the stored ordering value: ignored
+    upgraded.upsert(trips([3], "us", 9, 300.0))
+    assert {k: v for k, v in data_rows(load_table(path)).items() if k in (1, 3)} == {
+        1: ("us", 6, 101.0),
+        3: ("us", 9, 303.0),
+    }
+    assert any(COMPLETED.fullmatch(n) for n in timeline_names(path))
+    logs = [name for s in load_table(path).file_slices() for name, _ in s.log_files]
+    assert logs
+    assert all(name.split("_")[1].split(".")[0] != completed[-1].time for name in logs), (
+        "named by delta commit"
+    )
+    assert hudi_rs_rows(path) == whole_rows(load_table(path).scan().to_arrow())
+
+
+def test_fed_upgrade_refuses_pending_instants(tmp_path: Path) -> None:
     path = str(tmp_path / "t")
     table = new_table(path, "6")
     table.upsert(trips([1], "us", 1))

@@ -95,8 +95,8 @@ def maintenance_commands(commands: Any) -> None:
         "--table-version",
         type=int,
         choices=(8, 9),
-        help="also move a copy-on-write table to Hudi 1.x's table version 8 or 9 (from 6, or 8 to 9), as "
-        "Apache Hudi's upgrade does; run it when no write runs on the table",
+        help="also move the table to Hudi 1.x's table version 8 or 9 (from 6, or 8 to 9), as Apache "
+        "Hudi's upgrade does (a merge-on-read table compacted first); run it when no write runs on the table",
     )
     upgrade.set_defaults(run=_upgrade)
 

@@ -1,5 +1,5 @@
-"""``fed upgrade --table-version 8|9``: a copy-on-write table of version 6 moved to Hudi 1.x's
-table version 8 or 9, as Apache Hudi's upgrade moves it (``SevenToEightUpgradeHandler``,
+"""``fed upgrade --table-version 8|9``: a table of version 6 moved to Hudi 1.x's table version 8
+or 9, as Apache Hudi's upgrade moves it (``SevenToEightUpgradeHandler``,
 ``EightToNineUpgradeHandler``), or a table of version 8 to 9.
 
 6 -> 8: every instant file of ``.hoodie/`` goes to ``.hoodie/timeline/``; a completed instant is
@@ -7,16 +7,24 @@ named by its completion time, which version 6 never recorded: Hudi takes the com
 modification time, and so does fed (later than the instant's own time, whatever the clocks).
 Commit metadata is re-encoded as Avro; clean and rollback metadata older fed releases wrote as
 JSON too; the rest is copied as it is. The configuration gets version 8's keys, the merge mode
-taken from the payload class as Hudi takes it for a copy-on-write table (version 6's default
-payload, the latest write wins, is ``COMMIT_TIME_ORDERING``). 8 -> 9 changes keys only: the
-ordering field is named anew, the payload class becomes ``hoodie.table.legacy.payload.class``.
+taken from the payload class as Hudi takes it: for a copy-on-write table version 6's default
+payload (the latest write wins) is ``COMMIT_TIME_ORDERING``; a merge-on-read table with a
+precombine field is ``EVENT_TIME_ORDERING`` whatever its payload (Hudi's choice: from then on
+a write with an older ordering value no longer replaces a record). 8 -> 9 changes keys only:
+the ordering field is named anew, the payload class becomes
+``hoodie.table.legacy.payload.class``.
+
+A merge-on-read table is compacted first, as Hudi's upgrade compacts it (``Table.upgrade``
+runs the compaction, a service above this module): its slices then start with base files
+alone. The version-6 log files of older slices stay where they are: named after their
+slice's base instant, they are placed in that slice by version 8's rule too (the slice with
+the greatest start not after that instant's completion), in the order their versions give.
 
 Crash safety: the new timeline is written in full before ``hoodie.properties`` switches (in
 one write), and the old instant files go only after it: a reader sees one whole timeline, the
 old or the new, and running the upgrade again finishes what a crash left. A write running on
 the old version is refused before the upgrade starts (pending instants), and one that began
 meanwhile is rolled back (or, if it had decided to commit, moved over) after the switch.
-Merge-on-read tables stay at version 6: fedcore does not write them at 8 or 9.
 """
 
 from __future__ import annotations
@@ -59,7 +67,7 @@ _WRITES: Final = frozenset({COMMIT, DELTA_COMMIT, REPLACE_COMMIT})
 def upgrade_table_version(table: TableHandle, target: int) -> dict[str, tuple[str, str]]:
     """Move ``table`` to table version ``target`` (8 or 9); the keys changed, each with its old
     and new value (empty: it was at ``target`` already). ``UnsupportedTableVersionError`` for a
-    merge-on-read table, a downgrade or a version fedcore does not write;
+    downgrade or a version fedcore does not write;
     ``InstantConflictError`` while an instant is pending (a write, or a table service)."""
     changed = upgrade_config(table)
     config = table.config
@@ -69,12 +77,6 @@ def upgrade_table_version(table: TableHandle, target: int) -> dict[str, tuple[st
         raise UnsupportedTableVersionError(
             f"table {table.name} has table version {config.version}: fed upgrades version 6 to 8 or 9, "
             f"and 8 to 9, never down (asked: {target})"
-        )
-    if config.merge_on_read:
-        raise UnsupportedTableVersionError(
-            f"table {table.name} is a merge-on-read table: fedcore upgrades copy-on-write tables only (a "
-            "version 6 log file is named after its slice, a Hudi 1.x one after its delta commit), so it "
-            "stays at version 6: compact it and create a table of version 8 or 9"
         )
     roll_back_failed_writes(table)
     pending = table.timeline().pending()
@@ -197,10 +199,14 @@ def _dropped(target: int) -> set[str]:
 
 def _version_keys(config: TableConfig, target: int) -> dict[str, str]:
     """The keys version ``target`` records, from a version-6 or 8 config, as Hudi's upgrade
-    writes them for a copy-on-write table."""
+    writes them (``SevenToEightUpgradeHandler.upgradeMergeMode``: a merge-on-read table with
+    a precombine field orders by event time, whatever its payload)."""
     payload = config.get(P.PAYLOAD_CLASS, "").strip() or P.OVERWRITE_WITH_LATEST_PAYLOAD
+    by_event_time = payload == P.DEFAULT_HOODIE_PAYLOAD or (
+        config.merge_on_read and bool(config.precombine_field)
+    )
     mode = config.get(P.RECORD_MERGE_MODE, "").strip() or (
-        "EVENT_TIME_ORDERING" if payload == P.DEFAULT_HOODIE_PAYLOAD else "COMMIT_TIME_ORDERING"
+        "EVENT_TIME_ORDERING" if by_event_time else "COMMIT_TIME_ORDERING"
     )
     keys = {
         P.TABLE_VERSION: str(target),

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from fedcore import properties as P
 from fedcore.commit.upgrade import upgrade_config
-from fedcore.commit.version_upgrade import upgrade_table_version
+from fedcore.commit.version_upgrade import TARGETS, upgrade_table_version
 from fedcore.exceptions import ConfigError
 from fedcore.files.file_slice import FileSlice, QueryType
 from fedcore.handle import HasHandle, TableHandle
@@ -290,12 +290,16 @@ class Table:
         the keys changed, each with its old and new value; empty when it was up to date. A
         change fedcore cannot write on with is refused (``fedcore.commit.upgrade``).
 
-        ``table_version``: 8 or 9 also moves a copy-on-write table of version 6 (or 8) to Hudi
-        1.x's table version, as Apache Hudi's upgrade does (``fedcore.commit.version_upgrade``:
-        the timeline into ``.hoodie/timeline/`` with completion times, Avro metadata, the
-        version's keys); refused while an instant is pending, and for merge-on-read tables."""
+        ``table_version``: 8 or 9 also moves a table of version 6 (or 8) to Hudi 1.x's table
+        version, as Apache Hudi's upgrade does (``fedcore.commit.version_upgrade``: a
+        merge-on-read table compacted first, the timeline into ``.hoodie/timeline/`` with
+        completion times, Avro metadata, the version's keys); refused while an instant is
+        pending."""
         if table_version is None:
             return upgrade_config(self._handle)
+        config = self._handle.config
+        if config.merge_on_read and table_version in TARGETS and config.version < table_version:
+            compact(self._handle)  # as Hudi's upgrade does first: every slice's log files folded
         return upgrade_table_version(self._handle, table_version)
 
     def delete_orphans(self, report: VerifyReport, older_than: timedelta) -> list[str]:
