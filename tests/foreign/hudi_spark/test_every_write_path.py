@@ -2,7 +2,8 @@
 ``WriteClient`` (into new and existing partitions), fed-spark's ``fed_spark.write`` (upsert,
 insert, delete), ``format("fed")`` and streaming sink, compaction and ``fed migrate``, each
 read by Hudi 0.15 and 1.0.2 exactly as fedcore reads them: every row, every partition (a
-partition without Hudi's partition metadata file is one Hudi's readers never list)."""
+partition without Hudi's partition metadata file is one Hudi's readers never list). The same
+paths write tables of version 9 too (names ending ``_v9``), read by Hudi 1.2.0."""
 
 from __future__ import annotations
 
@@ -50,10 +51,12 @@ def write_client_tables(root: Path) -> dict[str, Written]:
     """fedcore's own paths: partitions a later upsert and insert add to a table; a compacted
     merge-on-read table; each in every shape of files; a migration into the Hive layout."""
     out: dict[str, Written] = {}
-    for (shape, properties), table_type in itertools.product(SHAPES.items(), P.TABLE_TYPES):
+    cases = [(shape, table_type, "6") for shape, table_type in itertools.product(SHAPES, P.TABLE_TYPES)]
+    cases += [("", table_type, "9") for table_type in P.TABLE_TYPES]
+    for shape, table_type, version in cases:
         if "virtual" in shape and table_type == P.TABLE_TYPE_MOR:
             continue  # refused at create: Hudi's merge-on-read readers merge by meta fields
-        name = f"client_{shape}{table_type.lower()}"
+        name = f"client_{shape}{table_type.lower()}" + ("" if version == "6" else f"_v{version}")
         table = create_table(
             f"file://{root}/{name}",
             name=name,
@@ -61,7 +64,7 @@ def write_client_tables(root: Path) -> dict[str, Written]:
             partition_fields=["country"],
             precombine_field="ts",
             table_type=table_type,
-            properties=properties,
+            properties={**SHAPES[shape], P.WRITE_TABLE_VERSION: version},
         )
         table.upsert(trips(list(range(10)), [COUNTRY, "bra"], 1))
         table.upsert(trips([0, 1, 40, 41], [COUNTRY, "bra", "ind", "ind"], 2))
@@ -83,6 +86,13 @@ def write_client_tables(root: Path) -> dict[str, Written]:
     source.upsert(trips([0, 1], [COUNTRY, "bra"], 2))
     migrate(source.path, f"file://{root}/migrated", storage={P.STORAGE_STRATEGY_CLASS: "hive"})
     out["migrated"] = fedcore_reads(load_table(f"file://{root}/migrated"))
+    migrate(
+        source.path,
+        f"file://{root}/migrated_v9",
+        storage={P.STORAGE_STRATEGY_CLASS: "hive"},
+        properties={P.WRITE_TABLE_VERSION: "9"},
+    )
+    out["migrated_v9"] = fedcore_reads(load_table(f"file://{root}/migrated_v9"))
     return out
 
 
@@ -102,15 +112,17 @@ def tables(tmp_path_factory: pytest.TempPathFactory, fed_spark_python: str) -> d
     return written
 
 
-@pytest.mark.parametrize("version", HUDI_VERSIONS)
+@pytest.mark.parametrize("version", [*HUDI_VERSIONS, "1.2.0"])
 def test_hudi_reads_every_write_paths_table_as_fedcore_does(tables: dict[str, Written], version: str) -> None:
+    """Hudi 0.15 and 1.0.2 read the tables of version 6, Hudi 1.2.0 those of version 9."""
     reads: dict[str, Any] = {}
-    for name, table in tables.items():
+    mine = {name: t for name, t in tables.items() if name.endswith("_v9") == (version == "1.2.0")}
+    for name, table in mine.items():
         reads[name] = {"path": table.path, "query_type": "snapshot", "columns": ["id", "country", "fare"]}
         reads[name]["where"] = f"country = '{COUNTRY}'"
     answers = run_hudi(version, {"reads": reads})["reads"]
-    assert len(answers) == len(tables) >= 13
-    for name, table in tables.items():
+    assert len(answers) == len(mine) >= (7 if version == "1.2.0" else 13)
+    for name, table in mine.items():
         got = answers[name]
         assert "error" not in got, (name, got)
         assert got["rows"] == [list(r) for r in table.rows], name

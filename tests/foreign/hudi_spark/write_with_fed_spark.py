@@ -11,8 +11,10 @@ each table type, a Hive-layout table of trips through
 - the streaming sink (``writeStream.format("fed")``): two micro-batches, the second an
   upsert into a new partition;
 
-and prints one JSON line ``{name: {"path": P, "rows": [[id, country, fare], ...], "pruned":
-N}}``: what fedcore reads of each (rows sorted; ``pruned``: rows with ``country = 'usa'``).
+each at table version 6 (fed's default) and 9 (Hudi 1.1 and later, asked for with
+``hoodie.write.table.version``: names ending ``_v9``), and prints one JSON line
+``{name: {"path": P, "rows": [[id, country, fare], ...], "pruned": N}}``: what fedcore reads
+of each (rows sorted; ``pruned``: rows with ``country = 'usa'``).
 """
 
 from __future__ import annotations
@@ -32,14 +34,21 @@ COUNTRY = "usa"
 SCHEMA = "id long, country string, ts long, fare double"
 
 
-def options(name: str, table_type: str) -> dict[str, str]:
-    return {
+#: The table versions each path writes: fed's default, and Hudi 1.x's current one.
+VERSIONS = ("6", "9")
+
+
+def options(name: str, table_type: str, version: str = "6") -> dict[str, str]:
+    found = {
         "hoodie.table.name": name,
         "hoodie.datasource.write.table.type": table_type,
         "hoodie.datasource.write.recordkey.field": "id",
         "hoodie.datasource.write.partitionpath.field": "country",
         "hoodie.datasource.write.precombine.field": "ts",
     }
+    if version != "6":
+        found["hoodie.write.table.version"] = version
+    return found
 
 
 def trips(spark: SparkSession, ids: range | list[int], countries: list[str], ts: int) -> DataFrame:
@@ -47,8 +56,8 @@ def trips(spark: SparkSession, ids: range | list[int], countries: list[str], ts:
     return spark.createDataFrame(rows, SCHEMA)
 
 
-def with_dataframe_write(spark: SparkSession, path: str, name: str, table_type: str) -> None:
-    keys = options(name, table_type)
+def with_dataframe_write(spark: SparkSession, path: str, name: str, table_type: str, version: str) -> None:
+    keys = options(name, table_type, version)
     fed_spark.write(trips(spark, range(20), [COUNTRY, "bra"], 1), path, keys)
     changes = trips(spark, [0, 2, 100, 101], [COUNTRY, COUNTRY, "ind", "bra"], 2)
     fed_spark.write(changes, path, {"hoodie.datasource.write.operation": "upsert"})
@@ -58,20 +67,20 @@ def with_dataframe_write(spark: SparkSession, path: str, name: str, table_type: 
     fed_spark.write(gone, path, {"hoodie.datasource.write.operation": "delete"})
 
 
-def with_format_fed(spark: SparkSession, path: str, name: str, table_type: str) -> None:
-    keys = options(name, table_type)
+def with_format_fed(spark: SparkSession, path: str, name: str, table_type: str, version: str) -> None:
+    keys = options(name, table_type, version)
     first = trips(spark, range(10), [COUNTRY, "bra"], 1).write.format("fed").options(**keys)
     first.option("hoodie.datasource.write.operation", "bulk_insert").mode("append").save(path)
     more = trips(spark, [3, 50, 51], ["bra", "ind", "ind"], 2).write.format("fed").options(**keys)
     more.option("hoodie.datasource.write.operation", "upsert").mode("append").save(path)
 
 
-def with_stream(spark: SparkSession, root: Path, path: str, name: str, table_type: str) -> None:
+def with_stream(spark: SparkSession, root: Path, path: str, name: str, table_type: str, version: str) -> None:
     source = root / f"{name}_source"
     trips(spark, range(10), [COUNTRY, "bra"], 1).coalesce(1).write.parquet(str(source / "0"))
     trips(spark, [4, 60, 61], [COUNTRY, "ind", "ind"], 2).coalesce(1).write.parquet(str(source / "1"))
     frame = spark.readStream.format("parquet").schema(SCHEMA).option("maxFilesPerTrigger", 1)
-    writer = frame.load(f"{source}/*").writeStream.format("fed").options(**options(name, table_type))
+    writer = frame.load(f"{source}/*").writeStream.format("fed").options(**options(name, table_type, version))
     query = writer.option("checkpointLocation", str(root / f"{name}_checkpoint"))
     query.trigger(availableNow=True).start(path).awaitTermination()
 
@@ -101,18 +110,20 @@ def main(root: Path) -> None:
     written = {}
     try:
         for table_type in ("COPY_ON_WRITE", "MERGE_ON_READ"):
-            kind = table_type.lower()
-            for name, write in (
-                (f"spark_write_{kind}", with_dataframe_write),
-                (f"format_fed_{kind}", with_format_fed),
-            ):
+            for version in VERSIONS:
+                kind = table_type.lower() + ("" if version == "6" else f"_v{version}")
+                for name, write in (
+                    (f"spark_write_{kind}", with_dataframe_write),
+                    (f"format_fed_{kind}", with_format_fed),
+                ):
+                    path = f"file://{root}/{name}"
+                    write(spark, path, name, table_type, version)
+                    written[name] = fedcore_reads(path)
+                name = f"stream_{kind}"
                 path = f"file://{root}/{name}"
-                write(spark, path, name, table_type)
+                with_stream(spark, root, path, name, table_type, version)
                 written[name] = fedcore_reads(path)
-            name = f"stream_{kind}"
-            path = f"file://{root}/{name}"
-            with_stream(spark, root, path, name, table_type)
-            written[name] = fedcore_reads(path)
+                assert load_table(path).config.version == int(version), name
     finally:
         spark.stop()
     print(json.dumps(written))

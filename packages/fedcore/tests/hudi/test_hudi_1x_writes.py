@@ -24,6 +24,7 @@ from fedcore.commit import version_upgrade
 from fedcore.commit.transaction import Transaction
 from fedcore.exceptions import (
     CommitConflictError,
+    ConfigError,
     InstantConflictError,
     InvalidTableConfigError,
     UnsupportedTableVersionError,
@@ -317,6 +318,17 @@ def test_fed_upgrade_moves_a_version_6_table_to_hudi_1x_as_hudi_does(tmp_path: P
     assert data_rows(load_table(path))[1] == ("us", 0, 501.0)
     assert hudi_rs_rows(path) == whole_rows(load_table(path).scan().to_arrow())
     assert table.upgrade(table_version=target) == {}, "upgraded already"
+
+
+def test_a_write_may_repeat_the_table_version_as_hudi_1x_jobs_pass_it(tmp_path: Path) -> None:
+    """Hudi 1.x's jobs pass ``hoodie.write.table.version`` on every write: the table's own
+    version is accepted, another refused with a typed error that names ``fed upgrade``."""
+    path = str(tmp_path / "t")
+    new_table(path, "9").upsert(trips([1], "us", 1))
+    load_table(path).upsert(trips([2], "us", 1), {P.WRITE_TABLE_VERSION: "9"})
+    with pytest.raises(ConfigError, match="does not change the table's version.*fed upgrade"):
+        load_table(path).upsert(trips([3], "us", 1), {P.WRITE_TABLE_VERSION: "8"})
+    assert sorted(data_rows(load_table(path))) == [1, 2]
 
 
 def test_a_table_kept_open_across_an_upgrade_follows_it(backend: Backend) -> None:

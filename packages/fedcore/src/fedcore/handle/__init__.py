@@ -158,6 +158,13 @@ class TableHandle:
                 held = defined_value(self.config, key)
                 if given[key].strip() == held:
                     continue  # the table's own definition, repeated (as Hudi's jobs pass it)
+                if key in (P.TABLE_VERSION, P.WRITE_TABLE_VERSION):
+                    raise ConfigError(
+                        key,
+                        f"is {held!r} in table {self.name}'s {P.PROPERTIES_FILE}: a write does not change "
+                        f"the table's version; give {held!r} or leave the option out (`fed upgrade "
+                        "--table-version 8|9` moves a table to a later version)",
+                    )
                 raise ConfigError(
                     key,
                     f"is {held!r} in table {self.name}'s definition, fixed in its {P.PROPERTIES_FILE} "
@@ -429,6 +436,8 @@ def defined_value(config: TableConfig, key: str) -> str:
         "hoodie.datasource.write.table.type": config.table_type,
         P.TABLE_TYPE: config.table_type,
         "hoodie.datasource.write.table.name": config.name,
+        # Hudi 1.x's jobs pass the version they write on every write, as its table records it.
+        P.WRITE_TABLE_VERSION: str(config.version),
     }
     return named[key] if key in named else config.get(key, "").strip()
 
