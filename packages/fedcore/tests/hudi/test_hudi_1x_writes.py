@@ -326,7 +326,7 @@ def test_a_write_may_repeat_the_table_version_as_hudi_1x_jobs_pass_it(tmp_path: 
     path = str(tmp_path / "t")
     new_table(path, "9").upsert(trips([1], "us", 1))
     load_table(path).upsert(trips([2], "us", 1), {P.WRITE_TABLE_VERSION: "9"})
-    with pytest.raises(ConfigError, match="does not change the table's version.*fed upgrade"):
+    with pytest.raises(ConfigError, match=r"does not change the table's version.*fed upgrade"):
         load_table(path).upsert(trips([3], "us", 1), {P.WRITE_TABLE_VERSION: "8"})
     assert sorted(data_rows(load_table(path))) == [1, 2]
 
