@@ -24,10 +24,12 @@ meta values; reads compute keys from the key fields) against one with Hudi's met
 bulk insert and upserts of 1% and 10%, time and bytes written.
 
 Table version 9 (Hudi 1.x) against version 6, same rows, same updates (``--sections
-table_versions``): copy-on-write tables created at each version (``hoodie.write.table.version``;
+table_versions``): tables of both types created at each version (``hoodie.write.table.version``;
 version 9 names completed instants by completion time, which a commit lists the timeline to
-choose, and writes Avro commit metadata): bulk insert, upserts of 1% and 10%, a one-row upsert
-(a commit's fixed cost), a snapshot read and time travel to the first write; goal 1.1x.
+choose, writes Avro commit metadata and, merge-on-read, a log file per delta commit placed by
+its completion time): bulk insert, upserts of 1% and 10%, a one-row upsert (a commit's fixed
+cost), a snapshot read (merge-on-read: merging the log files) and time travel to the first
+write; goal 1.1x.
 
 Local files and S3 on loopback (moto, fewer rows: moto stores at a few hundred MB/s). The
 peak memory of a bulk insert and of ``write_to_dataset`` is measured in a process of its
@@ -330,6 +332,16 @@ VERSION_GOAL = 1.1
 
 
 def table_version_cases(place: Place, n: int, progress: tqdm) -> dict[str, tuple[float, float, str]]:
+    """case -> (version 9, version 6, unit), copy-on-write then merge-on-read
+    (``version_cases``)."""
+    found = version_cases(place, n, progress, P.TABLE_TYPE_COW)
+    mor = version_cases(place, n, progress, P.TABLE_TYPE_MOR)
+    return found | {f"merge-on-read: {case}": times for case, times in mor.items()}
+
+
+def version_cases(
+    place: Place, n: int, progress: tqdm, table_type: str
+) -> dict[str, tuple[float, float, str]]:
     """case -> (version 9, version 6, unit): each step on a table of each version in turn,
     best of ``REPEATS`` (fresh tables for the bulk inserts, then the same updates into both)."""
     data = rows_of(n)
@@ -346,7 +358,8 @@ def table_version_cases(place: Place, n: int, progress: tqdm) -> dict[str, tuple
 
     for attempt in range(REPEATS):
         for version in versions:
-            tables[version] = place.table(f"v{version}_{attempt}", **{P.WRITE_TABLE_VERSION: version})
+            name = f"v{version}_{table_type.lower()}_{attempt}"
+            tables[version] = place.table(name, **{P.WRITE_TABLE_VERSION: version, P.TABLE_TYPE: table_type})
         run("bulk insert", lambda table: table.bulk_insert(data))
     progress.update()
     first = {version: table.timeline().completed()[0].time for version, table in tables.items()}
@@ -447,7 +460,7 @@ def main(
         (4 if "write" in sections else 0)
         + (3 if "merge_on_read" in sections else 0)
         + (2 if "virtual_keys" in sections else 0)
-        + (3 if "table_versions" in sections else 0)
+        + (6 if "table_versions" in sections else 0)
     )
     with tqdm(total=total, desc="write path cases", unit="case") as progress:
         with tempfile.TemporaryDirectory() as root:

@@ -105,6 +105,15 @@ def model_rows(model: dict[int, Row]) -> list[Row]:
     return sorted([str(key), f"p={values[1]}", *values] for key, values in model.items())
 
 
+def readers_agree(hudi: HudiSession, path: str, kept: Table, expected: list[Row], step: str) -> None:
+    """fedcore (a new handle, and ``kept``, one held across the steps) and Hudi's reader each
+    return exactly ``expected``."""
+    assert fed_rows(load_table(path)) == expected, f"{step}: fedcore, a new handle"
+    assert fed_rows(kept) == expected, f"{step}: fedcore, a handle kept across the steps"
+    read = hudi.run({"reads": {"r": {"path": path, "query_type": "snapshot", "columns": COLUMNS}}})
+    assert read["reads"]["r"].get("rows") == expected, f"{step}: Hudi's reader: {read['reads']['r']}"
+
+
 @pytest.fixture(scope="module", params=HUDI_VERSIONS)
 def hudi(request: pytest.FixtureRequest) -> Iterator[HudiSession]:
     session = HudiSession(request.param)
@@ -145,10 +154,7 @@ def test_hudi_and_fed_write_one_table_turn_about(
             else:
                 model[r[0]] = r
         expected = model_rows(model)
-        assert fed_rows(load_table(path)) == expected, f"{step}: fedcore, a new handle"
-        assert fed_rows(kept) == expected, f"{step}: fedcore, a handle kept across the steps"
-        read = hudi.run({"reads": {"r": {"path": path, "query_type": "snapshot", "columns": COLUMNS}}})
-        assert read["reads"]["r"].get("rows") == expected, f"{step}: Hudi's reader: {read['reads']['r']}"
+        readers_agree(hudi, path, kept, expected, step)
         seen.append(step)
     timeline = load_table(path).timeline()
     actions = {i.action for i in timeline.completed()}
@@ -460,10 +466,7 @@ def test_hudi_1x_at_its_defaults_upgrades_a_fed_table_and_fed_follows(
             assert (config.version, config.get(P.RECORD_MERGE_MODE)) == (upgraded_to, mode_after), step
         merged(model, operation, rows, event_time=config.get(P.RECORD_MERGE_MODE) == "EVENT_TIME_ORDERING")
         expected = model_rows(model)
-        assert fed_rows(load_table(path)) == expected, f"{step}: fedcore, a new handle"
-        assert fed_rows(kept) == expected, f"{step}: fedcore, a handle opened at version 6"
-        read = hudi.run({"reads": {"r": {"path": path, "query_type": "snapshot", "columns": COLUMNS}}})
-        assert read["reads"]["r"].get("rows") == expected, f"{step}: Hudi's reader: {read['reads']['r']}"
+        readers_agree(hudi, path, kept, expected, f"{step} (the kept handle opened at version 6)")
         if config.version != 6:
             assert hudi_rs_rows(path) == expected, f"{step}: hudi-rs"
     table = load_table(path)
