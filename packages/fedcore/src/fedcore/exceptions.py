@@ -131,7 +131,8 @@ class UnsupportedTableVersionError(FedError):
 class UnsupportedTableError(FedError):
     """The table uses a Hudi feature fedcore cannot read exactly (a timeline action it does
     not interpret, a base file format other than Parquet, a record payload it cannot merge
-    by) or write (merge-on-read): it is refused rather than read or written wrongly."""
+    by) or write (a key generator fed does not make paths with): it is refused rather than
+    read or written wrongly."""
 
 
 class UnsupportedLogBlockError(UnsupportedTableError):

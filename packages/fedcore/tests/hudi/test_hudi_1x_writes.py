@@ -348,6 +348,8 @@ def test_a_table_kept_open_across_an_upgrade_follows_it(backend: Backend) -> Non
     assert kept.config.version == 9
     assert kept.handle.options[str(P.CLEANER_COMMITS_RETAINED)] == "3", "the caller's options kept"
     assert P.PAYLOAD_CLASS not in kept.handle.options, "version 6's keys gone with its config"
+    first = load_table(path, storage_options=options).timeline().completed()[0].time
+    assert kept.partitions(as_of=first) == ["country=us"], "its file index follows too"
     kept.upsert(trips([2, 3], "us", 1, 100.0))  # commit-time ordering: the latest write wins
     assert data_rows(load_table(path, storage_options=options)) == {
         1: ("us", 5, 1.0),
@@ -419,14 +421,50 @@ def test_fed_upgrade_compacts_a_merge_on_read_table_and_moves_it_as_hudi_does(
     assert hudi_rs_rows(path) == whole_rows(load_table(path).scan().to_arrow())
 
 
-def test_fed_upgrade_refuses_pending_instants(tmp_path: Path) -> None:
+@pytest.mark.parametrize("table_type", P.TABLE_TYPES)
+def test_fed_upgrade_refuses_pending_instants(tmp_path: Path, table_type: str) -> None:
+    """Refused before anything is done: a merge-on-read table is not compacted either."""
     path = str(tmp_path / "t")
-    table = new_table(path, "6")
+    table = new_table(path, "6", **{P.TABLE_TYPE: table_type})
     table.upsert(trips([1], "us", 1))
-    in_flight = Transaction(table.handle, "commit")  # its heartbeat beating
+    table.upsert(trips([1], "us", 2))
+    before = [str(i) for i in load_table(path).timeline().completed()]
+    action = "deltacommit" if table_type == P.TABLE_TYPE_MOR else "commit"
+    in_flight = Transaction(table.handle, action)  # its heartbeat beating
     with in_flight, pytest.raises(InstantConflictError, match="pending instants"):
         load_table(path).upgrade(table_version=9)
     assert load_table(path).config.version == 6
+    assert [str(i) for i in load_table(path).timeline().completed()] == before, "nothing done, no compaction"
+
+
+def test_an_upgrade_keeps_the_version_6_log_files_of_a_slice_whose_base_was_archived(tmp_path: Path) -> None:
+    """After upgrading a merge-on-read table, its version-6 log files stay in their slice even
+    where archival took the slice's base instant (whose completion time then is unknown):
+    time travel answers as before the upgrade, and the latest slice holds none of them."""
+    path = str(tmp_path / "t")
+    archiving = {
+        P.TABLE_TYPE: P.TABLE_TYPE_MOR,
+        str(P.ARCHIVE_MIN_INSTANTS): "3",
+        str(P.ARCHIVE_MAX_INSTANTS): "4",
+        str(P.CLEANER_COMMITS_RETAINED): "2",
+        str(P.METADATA_COMPACT_DELTAS): "1",
+    }
+    table = new_table(path, "6", **archiving)
+    table.upsert(trips([1, 2], "fr", 5))  # the slice's base
+    table.upsert(trips([1], "fr", 9, 100.0))  # its log files
+    table.upsert(trips([1], "fr", 3, 200.0))
+    for i in range(8):
+        table.upsert(trips([100 + i], "us", 5))
+    base = min(s.base_instant for s in load_table(path).file_slices() if s.partition_path == "country=fr")
+    assert load_table(path).timeline().find(base) is None, "the base instant was archived"
+    writes = load_table(path).timeline().completed(table.handle.write_actions)
+    before = {w.time: whole_rows(load_table(path).read(columns=COLUMNS, as_of=w.time)) for w in writes}
+    load_table(path).upgrade(table_version=9)
+    upgraded = load_table(path)
+    for instant, rows in before.items():
+        assert whole_rows(upgraded.read(columns=COLUMNS, as_of=instant)) == rows, instant
+    assert not [s for s in upgraded.file_slices() if s.log_files], "no old log file on a new slice"
+    assert hudi_rs_rows(path) == whole_rows(upgraded.scan().to_arrow())
 
 
 def test_a_write_that_began_on_version_6_during_the_upgrade_is_rolled_back(

@@ -38,12 +38,8 @@ harms nothing once the table has moved.
 
 from __future__ import annotations
 
-from typing import Final
-
 from fedcore import properties as P
-from fedcore.exceptions import InvalidTableConfigError
-from fedcore.handle import TableHandle, check_storage_checksum, check_supported
-from fedcore.handle.config import TableConfig, properties_path
+from fedcore.handle import TableHandle
 from fedcore.handle.identity import check_not_a_copy, recorded_identity
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import remove_tree
@@ -67,7 +63,7 @@ def upgrade_config(table: TableHandle) -> dict[str, tuple[str, str]]:
     one, whole); two writers upgrading at once write the same keys, but for the id a table
     made before ids gets: each draws one, and the last written stays (nothing was named
     after the other)."""
-    config = upgraded = _stored_config(table)
+    config = upgraded = table.take_stored_config()
     # Every writer comes here first: a table of a version fedcore only reads is refused here.
     layout_for(config.version, config.name).check_writable(config.name, config.merge_on_read)
     check_not_a_copy(table.path, config, table.strategy, table.storage_options)
@@ -100,46 +96,6 @@ def upgrade_config(table: TableHandle) -> dict[str, tuple[str, str]]:
     if hudi_metadata:
         _drop_hudi_metadata_table(table)
     return changed
-
-
-#: What a handle's reads and writes are planned with: a stored config that differs in any of
-#: these is another table as far as the handle is concerned.
-_IDENTITY: Final = (
-    ("record key fields", lambda c: c.record_key_fields),
-    ("partition fields", lambda c: c.partition_fields),
-    ("precombine field", lambda c: c.precombine_field),
-    ("table type (merge-on-read)", lambda c: c.merge_on_read),
-    ("hive-style partitioning", lambda c: c.hive_style_partitioning),
-    (P.KEY_GENERATOR_CLASS, P.key_generator),
-    (str(P.POPULATE_META_FIELDS), P.POPULATE_META_FIELDS.of),
-    (str(P.DROP_PARTITION_COLUMNS), P.DROP_PARTITION_COLUMNS.of),
-    (P.URL_ENCODE_PARTITIONING, lambda c: c.get(P.URL_ENCODE_PARTITIONING, "")),
-)
-
-
-def _stored_config(table: TableHandle) -> TableConfig:
-    """``hoodie.properties`` as stored now, checked against the handle's, which it replaces."""
-    stored = TableConfig.load(table.fs.table_fs, table.path)
-    held = table.config
-    if dict(stored) == dict(held):
-        return held
-    check_supported(stored, table.strategy)
-    check_storage_checksum(table.strategy, stored)
-    for what, value in _IDENTITY:
-        if value(stored) != value(held):
-            raise InvalidTableConfigError(
-                what,
-                f"is {value(stored)!r} in {properties_path(table.path)}, but was {value(held)!r} when "
-                f"table {table.name} was opened: another writer changed the table's definition; "
-                "open the table again",
-            )
-    runtime = {key: value for key, value in table.options.items() if held.get(key) != value}
-    layout_moved = stored.metadata_layout != held.metadata_layout
-    table.config = stored
-    table.options = {**stored, **runtime}
-    if layout_moved:
-        table.forget_file_index()
-    return stored
 
 
 def _drop_hudi_metadata_table(table: TableHandle) -> None:

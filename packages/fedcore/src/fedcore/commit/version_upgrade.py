@@ -29,6 +29,7 @@ meanwhile is rolled back (or, if it had decided to commit, moved over) after the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Final
 
@@ -36,7 +37,7 @@ from fedcore import properties as P
 from fedcore.commit.transaction import roll_back_failed_writes, roll_back_pending
 from fedcore.commit.upgrade import upgrade_config
 from fedcore.exceptions import InstantConflictError, UnsupportedTableVersionError
-from fedcore.handle.config import TableConfig
+from fedcore.handle.config import TableConfig, upgraded_merge_mode
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import read_object, remove_files
 from fedcore.timeline import (
@@ -64,11 +65,16 @@ _AVRO_MAGIC: Final = b"Obj\x01"
 _WRITES: Final = frozenset({COMMIT, DELTA_COMMIT, REPLACE_COMMIT})
 
 
-def upgrade_table_version(table: TableHandle, target: int) -> dict[str, tuple[str, str]]:
+def upgrade_table_version(
+    table: TableHandle, target: int, compact: Callable[[], object] | None = None
+) -> dict[str, tuple[str, str]]:
     """Move ``table`` to table version ``target`` (8 or 9); the keys changed, each with its old
     and new value (empty: it was at ``target`` already). ``UnsupportedTableVersionError`` for a
     downgrade or a version fedcore does not write;
-    ``InstantConflictError`` while an instant is pending (a write, or a table service)."""
+    ``InstantConflictError`` while an instant is pending (a write, or a table service).
+
+    ``compact``: folds every slice's log files of a merge-on-read table (the compaction service,
+    which sits above this module); run once the upgrade is known to go ahead, before the move."""
     changed = upgrade_config(table)
     config = table.config
     if config.version == target:
@@ -79,12 +85,10 @@ def upgrade_table_version(table: TableHandle, target: int) -> dict[str, tuple[st
             f"and 8 to 9, never down (asked: {target})"
         )
     roll_back_failed_writes(table)
-    pending = table.timeline().pending()
-    if pending:
-        raise InstantConflictError(
-            f"table {table.name} has pending instants ({', '.join(map(str, pending))}): upgrade it when "
-            "no write or table service runs"
-        )
+    _refuse_pending(table)
+    if config.merge_on_read and compact is not None:
+        compact()
+        _refuse_pending(table)  # a write that began while it ran
     old_layout, new_layout = table.layout, layout_for(target, table.name)
     moved = _moved_instants(table, old_layout, new_layout) if old_layout.timeline_layout == 1 else []
     upgraded = TableConfig({k: v for k, v in config.items() if k not in _dropped(target)})
@@ -99,6 +103,15 @@ def upgrade_table_version(table: TableHandle, target: int) -> dict[str, tuple[st
         remove_files(table.fs.table_fs, moved)
         _settle_late_writers(table, old_layout, new_layout)
     return changed
+
+
+def _refuse_pending(table: TableHandle) -> None:
+    pending = table.timeline().pending()
+    if pending:
+        raise InstantConflictError(
+            f"table {table.name} has pending instants ({', '.join(map(str, pending))}): upgrade it when "
+            "no write or table service runs"
+        )
 
 
 def _moved_instants(table: TableHandle, old: TableLayout, new: TableLayout) -> list[str]:
@@ -202,11 +215,8 @@ def _version_keys(config: TableConfig, target: int) -> dict[str, str]:
     writes them (``SevenToEightUpgradeHandler.upgradeMergeMode``: a merge-on-read table with
     a precombine field orders by event time, whatever its payload)."""
     payload = config.get(P.PAYLOAD_CLASS, "").strip() or P.OVERWRITE_WITH_LATEST_PAYLOAD
-    by_event_time = payload == P.DEFAULT_HOODIE_PAYLOAD or (
-        config.merge_on_read and bool(config.precombine_field)
-    )
-    mode = config.get(P.RECORD_MERGE_MODE, "").strip() or (
-        "EVENT_TIME_ORDERING" if by_event_time else "COMMIT_TIME_ORDERING"
+    mode = config.get(P.RECORD_MERGE_MODE, "").strip() or upgraded_merge_mode(
+        payload, config.merge_on_read, config.precombine_field
     )
     keys = {
         P.TABLE_VERSION: str(target),

@@ -178,10 +178,18 @@ def _sliced_by_completion(group: FileGroup, slicing: LogSlicing) -> list[GroupLo
     order: in the slice with the greatest start not after their delta commit's completion
     time; a file whose commit completed before every start begins a slice of its own (log
     files only); one whose commit's completion is not known goes onto the latest slice (its
-    blocks apply only if the commit completed, archived: see ``read.slice_reader.Committed``)."""
+    blocks apply only if the commit completed, archived: see ``read.slice_reader.Committed``).
+
+    A file named after one of the group's base instants is a version-6 file of that slice,
+    left by an upgrade (a Hudi 1.x delta commit never writes a base file and a log file into
+    one group): it stays in that slice, even where that instant was archived before the
+    upgrade and its completion time is not known."""
     starts = set(group.bases)
     placed = []
     for log in sorted(group.logs):
+        if log.instant in group.bases:
+            placed.append(log._replace(start=log.instant))
+            continue
         # A pending compaction starts a slice of the groups it plans, which were there
         # before it: of a group with a slice before it (a group begun after it was planned
         # is not in its plan). Which groups it planned beyond that does not change which

@@ -17,20 +17,21 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Mapping
 from functools import cached_property
-from typing import Any, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 import pyarrow as pa
 
 from fedcore import properties as P
 from fedcore.exceptions import (
     ConfigError,
+    InvalidTableConfigError,
     MetadataTableRequiredError,
     StorageStrategyMismatchError,
     UnsupportedTableError,
 )
 from fedcore.files.file_group import LogSlicing
 from fedcore.files.filenames import BASE_FILE_RE
-from fedcore.handle.config import TableConfig
+from fedcore.handle.config import TableConfig, properties_path
 from fedcore.io.cache import BoundedCache
 from fedcore.io.filesystems import StorageOptions, filesystem_for, open_sized, read_object
 from fedcore.io.parquet import read_parquet_schema
@@ -199,27 +200,51 @@ class TableHandle:
         cache = self.index_cache
         since = cache.timeline if latest_read and not cache.co_written else None
         timeline = Timeline.load(self.fs.table_fs, self.path, self.layout.instants, since)
-        if timeline.upgraded and self._follow_upgrade():
-            timeline = Timeline.load(self.fs.table_fs, self.path, self.layout.instants)
+        if timeline.upgraded:
+            # Another writer moved the table to a later version since this handle opened (Hudi
+            # 1.x's writer upgrades a version-6 table at its defaults): its instants are in
+            # ``.hoodie/timeline/`` now, and the old folder would show a table with nothing
+            # written. While the config still says the old version (an upgrade under way moves
+            # the instants before it switches the config) the old listing stands, as Hudi's own
+            # readers of that version see it.
+            held = self.config.version
+            if self.take_stored_config().version != held:
+                cache = self.index_cache  # anew: take_stored_config forgot the old one
+                timeline = Timeline.load(self.fs.table_fs, self.path, self.layout.instants)
         cache.timeline = timeline
         return timeline
 
-    def _follow_upgrade(self) -> bool:
-        """Take the table's config anew where another writer moved the table to a later
-        version since this handle opened (Hudi 1.x's writer upgrades a version-6 table at its
-        defaults): its instants are now in ``.hoodie/timeline/``, and listing the old folder
-        would show this handle a table with nothing written. False while the config still
-        says the old version (an upgrade under way moves the instants before it switches the
-        config; Hudi's own readers of that version see the same)."""
-        config = TableConfig.load(self.fs.table_fs, self.path)
-        if config.version == self.config.version:
-            return False
-        old = self.config
-        given = {k: v for k, v in self.options.items() if old.get(k) != v}  # the caller's own
-        check_supported(config, self.strategy)
-        self.config = config
-        self.options = {**config, **given}
-        return True
+    def take_stored_config(self) -> TableConfig:
+        """Take ``hoodie.properties`` as stored now in place of the config this handle loaded,
+        which another writer may have changed since (keys a Hudi writer added, a metadata
+        table moved, a later table version): the caller's own options kept, the file index
+        opened anew where the table's version or metadata layout moved. A change the handle's
+        reads and writes cannot go on with (record keys, partitioning, table type, storage
+        keys, ...) is refused with ``InvalidTableConfigError``: open the table again.
+
+        The config and options are swapped on this handle for every later operation; one
+        running on another thread meanwhile may see either (a handle is not meant to be
+        shared by threads that upgrade it)."""
+        stored = TableConfig.load(self.fs.table_fs, self.path)
+        held = self.config
+        if dict(stored) == dict(held):
+            return held
+        check_supported(stored, self.strategy)
+        check_storage_checksum(self.strategy, stored)
+        for what, value in _IDENTITY:
+            if value(stored) != value(held):
+                raise InvalidTableConfigError(
+                    what,
+                    f"is {value(stored)!r} in {properties_path(self.path)}, but was {value(held)!r} when "
+                    f"table {self.name} was opened: another writer changed the table's definition; "
+                    "open the table again",
+                )
+        runtime = {key: value for key, value in self.options.items() if held.get(key) != value}
+        moved = (stored.metadata_layout, stored.version) != (held.metadata_layout, held.version)
+        self.config, self.options = stored, {**stored, **runtime}
+        if moved:
+            self.forget_file_index()
+        return stored
 
     def log_slicing(self, timeline: Timeline) -> LogSlicing | None:
         """What places this table's log files in their slices as ``timeline`` shows it, for
@@ -422,6 +447,21 @@ def check_supported(config: TableConfig, strategy: StorageStrategy) -> None:
         raise MetadataTableRequiredError(
             P.METADATA_ENABLE, f"is false, but the {strategy.display_name()} layout needs the metadata table"
         )
+
+
+#: What a handle's reads and writes are planned with: a stored config that differs in any of
+#: these is another table as far as the handle is concerned (``TableHandle.take_stored_config``).
+_IDENTITY: Final = (
+    ("record key fields", lambda c: c.record_key_fields),
+    ("partition fields", lambda c: c.partition_fields),
+    ("precombine field", lambda c: c.precombine_field),
+    ("table type (merge-on-read)", lambda c: c.merge_on_read),
+    ("hive-style partitioning", lambda c: c.hive_style_partitioning),
+    (P.KEY_GENERATOR_CLASS, P.key_generator),
+    (str(P.POPULATE_META_FIELDS), P.POPULATE_META_FIELDS.of),
+    (str(P.DROP_PARTITION_COLUMNS), P.DROP_PARTITION_COLUMNS.of),
+    (P.URL_ENCODE_PARTITIONING, lambda c: c.get(P.URL_ENCODE_PARTITIONING, "")),
+)
 
 
 def defined_value(config: TableConfig, key: str) -> str:

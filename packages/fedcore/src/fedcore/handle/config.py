@@ -332,6 +332,18 @@ def _key_generator(record_key_fields: Sequence[str], partition_fields: Sequence[
 CREATABLE_VERSIONS = (6, 8, 9)
 
 
+def upgraded_merge_mode(payload: str, merge_on_read: bool, ordering_field: str | None) -> str:
+    """The merge mode Hudi's upgrade to version 8 gives a version-6 table of ``payload`` (""
+    for none: version 6's default, ``OverwriteWithLatestAvroPayload``), as
+    ``SevenToEightUpgradeHandler`` maps it: ``DefaultHoodieRecordPayload``, and any payload of
+    a merge-on-read table with an ordering field, order by event time; the rest by commit
+    time. ``fed upgrade`` and a migration into version 8 or 9 both take it."""
+    payload = payload.strip() or P.OVERWRITE_WITH_LATEST_PAYLOAD
+    if payload == P.DEFAULT_HOODIE_PAYLOAD or (merge_on_read and ordering_field):
+        return "EVENT_TIME_ORDERING"
+    return "COMMIT_TIME_ORDERING"
+
+
 def _version_keys(given: dict[str, str], defaults: Mapping[str, str]) -> dict[str, str | None]:
     """The keys a new table of the version ``given`` asks for (``hoodie.table.version`` or
     Hudi's writer option ``hoodie.write.table.version``, both popped from ``given``) records

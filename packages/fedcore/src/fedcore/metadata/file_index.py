@@ -41,9 +41,9 @@ class PartitionFiles:
         compaction was planned is on the compaction's slice, which did not exist as of
         ``as_of``; placed without it, the file would land on the slice read then (Hudi 1.x's
         time travel leaves it out)."""
-        later = {
+        later = {  # of every group, a group replaced since included: its slices still stood
             name: latest.files[name]
-            for group in latest.groups(log_files).values()
+            for group in file_groups(latest.files, log_files).values()
             for instant, name in group.bases.items()
             if instant > as_of
         }

@@ -274,7 +274,7 @@ class ScanPlanner:
         if self.merging and self.slicing is not None and self.as_of is not None:
             # Hudi 1.x's log files are placed in slices by the whole timeline, later
             # compactions' slices included (``PartitionFiles.with_later_bases``).
-            latest = self._index.files(candidates)
+            latest = self._index.files(list(files))
             log_files = self.table.layout.log_files
             files = {
                 partition: found.with_later_bases(latest[partition], log_files, self.as_of)

@@ -12,12 +12,13 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
+from functools import partial
 
 import pyarrow as pa
 
 from fedcore import properties as P
 from fedcore.commit.upgrade import upgrade_config
-from fedcore.commit.version_upgrade import TARGETS, upgrade_table_version
+from fedcore.commit.version_upgrade import upgrade_table_version
 from fedcore.exceptions import ConfigError
 from fedcore.files.file_slice import FileSlice, QueryType
 from fedcore.handle import HasHandle, TableHandle
@@ -297,10 +298,9 @@ class Table:
         pending."""
         if table_version is None:
             return upgrade_config(self._handle)
-        config = self._handle.config
-        if config.merge_on_read and table_version in TARGETS and config.version < table_version:
-            compact(self._handle)  # as Hudi's upgrade does first: every slice's log files folded
-        return upgrade_table_version(self._handle, table_version)
+        # A merge-on-read table is compacted first, as Hudi's upgrade does, once the upgrade
+        # is known to go ahead.
+        return upgrade_table_version(self._handle, table_version, partial(compact, self._handle))
 
     def delete_orphans(self, report: VerifyReport, older_than: timedelta) -> list[str]:
         """Delete the orphans ``verify`` reported that were last modified more than

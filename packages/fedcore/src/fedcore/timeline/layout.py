@@ -29,7 +29,9 @@ class TableLayout:
     """One table version's names and encodings; ``timeline_layout``: Hudi's timeline layout
     version (2: the timeline in ``.hoodie/timeline/``, completion times); ``writes_merge_on_read``:
     whether fedcore writes merge-on-read tables of this version (it reads both table types of
-    every version it has a layout for, and writes copy-on-write ones)."""
+    every version it has a layout for, and writes copy-on-write ones; every layout fedcore has
+    today writes both: the check stays the one place a version read but not written would be
+    refused)."""
 
     version: int
     instants: InstantNaming

@@ -70,6 +70,7 @@ from fedcore.exceptions import (
 )
 from fedcore.files.filenames import data_file_id
 from fedcore.handle import TableHandle
+from fedcore.handle.config import upgraded_merge_mode
 from fedcore.handle.create import create_handle
 from fedcore.io.filesystems import StorageOptions, open_sized
 from fedcore.io.parquet import file_stats, read_parquet_metadata
@@ -351,18 +352,22 @@ def _copy(table: TableHandle, unit: Unit) -> WriteStat:
     )
 
 
-def _merging_for_target(carried: Mapping[str, str], properties: Mapping[str, str]) -> dict[str, str]:
+def _merging_for_target(
+    carried: Mapping[str, str], properties: Mapping[str, str], ordering_field: str | None
+) -> dict[str, str]:
     """The source's carried keys, its merging said in the target's table version: a source's
     merging is carried as version 6's payload class, which a target of version 8 or 9 says as
-    the merge mode Hudi's upgrade maps that payload to (unless ``properties`` name one)."""
+    the merge mode Hudi's upgrade gives a table of that payload and type (``fed upgrade``'s
+    too: ``handle.config.upgraded_merge_mode``; a merge-on-read target with an ordering field
+    orders by event time), unless ``properties`` name one."""
     asked = {properties.get(key, "").strip() for key in (P.TABLE_VERSION, P.WRITE_TABLE_VERSION)}
     if not asked & {"8", "9"}:
         return dict(carried)
     merging = {k: v for k, v in carried.items() if k not in (P.PAYLOAD_CLASS, P.RECORD_MERGER_STRATEGY)}
-    payload = carried.get(P.PAYLOAD_CLASS, "").strip()
-    if payload and P.RECORD_MERGE_MODE not in properties:
-        ordered = payload == P.DEFAULT_HOODIE_PAYLOAD
-        merging[P.RECORD_MERGE_MODE] = "EVENT_TIME_ORDERING" if ordered else "COMMIT_TIME_ORDERING"
+    if P.RECORD_MERGE_MODE not in properties:
+        merge_on_read = properties.get(P.TABLE_TYPE, "").strip().upper() == P.TABLE_TYPE_MOR
+        payload = carried.get(P.PAYLOAD_CLASS, "")
+        merging[P.RECORD_MERGE_MODE] = upgraded_merge_mode(payload, merge_on_read, ordering_field)
     return merging
 
 
@@ -391,7 +396,7 @@ def _target(
             hive_style_partitioning=found.hive_style,
             database=found.database,
             properties={
-                **_merging_for_target(found.carried, properties or {}),
+                **_merging_for_target(found.carried, properties or {}, found.precombine_field),
                 **(properties or {}),
                 **storage,
                 P.MIGRATION_SOURCE: source,
