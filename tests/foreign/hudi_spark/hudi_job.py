@@ -7,13 +7,18 @@ Run in a process of its own per Hudi version (one JVM, one bundle on its class p
                        "steps": [[operation, [row, ...]], ...]}},
      "reads": {name: {"path": P, "query_type": "snapshot" | "read_optimized" | "incremental",
                       "columns": [...], "where": "country = 'usa'" (optional),
-                      "options": {reader options, such as "as.of.instant"} (optional)}}}
+                      "options": {reader options, such as "as.of.instant"} (optional)}},
+     "timelines": {name: {"path": P}}}
 
 Writes run first, each step an ``append`` of its rows (lists in ``schema``'s column order)
-with ``hoodie.datasource.write.operation`` set to the step's operation; then the reads. It
-prints one JSON line: ``{"writes": {name: "ok" | "<Java exception>: <message>"}, "reads":
-{name: {"rows": [[...], ...], "count": N} | {"error": ...}}}`` (rows sorted, nulls last; ``count``: rows
-matching ``where``). Needs PySpark 3.5 (``tox -e hudi``) and Java 17.
+with ``hoodie.datasource.write.operation`` set to the step's operation; then the reads, then
+the timelines (Hudi 1.x only) as Hudi's meta client loads them. It prints one JSON line:
+``{"writes": {name: "ok" | "<Java exception>: <message>"}, "reads": {name: {"rows": [[...],
+...], "count": N} | {"error": ...}}, "timelines": {name: {"active": [[requested, action,
+completion], ...], "archived": [[requested, action, completion, detail], ...]} | {"error":
+...}}}`` (rows sorted, nulls last; ``count``: rows matching ``where``; ``detail``: the number
+of write statistics of an archived commit's metadata, of files a clean deleted, as Hudi reads
+the archived bytes). Needs PySpark 3.5 (``tox -e hudi``) and Java 17.
 
 ``python hudi_job.py BUNDLE_JAR --serve`` keeps one JVM for many jobs: a job per line on
 stdin, its answer a line on stdout, until stdin ends (a test interleaving Hudi's writes with
@@ -83,6 +88,35 @@ def read(spark: SparkSession, spec: dict[str, Any]) -> dict[str, object]:
         return {"error": java_error(exc)}
 
 
+def timelines(spark: SparkSession, spec: dict[str, Any]) -> dict[str, object]:
+    """The active and the archived timeline (Hudi 1.x's LSM history) as Hudi's meta client
+    loads them; every archived instant's metadata read as Hudi reads it."""
+    try:
+        jvm = spark._jvm  # type: ignore[attr-defined]
+        conf = jvm.org.apache.hudi.hadoop.fs.HadoopFSUtils.getStorageConf(spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
+        meta = jvm.org.apache.hudi.common.table.HoodieTableMetaClient.builder()
+        meta = meta.setConf(conf).setBasePath(spec["path"]).build()
+        active = [
+            [i.requestedTime(), i.getAction(), i.getCompletionTime()]
+            for i in meta.getActiveTimeline().filterCompletedInstants().getInstants()
+        ]
+        archive = meta.getArchivedTimeline()
+        archive.loadCompletedInstantDetailsInMemory()  # a clean's metadata is read only from these
+        archived = []
+        for instant in archive.getInstants():
+            if instant.getAction() == "clean":
+                detail = archive.readCleanMetadata(instant).getTotalFilesDeleted()
+            else:
+                stats = archive.readCommitMetadata(instant).getPartitionToWriteStats()
+                detail = sum(stats.get(partition).size() for partition in stats.keySet())
+            archived.append(
+                [instant.requestedTime(), instant.getAction(), instant.getCompletionTime(), detail]
+            )
+        return {"active": active, "archived": archived}
+    except (CapturedException, Py4JJavaError) as exc:
+        return {"error": java_error(exc)}
+
+
 def _order(row: list[Any]) -> list[tuple[bool, Any]]:
     """Rows in their values' order, a null after every value of its column."""
     return [(value is None, 0 if value is None else value) for value in row]
@@ -91,7 +125,8 @@ def _order(row: list[Any]) -> list[tuple[bool, Any]]:
 def run(spark: SparkSession, job: dict[str, dict[str, Any]]) -> str:
     writes = {name: write(spark, spec) for name, spec in job.get("writes", {}).items()}
     reads = {name: read(spark, spec) for name, spec in job.get("reads", {}).items()}
-    return json.dumps({"writes": writes, "reads": reads}, default=str)
+    lines = {name: timelines(spark, spec) for name, spec in job.get("timelines", {}).items()}
+    return json.dumps({"writes": writes, "reads": reads, "timelines": lines}, default=str)
 
 
 def main() -> None:

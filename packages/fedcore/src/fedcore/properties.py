@@ -65,6 +65,7 @@ DEFAULT_TIMELINE_FOLDER: Final = "timeline"
 #: Table versions 8 and 9: the folder in the timeline folder that holds the archived
 #: timeline (``history``, the only one fed reads).
 TIMELINE_HISTORY_PATH: Final = "hoodie.timeline.history.path"
+DEFAULT_HISTORY_FOLDER: Final = "history"
 #: The folder in ``.hoodie/`` archival moves old instants to (``archived``).
 ARCHIVELOG_FOLDER: Final = "hoodie.archivelog.folder"
 #: The zone of instant times: ``UTC`` (fed's tables, so that Hudi's writers of them make UTC

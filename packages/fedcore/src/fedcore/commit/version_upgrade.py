@@ -54,7 +54,6 @@ from fedcore.timeline import (
 )
 from fedcore.timeline.commit_metadata import action_body, deleted_files, rolled_back_actions
 from fedcore.timeline.layout import TableLayout, layout_for
-from fedcore.timeline.lsm import DEFAULT_HISTORY_FOLDER
 
 if TYPE_CHECKING:
     from fedcore.handle import TableHandle
@@ -120,7 +119,7 @@ def _moved_instants(table: TableHandle, old: TableLayout, new: TableLayout) -> l
     fs = table.fs.table_fs
     folder = old.instants.folder(table.path)
     with storage_errors(folder):
-        fs.makedirs(f"{new.instants.folder(table.path)}/{DEFAULT_HISTORY_FOLDER}", exist_ok=True)
+        fs.makedirs(f"{new.instants.folder(table.path)}/{P.DEFAULT_HISTORY_FOLDER}", exist_ok=True)
         entries = {str(e["name"]).rsplit("/", 1)[-1]: e for e in fs.ls(folder, detail=True, refresh=True)}
     instants = {name: old.instants.parse(name) for name in entries}
     # Only completed instants' files: a pending one is a write that began after the check for

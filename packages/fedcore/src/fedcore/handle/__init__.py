@@ -50,7 +50,7 @@ from fedcore.storage.loader import load_storage_strategy, named_strategy_class, 
 from fedcore.timeline import COMPACTION, MERGE_ON_READ_WRITE_ACTIONS, WRITE_ACTIONS, Instant, Timeline
 from fedcore.timeline.commit_metadata import CommitMetadata
 from fedcore.timeline.layout import TableLayout, layout_for
-from fedcore.timeline.lsm import DEFAULT_HISTORY_FOLDER, ArchivedCompletionTimes
+from fedcore.timeline.lsm import ArchivedCompletionTimes
 from fedcore.timeline.retention import archived_file
 
 #: Completed instants' metadata a handle keeps (the least recently used dropped first): at
@@ -255,12 +255,12 @@ class TableHandle:
         if not self.layout.log_files.names_delta_commit:
             return None
         actions = self.write_actions
-        history = f"{self.layout.instants.folder(self.path)}/{DEFAULT_HISTORY_FOLDER}"
+        history = self.layout.instants.history_folder(self.path)
         return LogSlicing(
             {i.time: i.completed_at for i in timeline.completed(actions)},
             frozenset(i.time for i in timeline.pending() if i.action == COMPACTION),
             min((i.time for i in timeline if i.action in actions or i.action == COMPACTION), default=""),
-            ArchivedCompletionTimes(self.fs.table_fs, history),
+            None if history is None else ArchivedCompletionTimes(self.fs.table_fs, history),
         )
 
     @property
@@ -432,11 +432,12 @@ def check_supported(config: TableConfig, strategy: StorageStrategy) -> None:
                 f"table {config.name} keeps its timeline in .hoodie/{folder} ({P.TIMELINE_PATH}); "
                 f"fedcore reads it from .hoodie/{P.DEFAULT_TIMELINE_FOLDER}, Hudi's default"
             )
-        history = config.get(P.TIMELINE_HISTORY_PATH, DEFAULT_HISTORY_FOLDER).strip()
-        if history != DEFAULT_HISTORY_FOLDER:
+        history = config.get(P.TIMELINE_HISTORY_PATH, P.DEFAULT_HISTORY_FOLDER).strip()
+        if history != P.DEFAULT_HISTORY_FOLDER:
             raise UnsupportedTableError(
                 f"table {config.name} keeps its archived timeline in {history} "
-                f"({P.TIMELINE_HISTORY_PATH}); fedcore reads it from {DEFAULT_HISTORY_FOLDER}, Hudi's default"
+                f"({P.TIMELINE_HISTORY_PATH}); fedcore reads it from {P.DEFAULT_HISTORY_FOLDER}, "
+                "Hudi's default"
             )
     base_format = config.get(P.BASE_FILE_FORMAT, "PARQUET").strip().upper()
     if base_format != "PARQUET":

@@ -30,7 +30,6 @@ from fedcore.keygen.partitioning import VALUE_ENCODING_KEY_GENERATORS, Partition
 from fedcore.schema.avro import to_avro_json
 from fedcore.schema.meta import META_COLUMNS
 from fedcore.storage.loader import load_storage_strategy, named_strategy_class
-from fedcore.timeline.lsm import DEFAULT_HISTORY_FOLDER
 
 
 def create_handle(
@@ -126,7 +125,7 @@ def create_handle(
         # them (a store without folders makes nothing here).
         timeline = handle.layout.instants.folder(table_path)
         with storage_errors(timeline):
-            fs.makedirs(f"{timeline}/{DEFAULT_HISTORY_FOLDER}", exist_ok=True)
+            fs.makedirs(f"{timeline}/{P.DEFAULT_HISTORY_FOLDER}", exist_ok=True)
     index = handle.metadata_table_or_none()
     if index is not None:
         index.point_to_no_manifest()

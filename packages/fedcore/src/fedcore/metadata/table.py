@@ -350,7 +350,7 @@ class MetadataTable(FileIndex):
             return []
         cache = self.cache
         if cache.hudi_archive_checked != (first, start):
-            files = hudi_archive_files(self.fs, self.table_path)
+            files = hudi_archive_files(self.fs, self.table_path, self.layout.instants)
             key = frozenset(files.items())
             if key != cache.hudi_archive_files:
                 archived = read_hudi_archive(self.fs, list(files))
@@ -410,7 +410,7 @@ class MetadataTable(FileIndex):
                 # Without a manifest every delta applies, but only the active timeline's: if
                 # archival moved instants out (it drops their deltas and the start pointer),
                 # their files would silently go missing from the view.
-                moved = archived_through(self.fs, self.table_path)
+                moved = archived_through(self.fs, self.table_path, self.layout.instants)
                 if moved is not None:
                     raise MetadataTableError(
                         f"no metadata-table manifest covers the instants archived through {moved}"
@@ -564,8 +564,10 @@ class MetadataTable(FileIndex):
         archived through it, or else Apache Hudi's archive log is there. (A listing of the
         archive folder each, the second only when the first says no: this runs only when a
         listed instant's files are gone.)"""
-        moved = archived_through(self.fs, self.table_path)
-        return (moved is not None and time <= moved) or bool(hudi_archive_files(self.fs, self.table_path))
+        moved = archived_through(self.fs, self.table_path, self.layout.instants)
+        return (moved is not None and time <= moved) or bool(
+            hudi_archive_files(self.fs, self.table_path, self.layout.instants)
+        )
 
     def _parse_delta(self, instant: str, path: str, data: bytes) -> Delta:
         table = parquet_table(data, path)

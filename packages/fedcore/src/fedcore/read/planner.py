@@ -197,7 +197,7 @@ class ScanPlanner:
             raise InvalidColumnsError(f"query type {query_type!r} is not one of {', '.join(QUERY_TYPES)}")
         if as_of is not None:
             parse_instant_time(as_of)
-            check_not_archived(table.fs.table_fs, table.path, as_of)
+            check_not_archived(table.fs.table_fs, table.path, table.layout.instants, as_of)
         if changed_after is not None and changed_after.strip("0"):  # "000": from the start
             parse_instant_time(changed_after)
         merge_on_read = table.config.merge_on_read

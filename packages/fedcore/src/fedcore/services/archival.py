@@ -3,9 +3,11 @@
 Each read and each commit lists ``.hoodie/``; without archival that listing grows
 with every instant ever made, and so would the cost of a commit. Like Hudi, once
 more than ``hoodie.keep.max.commits`` instants have completed, the oldest are
-moved out until ``hoodie.keep.min.commits`` remain, into ``.hoodie/archived/``
-(one zstd Parquet file per archival, named so Hudi's own archived-timeline
-reader passes it by).
+moved out until ``hoodie.keep.min.commits`` remain: of a table of version 8 or 9,
+into Hudi 1.x's archived timeline (``.hoodie/timeline/history/``, ``fedcore.timeline.lsm``),
+where Hudi's readers and writers find them as their own archival's; of version 6, into
+``.hoodie/archived/`` (one zstd Parquet file per archival, named so Hudi's own
+archived-timeline reader passes it by).
 
 What may go: only instants the metadata table no longer needs. The boundary is
 a compaction manifest, so the state of the table at the boundary is in the
@@ -30,9 +32,10 @@ from __future__ import annotations
 import contextlib
 import io
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from fedcore import properties as P
@@ -42,8 +45,23 @@ from fedcore.io.filesystems import read_object, read_objects, remove_files
 from fedcore.io.parquet import read_parquet
 from fedcore.metadata.cleanup import drop_older_than
 from fedcore.steps import reached
-from fedcore.timeline import ARCHIVED_MARKER_PREFIX, SAVEPOINT, Instant, Timeline
+from fedcore.timeline import (
+    ARCHIVED_MARKER_PREFIX,
+    CLEAN,
+    COMPACTION,
+    COMPLETED,
+    INFLIGHT,
+    REPLACE_COMMIT,
+    REQUESTED,
+    SAVEPOINT,
+    Instant,
+    InstantNaming,
+    Timeline,
+)
 from fedcore.timeline.archived import archive_folder
+from fedcore.timeline.instant import CLUSTERING, LOG_COMPACTION
+from fedcore.timeline.lsm import ROW_VERSION, append_history, read_history
+from fedcore.timeline.lsm import SCHEMA as HISTORY_SCHEMA
 from fedcore.timeline.retention import ARCHIVE_PREFIX, last_clean_retained
 
 if TYPE_CHECKING:
@@ -192,12 +210,17 @@ def _remove(table: TableHandle, paths: list[str]) -> None:
 
 
 def _write_archive(table: TableHandle, boundary: str, newest: str, files: list[str]) -> None:
-    """Write the archive file of the instants up to ``newest`` that ``boundary`` lets go:
-    named after both, since two archivals may share a boundary (the second moves out what a
-    pending instant held back the first time)."""
+    """Write the archived instants' files where the table version keeps them: Hudi 1.x's
+    archived timeline, else an archive file of the instants up to ``newest`` that
+    ``boundary`` lets go (named after both, since two archivals may share a boundary: the
+    second moves out what a pending instant held back the first time)."""
     contents = read_objects(table.fs.table_fs, files)
-    parse = table.layout.instants.parse
-    instants: list[Instant] = [parse(path.rsplit("/", 1)[-1]) for path in files]  # type: ignore[misc]
+    naming = table.layout.instants
+    instants: list[Instant] = [naming.parse(path.rsplit("/", 1)[-1]) for path in files]  # type: ignore[misc]
+    history = naming.history_folder(table.path)
+    if history is not None:
+        append_history(table.fs.table_fs, history, _history_rows(instants, contents))
+        return
     rows = pa.table(
         {
             "instant": [i.time for i in instants],
@@ -215,12 +238,77 @@ def _write_archive(table: TableHandle, boundary: str, newest: str, files: list[s
         create_exclusive(table.fs.table_fs, path, sink.getvalue())
 
 
+#: What a pending state's file gives an instant's row of Hudi 1.x's archived timeline as its
+#: ``plan`` (``MetadataConversionUtils``): the requested plan of a clean or a compaction; of a
+#: replace commit or clustering, its inflight file where that holds anything (an insert
+#: overwrite's metadata), else its requested one.
+_PLAN_STATES: Final = {
+    CLEAN: (REQUESTED,),
+    COMPACTION: (REQUESTED,),
+    LOG_COMPACTION: (REQUESTED,),
+    REPLACE_COMMIT: (INFLIGHT, REQUESTED),
+    CLUSTERING: (INFLIGHT, REQUESTED),
+}
+
+
+def _history_rows(instants: list[Instant], contents: list[bytes]) -> pa.Table:
+    """One row of Hudi 1.x's archived timeline per completed instant, oldest first: its
+    requested and completion times, the action it completed as, its completed file's bytes
+    (None: empty) and its plan's."""
+    files = {(i.time, i.action, i.state): data for i, data in zip(instants, contents, strict=True)}
+    completed = sorted((i for i in instants if i.state == COMPLETED), key=lambda i: i.time)
+    plans = []
+    for instant in completed:
+        found = None
+        for pending in {i.action for i in instants if i.time == instant.time and i.state != COMPLETED}:
+            for state in _PLAN_STATES.get(pending, ()):
+                found = files.get((instant.time, pending, state)) or None
+                if found is not None:
+                    break
+        plans.append(found)
+    return pa.table(
+        {
+            "instantTime": [i.time for i in completed],
+            "completionTime": [i.completion_time for i in completed],
+            "action": [i.action for i in completed],
+            "metadata": [files[(i.time, i.action, COMPLETED)] or None for i in completed],
+            "plan": plans,
+            "version": [ROW_VERSION] * len(completed),
+        },
+        schema=HISTORY_SCHEMA,
+    )
+
+
 def read_archive(table: TableHandle) -> pa.Table:
-    """Every archived timeline file: instant, action, file name, content."""
+    """Every archived timeline file: instant, action, file name, content. Of Hudi 1.x's
+    archived timeline (tables of version 8 and 9), each instant's completed file."""
+    parts = []
+    naming = table.layout.instants
+    history = naming.history_folder(table.path)
+    if history is not None:
+        parts.append(_completed_files(naming, read_history(table.fs.table_fs, history)))
     folder = archive_folder(table.path)
     try:
         names = sorted(table.fs.table_fs.ls(folder, detail=False, refresh=True))
     except FileNotFoundError:
-        return _SCHEMA.empty_table()
-    parts = [read_parquet(read_object(table.fs.table_fs, n)) for n in names if ARCHIVE_PREFIX in n]
+        names = []
+    parts += [read_parquet(read_object(table.fs.table_fs, n)) for n in names if ARCHIVE_PREFIX in n]
     return pa.concat_tables(parts) if parts else _SCHEMA.empty_table()
+
+
+def _completed_files(naming: InstantNaming, rows: pa.Table) -> pa.Table:
+    times, completions, actions = (
+        rows.column(c).to_pylist() for c in ("instantTime", "completionTime", "action")
+    )
+    return pa.table(
+        {
+            "instant": times,
+            "action": actions,
+            "file": [
+                naming.file_name(Instant(t, a, COMPLETED, completion_time=c))
+                for t, a, c in zip(times, actions, completions, strict=True)
+            ],
+            "content": pc.fill_null(rows.column("metadata"), b""),
+        },
+        schema=_SCHEMA,
+    )

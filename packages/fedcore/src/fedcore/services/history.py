@@ -161,9 +161,10 @@ def load_history(table: TableHandle, timeline: Timeline | None = None) -> Histor
     for time, action, name, content in zip(
         *(archived.column(c).to_pylist() for c in ("instant", "action", "file", "content")), strict=True
     ):
-        if name == f"{time}.{action}" and time not in bodies:
+        parsed = table.layout.instants.parse(name)
+        if parsed is not None and parsed.is_completed and time not in bodies:
             bodies[time] = (action, content)
-    hudi_archived = read_hudi_archive(fs, list(hudi_archive_files(fs, table.path)))
+    hudi_archived = read_hudi_archive(fs, list(hudi_archive_files(fs, table.path, table.layout.instants)))
     for instant in hudi_archived:  # a Hudi writer's archival (``archived_timeline``)
         if instant.body is not None and instant.time not in bodies:
             bodies[instant.time] = (instant.action, instant.body)

@@ -114,7 +114,8 @@ class Timeline:
     ) -> None:
         self.manifests: tuple[str, ...] = tuple(sorted(manifests))
         self.archived_through = archived_through
-        #: Whether the listing showed an archive folder (fed's archival or Hudi's wrote one).
+        #: Whether the listing showed an archive folder (fed's archival or Hudi's wrote one), or
+        #: of version 8 and later the archived timeline's folder.
         self.has_archive = has_archive
         #: Whether a version-6 listing of ``.hoodie/`` showed the ``timeline/`` folder of table
         #: version 8 and later: an upgrade (Hudi 1.x's writer at its defaults, or ``fed
@@ -197,7 +198,12 @@ class Timeline:
         instants = (instant for instant in map(naming.parse, instant_names) if instant is not None)
         # A version-8 timeline folder is listed for its instants, and holds no folder of that name.
         upgraded = P.DEFAULT_TIMELINE_FOLDER in instant_names
-        return cls(instants, pointers, max(archived, default=None), ARCHIVE_FOLDER in names, upgraded)
+        # Hudi's archived timeline: its log in ``.hoodie/archived/``, or from version 8 on the
+        # history in the timeline folder (fed's archival of such tables writes there too).
+        has_archive = ARCHIVE_FOLDER in names or (
+            naming.history_folder("") is not None and P.DEFAULT_HISTORY_FOLDER in instant_names
+        )
+        return cls(instants, pointers, max(archived, default=None), has_archive, upgraded)
 
     def __iter__(self) -> Iterator[Instant]:
         return iter(self.instants)

@@ -14,6 +14,10 @@ which Hudi's archived-timeline reader passes by, as this module passes fed's.
 Each completed instant's metadata comes back as JSON with the field names of Hudi's
 active-timeline files (Hudi's Avro records and its JSON share them), so the code that takes
 an active instant in takes an archived one in the same way.
+
+Tables of versions 8 and 9 have Hudi 1.x's archived timeline as well (``fedcore.timeline.lsm``,
+where fed's archival of such tables writes too): its rows hold each instant's completed file
+as it was, which the table version's codec reads as it reads an active one.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final
 
+import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
 from fedcore import properties as P
@@ -29,7 +34,16 @@ from fedcore.exceptions import CorruptLogFileError, MetadataTableError, Unsuppor
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import read_objects
 from fedcore.log.blocks import BlockType, avro_records, read_blocks
-from fedcore.timeline import ARCHIVE_FOLDER, CLEAN, COMMIT, DELTA_COMMIT, REPLACE_COMMIT, ROLLBACK
+from fedcore.timeline import (
+    ARCHIVE_FOLDER,
+    CLEAN,
+    COMMIT,
+    DELTA_COMMIT,
+    REPLACE_COMMIT,
+    ROLLBACK,
+    InstantNaming,
+)
+from fedcore.timeline.lsm import HISTORY_FILE, history_snapshot
 
 #: Hudi's archive log files: ``.commits_.archive.<version>_<write token>``.
 HUDI_ARCHIVE_PREFIX: Final = ".commits_.archive."
@@ -53,20 +67,29 @@ class ArchivedInstant:
 
     time: str
     action: str
-    #: Its metadata as JSON, in the shape of its completed timeline file (None for an action
-    #: whose metadata fed does not read, such as a savepoint).
+    #: Its metadata as JSON, in the shape of its completed timeline file, or from Hudi 1.x's
+    #: archived timeline that file's bytes (None for an action whose metadata fed does not
+    #: read, such as a savepoint).
     body: bytes | None
 
 
-def hudi_archive_files(fs: AbstractFileSystem, table_path: str) -> dict[str, int]:
-    """Hudi's archive log files in the table's archive folder: path -> size (none: empty)."""
+def hudi_archive_files(fs: AbstractFileSystem, table_path: str, naming: InstantNaming) -> dict[str, int]:
+    """Hudi's archive log files in the table's archive folder, and the files of Hudi 1.x's
+    archived timeline's latest snapshot where the table version has one: path -> size
+    (none: empty)."""
+    history = naming.history_folder(table_path)
+    found = (
+        {f"{history}/{f.name}": f.length for f in history_snapshot(fs, history).files}
+        if history is not None
+        else {}
+    )
     folder = archive_folder(table_path)
     try:
         with storage_errors(folder):
             entries = fs.ls(folder, detail=True, refresh=True)
     except FileNotFoundError:
-        return {}
-    return {
+        return found
+    return found | {
         str(entry["name"]): int(entry["size"])
         for entry in entries
         if entry.get("type") == "file"
@@ -79,7 +102,14 @@ def read_hudi_archive(fs: AbstractFileSystem, paths: list[str]) -> list[Archived
     """The completed instants Hudi's archive log files ``paths`` hold, oldest first (one
     entry per instant, should a retried archival have written it twice)."""
     found: dict[str, ArchivedInstant] = {}
-    paths = sorted(paths)
+    history = sorted(p for p in paths if HISTORY_FILE.fullmatch(p.rsplit("/", 1)[-1]))
+    for path in history:
+        with storage_errors(path, data=True), fs.open(path, "rb") as handle:
+            rows = pq.read_table(handle, columns=["instantTime", "action", "metadata"])
+        for time, action, body in zip(*(rows.column(c).to_pylist() for c in rows.column_names), strict=True):
+            if time and action in _BODY_FIELDS and body is not None:
+                found[time] = ArchivedInstant(time, action, body)
+    paths = sorted(p for p in paths if p not in history)
     for path, data in zip(paths, read_objects(fs, paths), strict=True):
         try:
             blocks = read_blocks(data, path)

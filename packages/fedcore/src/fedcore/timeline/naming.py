@@ -46,6 +46,11 @@ class InstantNaming(ABC):
         is the instants' folder (version 6), one listing gives both."""
         return f"{table_path}/{P.HOODIE_FOLDER}"
 
+    def history_folder(self, table_path: str) -> str | None:
+        """The folder of Hudi 1.x's archived timeline (``fedcore.timeline.lsm``); None for a
+        version whose archived instants go elsewhere (fed's archive, Hudi 0.x's log)."""
+        return None
+
     @abstractmethod
     def file_name(self, instant: Instant, state: str | None = None) -> str:
         """The file name of ``instant`` in ``state`` (None: its own state)."""
@@ -109,6 +114,9 @@ class InstantNamingV8(InstantNaming):
 
     def folder(self, table_path: str) -> str:
         return f"{table_path}/{P.HOODIE_FOLDER}/{P.DEFAULT_TIMELINE_FOLDER}"
+
+    def history_folder(self, table_path: str) -> str | None:
+        return f"{self.folder(table_path)}/{P.DEFAULT_HISTORY_FOLDER}"
 
     def file_name(self, instant: Instant, state: str | None = None) -> str:
         state = state or instant.state

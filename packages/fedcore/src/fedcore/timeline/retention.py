@@ -17,9 +17,10 @@ from fedcore.exceptions import InstantNotRetainedError
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import read_object
 from fedcore.io.parquet import read_parquet
-from fedcore.timeline import CLEAN, Instant, InstantNaming, Timeline
+from fedcore.timeline import CLEAN, COMPLETED, Instant, InstantNaming, Timeline
 from fedcore.timeline.archived import archive_folder, hudi_archive_files, read_hudi_archive
 from fedcore.timeline.commit_metadata import earliest_retained
+from fedcore.timeline.lsm import history_snapshot, read_history
 
 #: Archive files are ``fed-archive-<boundary instant>-<newest archived instant>.parquet``
 #: (``fed-archive-<boundary instant>.parquet`` before fed named the newest): Hudi's own
@@ -27,30 +28,44 @@ from fedcore.timeline.commit_metadata import earliest_retained
 ARCHIVE_PREFIX: Final = "fed-archive-"
 
 
-def archived_through(fs: AbstractFileSystem, table_path: str) -> str | None:
-    """The newest instant archival took off the active timeline, if any."""
+def archived_through(fs: AbstractFileSystem, table_path: str, naming: InstantNaming) -> str | None:
+    """The newest instant archival took off the active timeline, if any: fed's archive's
+    boundary, or of a table version with Hudi 1.x's archived timeline, the newest instant
+    there (fed's archival of such tables, or a Hudi 1.x writer's)."""
+    history = naming.history_folder(table_path)
+    newest = history_snapshot(fs, history).newest if history is not None else None
     try:
         with storage_errors(archive_folder(table_path)):
             names = fs.ls(archive_folder(table_path), detail=False, refresh=True)
     except FileNotFoundError:
-        return None
+        return newest
     times = [
         name[len(ARCHIVE_PREFIX) :][:17]
         for name in (n.rsplit("/", 1)[-1] for n in names)
         if name.startswith(ARCHIVE_PREFIX)
     ]
-    return max(times, default=None)
+    return max([*times, *([newest] if newest else [])], default=None)
 
 
 def archived_file(
     fs: AbstractFileSystem, table_path: str, naming: InstantNaming, instant: Instant
 ) -> bytes | None:
-    """A completed instant's timeline file as archival kept it: fed's archive, else Apache
-    Hudi's archived timeline; None when neither holds it.
+    """A completed instant's timeline file as archival kept it: Hudi 1.x's archived timeline
+    (where fed's archival of such a table version moves it), fed's archive, else Apache Hudi
+    0.x's archived timeline; None when none holds it.
 
     For a caller whose listing showed the instant active and whose read then found it gone:
     another process's archival moved it out in between, and the file's content never
     changes. Reads only archive files that can hold the instant (named after a newer one)."""
+    history = naming.history_folder(table_path)
+    if history is not None:
+        rows = read_history(fs, history, ["instantTime", "action", "metadata"], covering=instant.time)
+        for time, action, metadata in zip(
+            *(rows.column(c).to_pylist() for c in rows.column_names), strict=True
+        ):
+            # Rows name the action an instant completed as (a compaction's is a commit).
+            if naming.parse(naming.file_name(instant, COMPLETED)) == Instant(time, action, COMPLETED):
+                return metadata or b""
     folder = archive_folder(table_path)
     try:
         with storage_errors(folder):
@@ -67,15 +82,15 @@ def archived_file(
         if wanted in files:
             content: bytes = archived.column("content")[files.index(wanted)].as_py()
             return content
-    hudi = hudi_archive_files(fs, table_path)
+    hudi = hudi_archive_files(fs, table_path, naming)
     for entry in read_hudi_archive(fs, sorted(hudi)) if hudi else ():
         if entry.time == instant.time and entry.action == instant.action:
             return entry.body
     return None
 
 
-def check_not_archived(fs: AbstractFileSystem, table_path: str, as_of: str) -> None:
-    boundary = archived_through(fs, table_path)
+def check_not_archived(fs: AbstractFileSystem, table_path: str, naming: InstantNaming, as_of: str) -> None:
+    boundary = archived_through(fs, table_path, naming)
     if boundary is not None and as_of <= boundary:
         raise InstantNotRetainedError(
             f"instant {as_of} was archived (the active timeline starts after {boundary})"

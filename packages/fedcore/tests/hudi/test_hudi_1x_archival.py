@@ -1,0 +1,199 @@
+"""fedcore's archival of tables of versions 8 and 9: instants move into Hudi 1.x's archived
+timeline (``.hoodie/timeline/history/``: Parquet files of ``HoodieLSMTimelineInstant`` rows,
+manifests, ``_version_``), where Apache Hudi 1.x's readers and writers find them as their own
+archival's (``tox -e hudi``). The table reads the same after; what the history holds is what
+the active timeline held."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections import Counter
+from pathlib import Path
+
+import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from fedcore import properties as P
+from fedcore.exceptions import InstantNotRetainedError
+from fedcore.table import Table, create_table, load_table
+from fedcore.timeline import lsm
+from fedcore.timeline.naming import InstantNamingV8
+
+COLUMNS = ["_hoodie_commit_time", "_hoodie_record_key", "id", "country", "ts", "fare"]
+NAMING = InstantNamingV8()
+LOCAL = fsspec.filesystem("file")
+
+
+def trips(ids: list[int], ts: int) -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "country": ["us"] * len(ids),
+            "ts": pa.array([ts] * len(ids), pa.int64()),
+            "fare": [float(ts * 100 + i) for i in ids],
+        }
+    )
+
+
+def rows(read: pa.Table) -> Counter[tuple[object, ...]]:
+    return Counter(zip(*(read.column(c).to_pylist() for c in COLUMNS), strict=True))
+
+
+def timeline_files(path: Path) -> dict[str, bytes]:
+    folder = path / ".hoodie" / "timeline"
+    return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+
+
+def history(path: Path) -> pa.Table:
+    return lsm.read_history(LOCAL, str(path / ".hoodie" / "timeline" / "history"))
+
+
+def archiving_table(path: Path, table_type: str) -> Table:
+    compacting = {str(P.COMPACT_INLINE): "true", str(P.COMPACT_INLINE_MAX_DELTA_COMMITS): "2"}
+    return create_table(
+        str(path),
+        name="trips",
+        record_key_fields=["id"],
+        partition_fields=["country"],
+        precombine_field="ts",
+        table_type=table_type,
+        properties={
+            P.WRITE_TABLE_VERSION: "9",
+            str(P.CLEANER_COMMITS_RETAINED): "2",
+            str(P.ARCHIVE_MIN_INSTANTS): "2",
+            str(P.ARCHIVE_MAX_INSTANTS): "3",
+            **(compacting if table_type == "MERGE_ON_READ" else {}),
+        },
+    )
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_archival_moves_instants_into_hudi_1x_history(tmp_path: Path, table_type: str) -> None:
+    """Every instant gone from the active timeline is one row of the history: its requested
+    and completion times as its file was named, the action it completed as, its completed
+    file's bytes, and a compaction's or clean's plan; nothing goes to fed's own archive. The
+    table reads the same (now and as of every instant still active), time travel to an
+    archived instant is refused, and ``verify --deep`` accounts for the archived writes' files."""
+    path = tmp_path / "t"
+    table = archiving_table(path, table_type)
+    seen: dict[str, bytes] = {}
+    snapshots: dict[str, Counter[tuple[object, ...]]] = {}
+    for step in range(14):
+        table.upsert(trips([step % 4, 100 + step], step))
+        seen |= timeline_files(path)
+        read = load_table(str(path))
+        snapshots[read.timeline().completed()[-1].time] = rows(read.scan().to_arrow())
+    active = timeline_files(path)
+    gone = {name: data for name, data in seen.items() if name not in active}
+    completed_gone = {
+        name: NAMING.parse(name) for name in gone if (i := NAMING.parse(name)) is not None and i.is_completed
+    }
+    assert completed_gone, "archival ran"
+    archived = history(path)
+    assert sorted(
+        zip(
+            *(archived.column(c).to_pylist() for c in ("instantTime", "completionTime", "action")),
+            strict=True,
+        )
+    ) == sorted((i.time, i.completion_time, i.action) for i in completed_gone.values() if i is not None)
+    by_time = dict(zip(archived.column("instantTime").to_pylist(), archived.to_pylist(), strict=True))
+    for name, instant in completed_gone.items():
+        assert instant is not None
+        row = by_time[instant.time]
+        assert row["metadata"] == (gone[name] or None)
+        assert row["version"] == 1
+        requested = {n: d for n, d in gone.items() if n.startswith(instant.time) and n.endswith(".requested")}
+        if instant.action == "clean" or (name.endswith(".commit") and table_type == "MERGE_ON_READ"):
+            (plan,) = requested.values()  # a clean's plan (fed's is empty), a compaction's plan
+            assert row["plan"] == (plan or None)
+            assert plan or instant.action == "clean"
+        else:
+            assert row["plan"] is None
+    assert not (path / ".hoodie" / "archived").exists() or not any(
+        n.startswith("fed-archive-") for n in os.listdir(path / ".hoodie" / "archived")
+    )
+    folder = path / ".hoodie" / "timeline" / "history"
+    version = int((folder / "_version_").read_text())
+    manifest = json.loads((folder / f"manifest_{version}").read_text())
+    for entry in manifest["files"]:
+        data_file = folder / entry["fileName"]
+        assert data_file.stat().st_size == entry["fileLen"]
+        footer = pq.ParquetFile(data_file)
+        assert footer.metadata.metadata[b"parquet.avro.schema"] == lsm.AVRO_SCHEMA.encode()
+        assert footer.metadata.row_group(0).column(0).compression == "GZIP"
+
+    fed = load_table(str(path))
+    assert rows(fed.scan().to_arrow()) == snapshots[max(snapshots)]
+    first_active = fed.timeline().completed()[0].time
+    for instant, expected in snapshots.items():
+        if instant < min(by_time):
+            continue
+        if instant <= max(by_time):
+            with pytest.raises(InstantNotRetainedError):
+                fed.scan(as_of=instant).to_arrow()
+        elif instant >= first_active:
+            with contextlib.suppress(InstantNotRetainedError):  # cleaned: retained writes start later
+                assert rows(fed.scan(as_of=instant).to_arrow()) == expected, instant
+    report = fed.verify(deep=True)
+    assert report.ok, report
+
+
+def test_a_write_that_listed_an_instant_archival_then_moved_reads_it_from_history(tmp_path: Path) -> None:
+    """A handle whose listing showed an instant completed, and whose read of it comes after
+    another process archived it, finds its file's bytes in the history."""
+    path = tmp_path / "t"
+    table = archiving_table(path, "COPY_ON_WRITE")
+    table.upsert(trips([1], 1))
+    reader = load_table(str(path))
+    listed = reader.timeline().completed()[0]
+    for step in range(2, 16):
+        table.upsert(trips([step], step))
+    assert listed.time in history(path).column("instantTime").to_pylist(), "archived since the listing"
+    written = reader._handle.commit_metadata(listed)
+    assert [s.path.rsplit("/", 1)[-1][:36] for s in written.stats]
+
+
+def _rows(times: list[str]) -> pa.Table:
+    return pa.table(
+        {
+            "instantTime": times,
+            "completionTime": [t[:-1] + "9" for t in times],
+            "action": ["commit"] * len(times),
+            "metadata": [t.encode() for t in times],
+            "plan": [None] * len(times),
+            "version": [1] * len(times),
+        },
+        schema=lsm.SCHEMA,
+    )
+
+
+def test_a_full_layer_of_history_compacts_and_an_append_run_again_adds_nothing(tmp_path: Path) -> None:
+    """Once layer 0 holds ``COMPACTION_BATCH`` files they become one layer-1 file, as Hudi's
+    ``LSMTimelineWriter`` compacts; files only older manifests list go once those are not
+    retained; an archival that crashed after its append and runs again adds no row twice."""
+    fs = LOCAL
+    folder = str(tmp_path / "history")
+    os.makedirs(folder)
+    times = [f"2026010100000{n:02d}00" for n in range(40)]
+    for n in range(0, 30, 2):
+        lsm.append_history(fs, folder, _rows(times[n : n + 2]))
+        lsm.append_history(fs, folder, _rows(times[n : n + 2]))  # run again: nothing added
+    snapshot = lsm.history_snapshot(fs, folder)
+    assert [f.layer for f in snapshot.files] == [1] + [0] * 5
+    assert snapshot.files[0].name == f"{times[0]}_{times[19]}_1.parquet"
+    held = lsm.read_history(fs, folder)
+    assert held.column("instantTime").to_pylist() == times[:30]
+    assert held.column("metadata").to_pylist() == [t.encode() for t in times[:30]]
+    assert lsm.archived_completion_times(fs, folder) == {t: t[:-1] + "9" for t in times[:30]}
+    names = set(os.listdir(folder))
+    layer0_of_the_first_batch = {f"{times[n]}_{times[n + 1]}_0.parquet" for n in range(0, 20, 2)}
+    assert not names & layer0_of_the_first_batch, "compacted files no retained manifest lists are gone"
+    manifests = sorted(int(n.removeprefix("manifest_")) for n in names if n.startswith("manifest_"))
+    assert len(manifests) == lsm.RETAINED_MANIFESTS
+    assert manifests[-1] == snapshot.version
+    assert (tmp_path / "history" / "_version_").read_text() == str(snapshot.version)
+    assert snapshot.newest == times[29]
