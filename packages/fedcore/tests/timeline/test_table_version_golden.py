@@ -5,7 +5,6 @@ it, cannot change a version 6 table's files."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -134,13 +133,6 @@ def test_one_layout_per_version() -> None:
     assert (layout_for(8).version, layout_for(9).version) == (8, 9)
     assert layout_for(8).instants.folder("s3://b/t") == "s3://b/t/.hoodie/timeline"
     assert [layout_for(v).timeline_layout for v in (6, 8, 9)] == [1, 2, 2]
-    assert [layout_for(v).writes_merge_on_read for v in (6, 8, 9)] == [True, True, True]
-    for version in (6, 8, 9):
-        layout_for(version).check_writable("trips", merge_on_read=True)
-    read_only = replace(layout_for(9), writes_merge_on_read=False)  # a version read, not written
-    read_only.check_writable("trips", merge_on_read=False)
-    with pytest.raises(UnsupportedTableVersionError, match="merge-on-read table of table version 9"):
-        read_only.check_writable("trips", merge_on_read=True)
     for version in (5, 7, 10):
         with pytest.raises(UnsupportedTableVersionError, match=f"table version {version};"):
             layout_for(version, "trips")

@@ -44,7 +44,6 @@ from fedcore.handle.identity import check_not_a_copy, recorded_identity
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import remove_tree
 from fedcore.metadata.format import FOLDER, LEGACY_FOLDER
-from fedcore.timeline.layout import layout_for
 
 #: The metadata table's subfolders, in the order they are copied.
 _COPY_ORDER = ("base", "deltas", "manifests")
@@ -64,8 +63,6 @@ def upgrade_config(table: TableHandle) -> dict[str, tuple[str, str]]:
     made before ids gets: each draws one, and the last written stays (nothing was named
     after the other)."""
     config = upgraded = table.take_stored_config()
-    # Every writer comes here first: a table of a version fedcore only reads is refused here.
-    layout_for(config.version, config.name).check_writable(config.name, config.merge_on_read)
     check_not_a_copy(table.path, config, table.strategy, table.storage_options)
     changed: dict[str, tuple[str, str]] = {}
     identity = recorded_identity(table.path, config, table.strategy)

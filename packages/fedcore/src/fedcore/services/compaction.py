@@ -15,7 +15,7 @@ version and its next log place: a writer that appended onto a slice after the pl
 made wins that place first, and the compaction then fails with ``CommitConflictError`` and
 is rolled back (nothing of it visible), to be planned again; a compaction that committed
 first makes the writer's claim fail instead. Writers do not start while a compaction is
-pending (``TableHandle.check_writable``); one whose process died is rolled back by the
+pending (``commit.pending.wait_for_services``); one whose process died is rolled back by the
 next writer, like a failed write. A compaction Hudi scheduled is left to Hudi.
 """
 

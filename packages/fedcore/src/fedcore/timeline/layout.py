@@ -27,11 +27,8 @@ from fedcore.timeline.service_codec import ServiceMetadataCodec
 @dataclass(frozen=True)
 class TableLayout:
     """One table version's names and encodings; ``timeline_layout``: Hudi's timeline layout
-    version (2: the timeline in ``.hoodie/timeline/``, completion times); ``writes_merge_on_read``:
-    whether fedcore writes merge-on-read tables of this version (it reads both table types of
-    every version it has a layout for, and writes copy-on-write ones; every layout fedcore has
-    today writes both: the check stays the one place a version read but not written would be
-    refused)."""
+    version (2: the timeline in ``.hoodie/timeline/``, completion times). fedcore reads and
+    writes both table types of every version it has a layout for."""
 
     version: int
     instants: InstantNaming
@@ -39,17 +36,6 @@ class TableLayout:
     services: ServiceMetadataCodec
     log_files: LogFileNaming
     timeline_layout: int = 1
-    writes_merge_on_read: bool = True
-
-    def check_writable(self, table_name: str, merge_on_read: bool) -> None:
-        """Refuse, before anything is written, a write to a table fedcore only reads
-        (``UnsupportedTableVersionError``)."""
-        if merge_on_read and not self.writes_merge_on_read:
-            raise UnsupportedTableVersionError(
-                f"table {table_name} is a merge-on-read table of table version {self.version} (Hudi 1.x); "
-                f"fedcore reads it and writes copy-on-write tables of this version, merge-on-read ones of "
-                f"version {_WRITTEN_MERGE_ON_READ} (Hudi 0.14/0.15): write it with Apache Hudi 1.x"
-            )
 
 
 #: Table version 6 (Apache Hudi 0.14 and 0.15, timeline layout 1).
@@ -70,9 +56,6 @@ V8: Final = TableLayout(
 )
 V9: Final = replace(V8, version=9)
 _LAYOUTS: Final = {layout.version: layout for layout in (V6, V8, V9)}
-_WRITTEN_MERGE_ON_READ: Final = ", ".join(
-    str(v) for v, layout in sorted(_LAYOUTS.items()) if layout.writes_merge_on_read
-)
 
 
 def layout_for(version: int, table_name: str = "") -> TableLayout:
