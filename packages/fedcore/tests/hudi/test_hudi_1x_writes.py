@@ -18,6 +18,7 @@ import pyarrow as pa
 import pytest
 
 from fed_dev.crash import Crash, crash_at
+from fed_dev.servers import LoopbackS3
 from fed_dev.testing import Backend
 from fedcore import properties as P
 from fedcore.commit import version_upgrade
@@ -358,6 +359,50 @@ def test_a_table_kept_open_across_an_upgrade_follows_it(backend: Backend) -> Non
     }
     written = load_table(path, storage_options=options).timeline().completed()[-1]
     assert written.completion_time, "the write completed as version 9 names it"
+
+
+def test_a_version_6_handle_beside_a_crashed_upgrade_reads_its_config_only_when_it_changed(
+    s3_server: LoopbackS3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An upgrade that crashed before it switched the config leaves ``.hoodie/timeline/``
+    behind, and the table at version 6: a long-lived handle's latest reads still list the
+    timeline's tail and ask only whether ``hoodie.properties`` changed (a HEAD), not read it
+    and list the whole timeline each time; once an upgrade completes, the handle follows it."""
+    tables = s3_server.create_bucket("tables")
+    path, options = f"{tables}/trips", s3_server.storage_options()
+    new_table(path, "6", options).upsert(trips([1, 2], "us", 5))
+    kept = load_table(path, storage_options=options)
+    before = whole_rows(kept.scan().to_arrow())
+
+    def crash(*_: object) -> dict[str, str]:
+        raise Crash("before the config switch")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(version_upgrade, "_version_keys", crash)
+        with pytest.raises(Crash):
+            load_table(path, storage_options=options).upgrade(table_version=9)
+    assert s3_server.client().list_objects_v2(Bucket=tables[5:], Prefix="trips/.hoodie/timeline/")["KeyCount"]
+    assert whole_rows(kept.scan().to_arrow()) == before  # reads the config: it says 6
+    assert kept.config.version == 6
+    planned = kept.file_slices()
+    s3_server.requests.reset()
+    assert kept.file_slices() == planned
+    # The timeline's tail (one LIST of .hoodie/) and the config's HEAD; before, a GET of the
+    # config and a LIST of the whole timeline too, on every read.
+    assert s3_server.requests.by_method == {"LIST": 1, "HEAD": 1}, s3_server.requests.by_method
+    assert whole_rows(kept.scan().to_arrow()) == before
+
+    load_table(path, storage_options=options).upsert(trips([3], "us", 5))  # at version 6 still
+    assert data_rows(kept) == data_rows(load_table(path, storage_options=options))
+    assert sorted(data_rows(kept)) == [1, 2, 3]
+    assert kept.config.version == 6
+
+    load_table(path, storage_options=options).upgrade(table_version=9)  # finishes what was left
+    assert whole_rows(kept.scan().to_arrow()) == whole_rows(
+        load_table(path, storage_options=options).scan().to_arrow()
+    )
+    assert sorted(data_rows(kept)) == [1, 2, 3]
+    assert kept.config.version == 9
 
 
 def test_fed_upgrade_takes_a_version_8_table_to_9(tmp_path: Path) -> None:

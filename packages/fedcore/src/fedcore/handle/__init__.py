@@ -33,7 +33,7 @@ from fedcore.files.file_group import LogSlicing
 from fedcore.files.filenames import BASE_FILE_RE
 from fedcore.handle.config import TableConfig, properties_path
 from fedcore.io.cache import BoundedCache
-from fedcore.io.filesystems import StorageOptions, filesystem_for, open_sized, read_object
+from fedcore.io.filesystems import StorageOptions, filesystem_for, open_sized, read_object, version_stamp
 from fedcore.io.parquet import read_parquet_schema
 from fedcore.io.uris import normalize_uri
 from fedcore.keygen.keys import stored_key_columns, stored_keys
@@ -100,6 +100,9 @@ class TableHandle:
         self.options: dict[str, str] = {**config, **{str(k): str(v) for k, v in (options or {}).items()}}
         P.check_options(self.options)
         check_supported(config, strategy)
+        #: ``hoodie.properties``'s version stamp when it last said this handle's table version
+        #: beside an upgrade's ``timeline/`` folder (``_stored_version_moved``).
+        self._steady_config: tuple[Any, ...] | None = None
 
     @classmethod
     def open(cls: type[H], path: str, storage_options: StorageOptions | None = None) -> H:
@@ -200,19 +203,33 @@ class TableHandle:
         cache = self.index_cache
         since = cache.timeline if latest_read and not cache.co_written else None
         timeline = Timeline.load(self.fs.table_fs, self.path, self.layout.instants, since)
-        if timeline.upgraded:
-            # Another writer moved the table to a later version since this handle opened (Hudi
-            # 1.x's writer upgrades a version-6 table at its defaults): its instants are in
-            # ``.hoodie/timeline/`` now, and the old folder would show a table with nothing
-            # written. While the config still says the old version (an upgrade under way moves
-            # the instants before it switches the config) the old listing stands, as Hudi's own
-            # readers of that version see it.
-            held = self.config.version
-            if self.take_stored_config().version != held:
-                cache = self.index_cache  # anew: take_stored_config forgot the old one
-                timeline = Timeline.load(self.fs.table_fs, self.path, self.layout.instants)
+        # Another writer moved the table to a later version since this handle opened (Hudi
+        # 1.x's writer upgrades a version-6 table at its defaults): its instants are in
+        # ``.hoodie/timeline/`` now, and the old folder would show a table with nothing
+        # written. While the config still says the old version (an upgrade under way moves
+        # the instants before it switches the config) the old listing stands, as Hudi's own
+        # readers of that version see it.
+        if timeline.upgraded and self._stored_version_moved():
+            cache = self.index_cache  # anew: take_stored_config forgot the old one
+            timeline = Timeline.load(self.fs.table_fs, self.path, self.layout.instants)
         cache.timeline = timeline
         return timeline
+
+    def _stored_version_moved(self) -> bool:
+        """Whether ``hoodie.properties`` says another table version than this handle's now (the
+        stored config is then taken: ``take_stored_config``). Read only when the file changed
+        since it last said this handle's version: while an upgrade is under way, or a crashed
+        one left its ``timeline/`` folder, every listing shows that folder, and a read of the
+        file each time would cost a request per read for a config that stays as it is."""
+        stamp = version_stamp(self.fs.table_fs, properties_path(self.path))
+        if stamp is not None and stamp == self._steady_config:
+            return False
+        held = self.config.version
+        if self.take_stored_config().version != held:
+            return True
+        # Taken from before the read: a change after it makes the next check read it again.
+        self._steady_config = stamp
+        return False
 
     def take_stored_config(self) -> TableConfig:
         """Take ``hoodie.properties`` as stored now in place of the config this handle loaded,

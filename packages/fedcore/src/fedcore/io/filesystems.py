@@ -331,6 +331,27 @@ def read_object(fs: AbstractFileSystem, path: str) -> bytes:
             return bytes(fs.cat_file(path))
 
 
+#: What a file's details say of its version, by store: an object store's ETag (of its
+#: content) or generation, a local file's inode (replaced by a rename) and modification time.
+_VERSION_KEYS: Final = (
+    *("ETag", "etag", "generation", "VersionId"),
+    *("ino", "mtime", "LastModified", "last_modified"),
+)
+
+
+def version_stamp(fs: AbstractFileSystem, path: str) -> tuple[Any, ...] | None:
+    """What changes when ``path`` is written again, from its details (one HEAD on an object
+    store, not a read of it); None where it is missing or its details say nothing of its version
+    (it is then to be read: a caller cannot tell it unchanged)."""
+    try:
+        with storage_errors(path):
+            info = fs.info(path, refresh=True)  # s3fs answers from its listings' cache without it
+    except FileNotFoundError:
+        return None
+    found = tuple((key, str(info[key])) for key in _VERSION_KEYS if info.get(key) is not None)
+    return (info.get("size"), *found) if found else None
+
+
 def open_sized(fs: AbstractFileSystem, path: str, size: int | None) -> Any:
     """Open for reading a data file whose size the file index already knows.
 

@@ -175,12 +175,17 @@ class Timeline:
                     since.archived_through,
                     since.has_archive,
                 )
-                if unchanged and not listed.upgraded and all(i.action in _APPENDED for i in news):
+                # A ``timeline/`` folder (``upgraded``) changes nothing here: while the config
+                # says version 6 the old folder is the table's timeline, which fed's upgrade
+                # leaves as it is until it has switched the config (the handle then lists the
+                # new folder whole: ``TableHandle.timeline``).
+                if unchanged and all(i.action in _APPENDED for i in news):
                     return cls(
                         kept + list(listed.instants),
                         listed.manifests,
                         listed.archived_through,
                         listed.has_archive,
+                        listed.upgraded,
                     )
         listed_now = {folder: _names_in(fs, folder) for folder in dict.fromkeys(folders)}
         return cls._from_names(listed_now[folders[0]], listed_now[folders[1]], naming)
