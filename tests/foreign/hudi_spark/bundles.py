@@ -2,7 +2,8 @@
 
 The bundles come from Maven Central through ``mvn dependency:get`` into the local Maven
 repository (``~/.m2``), where every later run finds them. Each version writes and reads in
-a process of its own (``hudi_job.py``): one JVM holds one Hudi on its class path.
+a process of its own (``hudi_job.py``): one JVM holds one Hudi on its class path. Also the
+checks the suites share: Hudi's time travel against fedcore's (``check_time_travel``).
 """
 
 from __future__ import annotations
@@ -12,10 +13,15 @@ import os
 import shutil
 import subprocess
 import sys
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from fedcore.exceptions import InstantNotRetainedError
+from fedcore.table import Table
 
 #: Hudi releases whose Spark reader opens table-version 6 tables (fed's), Spark 3.5 builds.
 HUDI_VERSIONS = ("0.15.0", "1.0.2")
@@ -100,6 +106,60 @@ class HudiSession:
             self.process.wait(timeout=60)
         except subprocess.TimeoutExpired:
             self.process.kill()
+
+
+def session_fixture(versions: Sequence[str]) -> Any:
+    """A module fixture: a ``HudiSession`` of each of ``versions`` in turn, kept open for the
+    module's tests (one JVM per version, not per test); the name it is assigned to is its name."""
+
+    @pytest.fixture(scope="module", params=versions)
+    def session(request: pytest.FixtureRequest) -> Iterator[HudiSession]:
+        """Hudi's Spark writer and reader of the version the parameter names."""
+        opened = HudiSession(request.param)
+        yield opened
+        opened.close()
+
+    return session
+
+
+#: Hudi's refusal of time travel to an instant whose files its cleaner deleted.
+CLEANED_UP = "Cleaner cleaned up the timestamp of interest"
+
+
+def check_time_travel(
+    run: Callable[[dict[str, object]], dict[str, dict[str, Any]]],
+    table: Table,
+    path: str,
+    instants: Sequence[str],
+    columns: list[str],
+) -> int:
+    """Hudi's reader (``run``: a job run by one Hudi version) and fedcore each read ``table`` (at
+    ``path``) as of every one of ``instants``: where Hudi refuses an instant as cleaned, fedcore
+    refuses it too (``InstantNotRetainedError``); elsewhere both return the same whole rows
+    (``columns``), as multisets. How many instants Hudi answered."""
+    reads = {
+        instant: {
+            "path": path,
+            "query_type": "snapshot",
+            "columns": columns,
+            "options": {"as.of.instant": instant},
+        }
+        for instant in instants
+    }
+    answers = run({"reads": reads})["reads"]
+    answered = 0
+    for instant, answer in answers.items():
+        if CLEANED_UP in answer.get("error", ""):
+            with pytest.raises(InstantNotRetainedError, match="were cleaned at"):
+                table.read(columns=columns, as_of=instant)
+            continue
+        assert "rows" in answer, (instant, answer)
+        ours = table.read(columns=columns, as_of=instant)
+        fed = zip(*(ours.column(c).to_pylist() for c in columns), strict=True)
+        mine = Counter(json.dumps(list(row), default=str) for row in fed)
+        assert mine == Counter(json.dumps(row, default=str) for row in answer["rows"]), (instant, answer)
+        answered += 1
+    return answered
 
 
 def read_with_hudi(

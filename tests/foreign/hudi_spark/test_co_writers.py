@@ -14,17 +14,22 @@ their first write begins, and fed follows.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import hudi as hudi_rs
 import pyarrow as pa
 import pytest
-from foreign.hudi_spark.bundles import HUDI_VERSIONS, HudiSession, run_hudi
+from foreign.hudi_spark.bundles import (
+    HUDI_VERSIONS,
+    HudiSession,
+    check_time_travel,
+    run_hudi,
+    session_fixture,
+)
 
 from fedcore import properties as P
-from fedcore.exceptions import CommitConflictError, InstantNotRetainedError
+from fedcore.exceptions import CommitConflictError
 from fedcore.services.repair import repair_metadata
 from fedcore.services.verify import verify_table
 from fedcore.table import Table, create_table, load_table
@@ -114,11 +119,7 @@ def readers_agree(hudi: HudiSession, path: str, kept: Table, expected: list[Row]
     assert read["reads"]["r"].get("rows") == expected, f"{step}: Hudi's reader: {read['reads']['r']}"
 
 
-@pytest.fixture(scope="module", params=HUDI_VERSIONS)
-def hudi(request: pytest.FixtureRequest) -> Iterator[HudiSession]:
-    session = HudiSession(request.param)
-    yield session
-    session.close()
+hudi = session_fixture(HUDI_VERSIONS)
 
 
 @pytest.mark.parametrize("table_type", P.TABLE_TYPES)
@@ -402,11 +403,7 @@ def merged(model: dict[int, Row], operation: str, rows: list[Row], event_time: b
             model[r[0]] = r
 
 
-@pytest.fixture(scope="module", params=HUDI_1X)
-def hudi_1x(request: pytest.FixtureRequest) -> Iterator[HudiSession]:
-    session = HudiSession(request.param)
-    yield session
-    session.close()
+hudi_1x = session_fixture(HUDI_1X)
 
 
 @pytest.mark.parametrize("table_type", P.TABLE_TYPES)
@@ -485,35 +482,13 @@ def test_hudi_1x_at_its_defaults_upgrades_a_fed_table_and_fed_follows(
     # refuses where it refuses (cleaned). Hudi 1.0.2's first write was requested before its
     # upgrade's compaction and completed after: its log files are on the compaction's slice,
     # which as of that write had not begun, and both leave them out.
-    writes = table.timeline().completed(table.handle.write_actions)
-    travel = {
-        w.time: {
-            "path": path,
-            "query_type": "snapshot",
-            "columns": COLUMNS,
-            "options": {"as.of.instant": w.time},
-        }
-        for w in writes
-    }
-    answers = hudi.run({"reads": travel})["reads"]
-    answered = 0
-    for time, answer in answers.items():
-        if "Cleaner cleaned up the timestamp of interest" in answer.get("error", ""):
-            with pytest.raises(InstantNotRetainedError):
-                fed_rows_as_of(table, time)
-            continue
-        assert answer.get("rows") == fed_rows_as_of(table, time), f"as of {time}: {answer}"
-        answered += 1
+    writes = [w.time for w in table.timeline().completed(table.handle.write_actions)]
+    answered = check_time_travel(hudi.run, table, path, writes, COLUMNS)
     assert answered >= len(STEPS_AT_DEFAULTS) // 2
     # What the docs say of Hudi 0.15 on such a table: it refuses the table version.
     read = {"path": path, "query_type": "snapshot", "columns": COLUMNS}
     refused = run_hudi("0.15.0", {"reads": {"r": read}})["reads"]["r"]
     assert "IllegalArgumentException" in refused.get("error", ""), refused
-
-
-def fed_rows_as_of(table: Table, time: str) -> list[Row]:
-    data = table.read(columns=COLUMNS, as_of=time)
-    return sorted(list(r) for r in zip(*(data.column(c).to_pylist() for c in COLUMNS), strict=True))
 
 
 def hudi_rs_rows(path: str) -> list[Row]:

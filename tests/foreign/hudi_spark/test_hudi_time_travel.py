@@ -8,16 +8,13 @@ to the writes the cleaner kept as fedcore does, and both refuse the ones before.
 
 from __future__ import annotations
 
-import json
-from collections import Counter
+from functools import partial
 from pathlib import Path
 
 import pyarrow as pa
-import pytest
-from foreign.hudi_spark.bundles import run_hudi
+from foreign.hudi_spark.bundles import check_time_travel, run_hudi
 
 from fedcore import properties as P
-from fedcore.exceptions import InstantNotRetainedError
 from fedcore.table import create_table
 
 COLUMNS = [
@@ -53,27 +50,7 @@ def test_hudi_015_time_travel_on_a_table_fedcore_cleaned(tmp_path: Path) -> None
                 }
             )
         )
-    writes = table.timeline().completed(table.handle.write_actions)
+    writes = [w.time for w in table.timeline().completed(table.handle.write_actions)]
     assert table.timeline().completed(["clean"]), "the cleaner ran"
-    reads = {
-        w.time: {
-            "path": path,
-            "query_type": "snapshot",
-            "columns": COLUMNS,
-            "options": {"as.of.instant": w.time},
-        }
-        for w in writes
-    }
-    answers = run_hudi("0.15.0", {"reads": reads})["reads"]
-    answered = 0
-    for instant, answer in answers.items():
-        if "Cleaner cleaned up the timestamp of interest" in answer.get("error", ""):
-            with pytest.raises(InstantNotRetainedError, match="were cleaned at"):
-                table.read(columns=COLUMNS, as_of=instant)
-            continue
-        assert "rows" in answer, (instant, answer)
-        ours = table.read(columns=COLUMNS, as_of=instant)
-        mine = Counter(json.dumps(list(r.values()), default=str) for r in ours.to_pylist())
-        assert mine == Counter(json.dumps(r, default=str) for r in answer["rows"]), instant
-        answered += 1
+    answered = check_time_travel(partial(run_hudi, "0.15.0"), table, path, writes, COLUMNS)
     assert 2 <= answered < len(writes), "the writes the cleaner kept are answered, the others refused"
