@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import os
 import threading
+from datetime import timedelta
 from pathlib import Path
 
 import fastavro
@@ -26,11 +27,13 @@ from fedcore.log.blocks import BlockType, read_blocks
 from fedcore.services.rollback import rollback
 from fedcore.steps import observe_steps
 from fedcore.table import Table, create_table, load_table
+from fedcore.timeline import instant_time, parse_instant_time
 from fedcore.timeline.avro_commit_codec import AvroCommitCodec
 from fedcore.write.client import WriteClient
 
 from ..commit.test_commit_protocol import wait_for_heartbeat_expiry
 from .test_hudi_1x_writes import (
+    COLUMNS,
     COMPLETED,
     FAST_HEARTBEAT,
     data_rows,
@@ -178,6 +181,37 @@ def test_time_travel_and_read_optimized_reads_agree_with_hudi_rs(tmp_path: Path)
     assert whole_rows(fed.scan(query_type="read_optimized").to_arrow()) == whole_rows(
         pa.Table.from_batches(optimized)
     )
+
+
+def test_time_travel_leaves_out_a_log_file_on_a_later_compactions_slice(tmp_path: Path) -> None:
+    """A delta commit requested before a compaction was planned and completed after it (Hudi
+    1.0.2's first write on a table its upgrade compacts) is on the compaction's slice, which as
+    of the delta commit had not begun: time travel there leaves its log file out, as Hudi 1.x's
+    readers do; the latest snapshot merges it onto the compacted base."""
+    path = str(tmp_path / "t")
+    table = mor_table(path, "9")
+    first = table.bulk_insert(trips([1, 2], "us", 10)).instant
+    late = table.upsert(trips([1], "us", 20, 100.0)).instant
+    done = table.compact()
+    assert done is not None
+    # fed's own writes never complete so (a compaction planned without a delta commit loses to
+    # it: ``test_an_append_completing_while_a_compaction_is_pending_wins_over_it``): the delta
+    # commit's completed file is given the completion time Hudi's write would have had.
+    folder = Path(path, ".hoodie", "timeline")
+    compacted_at = completed_file(path, done.instant).split("_")[1].split(".")[0]
+    after = instant_time(parse_instant_time(compacted_at) + timedelta(milliseconds=1))
+    (folder / completed_file(path, late)).rename(folder / f"{late}_{after}.deltacommit")
+    fed = load_table(path)
+    as_first = whole_rows(fed.read(columns=COLUMNS, as_of=first))
+    assert whole_rows(fed.read(columns=COLUMNS, as_of=late)) == as_first
+    built = hudi.HudiTableBuilder.from_base_uri(path).build()
+    rs = pa.Table.from_batches(built.read(hudi.HudiReadOptions().with_as_of_timestamp(late)))
+    assert whole_rows(rs) == as_first, "hudi-rs leaves it out too"
+    latest = whole_rows(fed.read(columns=COLUMNS))
+    assert whole_rows(fed.read(columns=COLUMNS, as_of=done.instant)) == latest
+    check(path, {1: ("us", 20, 101.0), 2: ("us", 10, 2.0)})
+    (us,) = fed.file_slices()
+    assert (us.base_instant, [late in name for name, _ in us.log_files]) == (done.instant, [True])
 
 
 @pytest.mark.parametrize("step", ["data", "metadata", "claims"])
