@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from fedcore.exceptions import InvalidInstantError, UnsupportedTableError
-from fedcore.files.file_group import LogSlicing, file_groups
+from fedcore.files.file_group import LogSlicing, SliceFiles, file_groups
 from fedcore.files.filenames import LogFileNamingV6, LogFileNamingV8, base_file_name, log_file_name
 from fedcore.table import load_table
 
@@ -57,6 +57,25 @@ def test_a_delta_commit_that_completed_after_a_compaction_began_is_on_the_compac
     # Version 6 names the slice itself: the same names mean something else there.
     (v6,) = file_groups(names, LogFileNamingV6()).values()
     assert v6.starts() == [T1, on_time, early, T2]
+
+
+def test_a_compaction_after_the_listing_places_a_log_file_completed_after_it_began() -> None:
+    """Files listed as of an earlier instant lack a later compaction's base file: the slicing
+    knows the compaction's slice of that group (in that partition), and a delta commit that
+    completed after it began is on it, so the slice read as of then leaves the file out."""
+    early = "20260101000000150"  # requested before T2, completed after it
+    names = [base(T1), log(early)]
+    slicing = LogSlicing(
+        {T1: T1, T2: "20260101000000210", early: "20260101000000250"},
+        compacted={("p=1", FID): frozenset({T2})},
+    )
+    (group,) = file_groups(names, V8, slicing, "p=1").values()
+    assert (group.logs_onto(T1), group.logs_onto(T2)) == ([], [(1, log(early))])
+    assert group.latest_slice(early, lambda _: True) == SliceFiles(T1, base(T1), ())
+    # The same file id in another partition is another group, which that compaction did not write.
+    (other,) = file_groups(names, V8, slicing, "p=2").values()
+    assert other.logs_onto(T1) == [(1, log(early))]
+    assert other.latest_slice(early, lambda _: True) == SliceFiles(T1, base(T1), (log(early),))
 
 
 def test_log_files_after_a_pending_compaction_are_merged_onto_the_latest_started_slice() -> None:

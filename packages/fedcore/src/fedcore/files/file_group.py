@@ -38,15 +38,23 @@ class LogSlicing:
     """What places a Hudi 1.x log file in its slice: the completion times of the delta
     commits on the timeline, the compactions still pending (each starts a slice, with no base
     file yet, that the delta commits completing after it was planned write onto), where the
-    active timeline starts, and the completion times of instants archived before it
-    (``archived``: looked up only for those, from Hudi's archived timeline).
+    active timeline starts, the completion times of instants archived before it
+    (``archived``: looked up only for those, from Hudi's archived timeline), and the slices
+    completed compactions began after the instant a listing shows the files as of, whose base
+    files it therefore lacks (``compacted``).
 
-    ``completion_times``: requested time -> completion time of each completed write."""
+    ``completion_times``: requested time -> completion time of each completed write.
+    ``compacted``: (partition, file id) -> the starts of those later slices of the group. A
+    log file whose delta commit was requested by that instant, but completed after such a
+    compaction began, is on the compaction's slice, which had not begun then (time travel
+    leaves it out, as Hudi 1.x's does); placed without it, the file would land on the slice
+    read then."""
 
     completion_times: Mapping[str, str]
     pending_compactions: Collection[str] = ()
     timeline_start: str = ""
     archived: Callable[[str], str | None] | None = None
+    compacted: Mapping[tuple[str, str], Collection[str]] = field(default_factory=dict)
 
     def completion_time(self, instant: str) -> str | None:
         """When the delta commit ``instant`` completed; None if that is not known: it did not
@@ -142,13 +150,15 @@ class FileGroup:
 
 
 def file_groups(
-    names: Iterable[str], log_files: LogFileNaming, slicing: LogSlicing | None = None
+    names: Iterable[str], log_files: LogFileNaming, slicing: LogSlicing | None = None, partition: str = ""
 ) -> dict[str, FileGroup]:
     """The file groups of a partition's data files, by file id (names that are not data
     files, and change-data-capture logs, are left out). ``log_files`` is the table's log file
     naming (``TableHandle.layout.log_files``): what a log file's name says is the table
     version's to decide. ``slicing``: where a log file's name does not say its slice (Hudi
-    1.x), what does; without it such a group's bases are known, its slices are not."""
+    1.x), what does; without it such a group's bases are known, its slices are not.
+    ``partition``: the partition's path, where ``slicing`` knows later slices of its groups
+    (``LogSlicing.compacted``)."""
     groups: dict[str, FileGroup] = {}
     by_commit = log_files.names_delta_commit
     for name in names:
@@ -168,26 +178,30 @@ def file_groups(
             group.bases[match[3]] = name
     for group in groups.values():
         if by_commit and slicing is not None and group.logs:
-            group.logs = _sliced_by_completion(group, slicing)
+            later = slicing.compacted.get((partition, group.file_id), ())
+            group.logs = _sliced_by_completion(group, slicing, later)
         group.logs.sort()
     return groups
 
 
-def _sliced_by_completion(group: FileGroup, slicing: LogSlicing) -> list[GroupLog]:
+def _sliced_by_completion(group: FileGroup, slicing: LogSlicing, later: Collection[str]) -> list[GroupLog]:
     """A group's log files placed as Hudi 1.x's file-system view places them, in Hudi's
     order: in the slice with the greatest start not after their delta commit's completion
     time; a file whose commit completed before every start begins a slice of its own (log
     files only); one whose commit's completion is not known goes onto the latest slice (its
     blocks apply only if the commit completed, archived: see ``read.slice_reader.Committed``).
+    The slices are those its base files begin, and ``later``: those of compactions after the
+    files listed (``LogSlicing.compacted``).
 
     A file named after one of the group's base instants is a version-6 file of that slice,
     left by an upgrade (a Hudi 1.x delta commit never writes a base file and a log file into
     one group): it stays in that slice, even where that instant was archived before the
     upgrade and its completion time is not known."""
-    starts = set(group.bases)
+    starts = set(group.bases) | set(later)
+    bases = set(starts)
     placed = []
     for log in sorted(group.logs):
-        if log.instant in group.bases:
+        if log.instant in bases:
             placed.append(log._replace(start=log.instant))
             continue
         # A pending compaction starts a slice of the groups it plans, which were there

@@ -47,7 +47,7 @@ from fedcore.schema.meta import META_COLUMNS, strip_meta, with_meta_fields
 from fedcore.storage.base import StorageStrategy
 from fedcore.storage.federated import FederatedFileSystem
 from fedcore.storage.loader import load_storage_strategy, named_strategy_class, strategy_spec
-from fedcore.timeline import COMPACTION, MERGE_ON_READ_WRITE_ACTIONS, WRITE_ACTIONS, Instant, Timeline
+from fedcore.timeline import COMMIT, COMPACTION, MERGE_ON_READ_WRITE_ACTIONS, WRITE_ACTIONS, Instant, Timeline
 from fedcore.timeline.commit_metadata import CommitMetadata
 from fedcore.timeline.layout import TableLayout, layout_for
 from fedcore.timeline.lsm import ArchivedCompletionTimes
@@ -263,21 +263,34 @@ class TableHandle:
             self.forget_file_index()
         return stored
 
-    def log_slicing(self, timeline: Timeline) -> LogSlicing | None:
+    def log_slicing(self, timeline: Timeline, as_of: str | None = None) -> LogSlicing | None:
         """What places this table's log files in their slices as ``timeline`` shows it, for
         every reader, writer and service that groups them (``fedcore.files.file_group``):
         None where a log file's name says its slice (up to version 6); from version 8 (Hudi
         1.x) the completion times of the writes, the pending compactions, where the active
-        timeline starts and the archived completion times."""
+        timeline starts and the archived completion times. ``as_of``: the files are listed as
+        of that instant, which lacks the base files of compactions after it: the groups each
+        wrote, from its commit metadata (``LogSlicing.compacted``)."""
         if not self.layout.log_files.names_delta_commit:
             return None
         actions = self.write_actions
         history = self.layout.instants.history_folder(self.path)
+        compacted: dict[tuple[str, str], set[str]] = {}
+        if as_of is not None and self.config.merge_on_read:
+            # On a merge-on-read table a commit is a compaction's completion (writes are delta
+            # commits): its base files start the groups' new slices, at its instant.
+            for instant in timeline.completed([COMMIT]):
+                if instant.time <= as_of:
+                    continue
+                for stat in self.commit_metadata(instant).stats:
+                    if BASE_FILE_RE.fullmatch(stat.path.rpartition("/")[2]) is not None:
+                        compacted.setdefault((stat.partition_path, stat.file_id), set()).add(instant.time)
         return LogSlicing(
             {i.time: i.completed_at for i in timeline.completed(actions)},
             frozenset(i.time for i in timeline.pending() if i.action == COMPACTION),
             min((i.time for i in timeline if i.action in actions or i.action == COMPACTION), default=""),
             None if history is None else ArchivedCompletionTimes(self.fs.table_fs, history),
+            {key: frozenset(starts) for key, starts in compacted.items()},
         )
 
     @property

@@ -23,31 +23,17 @@ class PartitionFiles:
     #: file name -> its column statistics (``io.parquet.file_stats``), where recorded
     stats: dict[str, str] = field(default_factory=dict)
 
-    def groups(self, log_files: LogFileNaming, slicing: LogSlicing | None = None) -> dict[str, FileGroup]:
+    def groups(
+        self, log_files: LogFileNaming, slicing: LogSlicing | None = None, partition: str = ""
+    ) -> dict[str, FileGroup]:
         """Its live file groups (``fedcore.files.file_group``), by file id: those no replace commit
-        retired (``slicing``: what places a Hudi 1.x log file in its slice)."""
+        retired (``slicing``: what places a Hudi 1.x log file in its slice; ``partition``: this
+        partition's path, for the later slices ``slicing`` knows of)."""
         return {
             fid: group
-            for fid, group in file_groups(self.files, log_files, slicing).items()
+            for fid, group in file_groups(self.files, log_files, slicing, partition).items()
             if fid not in self.replaced
         }
-
-    def with_later_bases(
-        self, latest: PartitionFiles, log_files: LogFileNaming, as_of: str
-    ) -> PartitionFiles:
-        """These files (as of ``as_of``) with the base files ``latest`` (the partition's files
-        now) holds of instants after ``as_of``: the slices compactions began later. A Hudi 1.x
-        log file whose delta commit was requested by ``as_of`` but completed after such a
-        compaction was planned is on the compaction's slice, which did not exist as of
-        ``as_of``; placed without it, the file would land on the slice read then (Hudi 1.x's
-        time travel leaves it out)."""
-        later = {  # of every group, a group replaced since included: its slices still stood
-            name: latest.files[name]
-            for group in file_groups(latest.files, log_files).values()
-            for instant, name in group.bases.items()
-            if instant > as_of
-        }
-        return PartitionFiles({**self.files, **later}, self.replaced, self.stats)
 
     def latest_base_files(
         self, log_files: LogFileNaming, as_of: str | None = None
@@ -79,12 +65,14 @@ class PartitionFiles:
         as_of: str | None,
         committed: Callable[[str], bool],
         slicing: LogSlicing | None = None,
+        partition: str = "",
     ) -> dict[str, SliceFiles]:
         """file id -> the latest slice of each live file group, log files included
-        (``FileGroup.latest_slice``; ``slicing``: what places a Hudi 1.x log file)."""
+        (``FileGroup.latest_slice``; ``slicing``: what places a Hudi 1.x log file;
+        ``partition``: this partition's path)."""
         found = (
             (fid, group.latest_slice(as_of, committed))
-            for fid, group in sorted(self.groups(log_files, slicing).items())
+            for fid, group in sorted(self.groups(log_files, slicing, partition).items())
         )
         return {fid: files for fid, files in found if files is not None}
 

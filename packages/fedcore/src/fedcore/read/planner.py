@@ -249,8 +249,10 @@ class ScanPlanner:
                 "or time travel instead"
             )
         reader = SliceReader(table, instant, types, rules, committed, computed)
-        # Hudi 1.x: a log file's slice follows from when its delta commit completed.
-        slicing = table.log_slicing(timeline) if merging else None
+        # Hudi 1.x: a log file's slice follows from when its delta commit completed, on the
+        # whole timeline: later compactions' slices too, whose base files a listing as of an
+        # earlier instant lacks (``LogSlicing.compacted``).
+        slicing = table.log_slicing(timeline, as_of) if merging else None
         return cls(table, as_of, timeline, index, reader, slicing, changes)
 
     def plan(self, filters: Sequence[FilterSpec] = (), columns: Sequence[str] | None = None) -> ScanPlan:
@@ -271,17 +273,6 @@ class ScanPlanner:
             return ScanPlan([], tuple(parsed), self.reader, checked)
         candidates = self._candidate_partitions(partition_filters)
         files = self._index.files(candidates, as_of=self.as_of)
-        if self.merging and self.slicing is not None and self.as_of is not None:
-            # Hudi 1.x's log files are placed in slices by the whole timeline, later
-            # compactions' slices included (``PartitionFiles.with_later_bases``).
-            latest = self._index.files(list(files))
-            log_files = self.table.layout.log_files
-            files = {
-                partition: found.with_later_bases(latest[partition], log_files, self.as_of)
-                if partition in latest
-                else found
-                for partition, found in files.items()
-            }
         skipping = [f for f in parsed if f.column not in self._computed]
         slices = []
         for partition, partition_files in files.items():
@@ -291,7 +282,7 @@ class ScanPlanner:
             sizes, stats = partition_files.files, partition_files.stats
             if self.merging:
                 for file_id, found in partition_files.latest_file_slices(
-                    self.table.layout.log_files, self.as_of, self.reader.committed, self.slicing
+                    self.table.layout.log_files, self.as_of, self.reader.committed, self.slicing, partition
                 ).items():
                     base = found.base_file
                     logs = tuple((name, sizes[name]) for name in found.log_files)
