@@ -19,6 +19,7 @@ import pytest
 
 from fedcore import properties as P
 from fedcore.exceptions import InstantNotRetainedError
+from fedcore.services.archival import read_archive
 from fedcore.table import Table, create_table, load_table
 from fedcore.timeline import lsm
 from fedcore.timeline.naming import InstantNamingV8
@@ -197,3 +198,46 @@ def test_a_full_layer_of_history_compacts_and_an_append_run_again_adds_nothing(t
     assert manifests[-1] == snapshot.version
     assert (tmp_path / "history" / "_version_").read_text() == str(snapshot.version)
     assert snapshot.newest == times[29]
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_fed_upgrade_adds_fed_archive_to_hudi_1x_history(tmp_path: Path, table_type: str) -> None:
+    """What fed archived of a version-6 table is in Hudi 1.x's archived timeline after ``fed
+    upgrade`` (as Hudi's upgrade converts its own archive log): each archived completed instant
+    once, completed at its requested time, its metadata in version 9's encoding; the table
+    reads the same."""
+    path = tmp_path / "t"
+    compacting = {str(P.COMPACT_INLINE): "true", str(P.COMPACT_INLINE_MAX_DELTA_COMMITS): "2"}
+    table = create_table(
+        str(path),
+        name="trips",
+        record_key_fields=["id"],
+        partition_fields=["country"],
+        precombine_field="ts",
+        table_type=table_type,
+        properties={
+            str(P.CLEANER_COMMITS_RETAINED): "2",
+            str(P.ARCHIVE_MIN_INSTANTS): "2",
+            str(P.ARCHIVE_MAX_INSTANTS): "3",
+            **(compacting if table_type == "MERGE_ON_READ" else {}),
+        },
+    )
+    for step in range(14):
+        table.upsert(trips([step % 4, 100 + step], step))
+    fed_archive = read_archive(load_table(str(path)).handle).to_pylist()
+    completed = {r["instant"]: r for r in fed_archive if r["file"] == f"{r['instant']}.{r['action']}"}
+    assert completed, "fed archived at version 6"
+    before = rows(load_table(str(path)).scan().to_arrow())
+    table.upgrade(table_version=9)
+    held = history(path)
+    assert sorted(
+        zip(held.column("instantTime").to_pylist(), held.column("action").to_pylist(), strict=True)
+    ) == sorted((t, r["action"]) for t, r in completed.items())
+    assert held.column("completionTime").to_pylist() == held.column("instantTime").to_pylist()
+    upgraded = load_table(str(path))
+    codec = upgraded.handle.layout.commits
+    for row in held.to_pylist():
+        if row["action"] in ("commit", "deltacommit"):
+            assert row["metadata"].startswith(b"Obj\x01"), "Avro, as version 9 encodes commit metadata"
+            assert codec.decode(row["metadata"], row["instantTime"]).stats
+    assert rows(upgraded.scan().to_arrow()) == before

@@ -20,6 +20,10 @@ alone. The version-6 log files of older slices stay where they are: named after 
 slice's base instant, they are placed in that slice by version 8's rule too (the slice with
 the greatest start not after that instant's completion), in the order their versions give.
 
+What fed archived of the table (``.hoodie/archived/``) is added to Hudi 1.x's archived
+timeline (``.hoodie/timeline/history/``), as Hudi's upgrade converts its own archive log, so
+Hudi 1.x's readers see those instants too.
+
 Crash safety: the new timeline is written in full before ``hoodie.properties`` switches (in
 one write), and the old instant files go only after it: a reader sees one whole timeline, the
 old or the new, and running the upgrade again finishes what a crash left. A write running on
@@ -40,6 +44,7 @@ from fedcore.exceptions import InstantConflictError, UnsupportedTableVersionErro
 from fedcore.handle.config import TableConfig, upgraded_merge_mode
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import read_object, remove_files
+from fedcore.io.parquet import read_parquet
 from fedcore.timeline import (
     CLEAN,
     COMMIT,
@@ -52,8 +57,11 @@ from fedcore.timeline import (
     instant_time,
     parse_instant_time,
 )
+from fedcore.timeline.archived import archive_folder
 from fedcore.timeline.commit_metadata import action_body, deleted_files, rolled_back_actions
 from fedcore.timeline.layout import TableLayout, layout_for
+from fedcore.timeline.lsm import append_history, history_rows
+from fedcore.timeline.retention import ARCHIVE_PREFIX
 
 if TYPE_CHECKING:
     from fedcore.handle import TableHandle
@@ -90,6 +98,8 @@ def upgrade_table_version(
         _refuse_pending(table)  # a write that began while it ran
     old_layout, new_layout = table.layout, layout_for(target, table.name)
     moved = _moved_instants(table, old_layout, new_layout) if old_layout.timeline_layout == 1 else []
+    if old_layout.timeline_layout == 1:
+        _convert_archive(table, old_layout, new_layout)
     upgraded = TableConfig({k: v for k, v in config.items() if k not in _dropped(target)})
     upgraded = upgraded.with_properties(_version_keys(config, target))
     upgraded.save_replacing(table.fs.table_fs, table.path)
@@ -131,6 +141,41 @@ def _moved_instants(table: TableHandle, old: TableLayout, new: TableLayout) -> l
             _move(table, f"{folder}/{name}", instant, old, new, _entry_time(entries[name]))
             moved.append(f"{folder}/{name}")
     return moved
+
+
+def _convert_archive(table: TableHandle, old: TableLayout, new: TableLayout) -> None:
+    """Add what fed archived of the version-6 table to Hudi 1.x's archived timeline, as Hudi's
+    upgrade converts its own archive log: completed instants' metadata re-encoded as the
+    active ones are, each completed at its requested time (version 6 recorded no other), a
+    clean's or compaction's plan as it was. fed's archive files stay (Hudi's upgrade leaves
+    its log too); an upgrade run again after a crash adds no instant twice."""
+    fs = table.fs.table_fs
+    history = new.instants.history_folder(table.path)
+    folder = archive_folder(table.path)
+    try:
+        with storage_errors(folder):
+            names = sorted(str(n) for n in fs.ls(folder, detail=False, refresh=True))
+    except FileNotFoundError:
+        return
+    names = [n for n in names if n.rsplit("/", 1)[-1].startswith(ARCHIVE_PREFIX)]
+    if history is None or not names:
+        return
+    instants: list[Instant] = []
+    contents: list[bytes] = []
+    for name in names:
+        archived = read_parquet(read_object(fs, name))
+        for file, content in zip(
+            archived.column("file").to_pylist(), archived.column("content").to_pylist(), strict=True
+        ):
+            instant = old.instants.parse(file)
+            if instant is None:
+                continue
+            if instant.is_completed:
+                instant = Instant(instant.time, instant.action, COMPLETED, completion_time=instant.time)
+                content = _reencoded(instant, content, old, new)
+            instants.append(instant)
+            contents.append(content)
+    append_history(fs, history, history_rows(instants, contents))
 
 
 def _move(

@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import io
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -47,21 +47,14 @@ from fedcore.metadata.cleanup import drop_older_than
 from fedcore.steps import reached
 from fedcore.timeline import (
     ARCHIVED_MARKER_PREFIX,
-    CLEAN,
-    COMPACTION,
     COMPLETED,
-    INFLIGHT,
-    REPLACE_COMMIT,
-    REQUESTED,
     SAVEPOINT,
     Instant,
     InstantNaming,
     Timeline,
 )
 from fedcore.timeline.archived import archive_folder
-from fedcore.timeline.instant import CLUSTERING, LOG_COMPACTION
-from fedcore.timeline.lsm import ROW_VERSION, append_history, read_history
-from fedcore.timeline.lsm import SCHEMA as HISTORY_SCHEMA
+from fedcore.timeline.lsm import append_history, history_rows, read_history
 from fedcore.timeline.retention import ARCHIVE_PREFIX, last_clean_retained
 
 if TYPE_CHECKING:
@@ -219,7 +212,7 @@ def _write_archive(table: TableHandle, boundary: str, newest: str, files: list[s
     instants: list[Instant] = [naming.parse(path.rsplit("/", 1)[-1]) for path in files]  # type: ignore[misc]
     history = naming.history_folder(table.path)
     if history is not None:
-        append_history(table.fs.table_fs, history, _history_rows(instants, contents))
+        append_history(table.fs.table_fs, history, history_rows(instants, contents))
         return
     rows = pa.table(
         {
@@ -236,47 +229,6 @@ def _write_archive(table: TableHandle, boundary: str, newest: str, files: list[s
     # Exists when an earlier archival of the same instants died before its deletions: finish them.
     with contextlib.suppress(FileExistsError):
         create_exclusive(table.fs.table_fs, path, sink.getvalue())
-
-
-#: What a pending state's file gives an instant's row of Hudi 1.x's archived timeline as its
-#: ``plan`` (``MetadataConversionUtils``): the requested plan of a clean or a compaction; of a
-#: replace commit or clustering, its inflight file where that holds anything (an insert
-#: overwrite's metadata), else its requested one.
-_PLAN_STATES: Final = {
-    CLEAN: (REQUESTED,),
-    COMPACTION: (REQUESTED,),
-    LOG_COMPACTION: (REQUESTED,),
-    REPLACE_COMMIT: (INFLIGHT, REQUESTED),
-    CLUSTERING: (INFLIGHT, REQUESTED),
-}
-
-
-def _history_rows(instants: list[Instant], contents: list[bytes]) -> pa.Table:
-    """One row of Hudi 1.x's archived timeline per completed instant, oldest first: its
-    requested and completion times, the action it completed as, its completed file's bytes
-    (None: empty) and its plan's."""
-    files = {(i.time, i.action, i.state): data for i, data in zip(instants, contents, strict=True)}
-    completed = sorted((i for i in instants if i.state == COMPLETED), key=lambda i: i.time)
-    plans = []
-    for instant in completed:
-        found = None
-        for pending in {i.action for i in instants if i.time == instant.time and i.state != COMPLETED}:
-            for state in _PLAN_STATES.get(pending, ()):
-                found = files.get((instant.time, pending, state)) or None
-                if found is not None:
-                    break
-        plans.append(found)
-    return pa.table(
-        {
-            "instantTime": [i.time for i in completed],
-            "completionTime": [i.completion_time for i in completed],
-            "action": [i.action for i in completed],
-            "metadata": [files[(i.time, i.action, COMPLETED)] or None for i in completed],
-            "plan": plans,
-            "version": [ROW_VERSION] * len(completed),
-        },
-        schema=HISTORY_SCHEMA,
-    )
 
 
 def read_archive(table: TableHandle) -> pa.Table:

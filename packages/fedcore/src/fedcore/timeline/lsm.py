@@ -40,6 +40,17 @@ from fedcore.exceptions import UnsupportedTableError
 from fedcore.io.atomic import create_exclusive, replace_atomic
 from fedcore.io.errors import storage_errors
 from fedcore.io.filesystems import remove_files
+from fedcore.timeline.instant import (
+    CLEAN,
+    CLUSTERING,
+    COMPACTION,
+    COMPLETED,
+    INFLIGHT,
+    LOG_COMPACTION,
+    REPLACE_COMMIT,
+    REQUESTED,
+    Instant,
+)
 
 _MANIFEST_RE: Final = re.compile(r"manifest_(\d+)")
 #: A data file's name: ``<min requested>_<max requested>_<layer>.parquet``.
@@ -123,6 +134,47 @@ class Snapshot:
     def newest(self) -> str | None:
         """The newest archived instant's requested time (from the files' names alone)."""
         return max((f.times[1] for f in self.files), default=None)
+
+
+#: What a pending state's file gives an instant's row of Hudi 1.x's archived timeline as its
+#: ``plan`` (``MetadataConversionUtils``): the requested plan of a clean or a compaction; of a
+#: replace commit or clustering, its inflight file where that holds anything (an insert
+#: overwrite's metadata), else its requested one.
+_PLAN_STATES: Final = {
+    CLEAN: (REQUESTED,),
+    COMPACTION: (REQUESTED,),
+    LOG_COMPACTION: (REQUESTED,),
+    REPLACE_COMMIT: (INFLIGHT, REQUESTED),
+    CLUSTERING: (INFLIGHT, REQUESTED),
+}
+
+
+def history_rows(instants: list[Instant], contents: list[bytes]) -> pa.Table:
+    """One row of Hudi 1.x's archived timeline per completed instant, oldest first: its
+    requested and completion times, the action it completed as, its completed file's bytes
+    (None: empty) and its plan's."""
+    files = {(i.time, i.action, i.state): data for i, data in zip(instants, contents, strict=True)}
+    completed = sorted((i for i in instants if i.state == COMPLETED), key=lambda i: i.time)
+    plans = []
+    for instant in completed:
+        found = None
+        for pending in {i.action for i in instants if i.time == instant.time and i.state != COMPLETED}:
+            for state in _PLAN_STATES.get(pending, ()):
+                found = files.get((instant.time, pending, state)) or None
+                if found is not None:
+                    break
+        plans.append(found)
+    return pa.table(
+        {
+            "instantTime": [i.time for i in completed],
+            "completionTime": [i.completion_time for i in completed],
+            "action": [i.action for i in completed],
+            "metadata": [files[(i.time, i.action, COMPLETED)] or None for i in completed],
+            "plan": plans,
+            "version": [ROW_VERSION] * len(completed),
+        },
+        schema=SCHEMA,
+    )
 
 
 def history_snapshot(fs: AbstractFileSystem, folder: str) -> Snapshot:
