@@ -228,6 +228,39 @@ def test_every_write_is_read_by_hudi_rs_as_fedcore_reads_it(tmp_path: Path, vers
     assert (metadata.operation, sum(s.num_update_writes for s in metadata.stats)) == ("UPSERT", 1)
 
 
+@pytest.mark.parametrize("table_type", [P.TABLE_TYPE_COW, P.TABLE_TYPE_MOR])
+def test_what_a_one_row_upsert_lists_on_version_9_beside_version_6(
+    s3_server: LoopbackS3, table_type: str
+) -> None:
+    """A commit's fixed cost on S3, counted at the server: a one-row upsert lists the instants'
+    folder once to plan, once to request its instant and once for the table services on either
+    version; version 9 lists it once more to choose its completion time after the claims
+    (``timeline.completion_time``), and lists ``.hoodie/`` for fed's pointer files where that
+    is a folder of its own (planning, the table services), never to request an instant or
+    choose a completion time. Every other listing is the same on both."""
+    bucket = s3_server.create_bucket("versions")
+    listed: dict[str, Counter[str]] = {}
+    for version in ("6", "9"):
+        table = new_table(
+            f"{bucket}/trips{version}", version, s3_server.storage_options(), **{P.TABLE_TYPE: table_type}
+        )
+        table.insert(trips([1, 2, 3], "us", 1))
+        table.upsert(trips([1], "us", 2, 10.0))  # a slice with a log file (merge-on-read) or a rewrite
+        s3_server.requests.reset()
+        table.upsert(trips([2], "us", 3, 20.0))
+        listed[version] = Counter()
+        for prefix, count in s3_server.requests.listed.items():
+            within = prefix.split(f"/trips{version}/", 1)[1]
+            listed[version][re.sub(r"\d{17}", "<instant>", within)] += count
+        expected = Counter({(1, "us", 2, 11.0): 1, (2, "us", 3, 22.0): 1, (3, "us", 1, 3.0): 1})
+        assert whole_rows(table.scan().to_arrow(), ["id", "country", "ts", "fare"]) == expected
+    v6, v9 = listed["6"], listed["9"]
+    assert v6[".hoodie/"] == 3, v6
+    assert (v9[".hoodie/timeline/"], v9[".hoodie/"]) == (4, 2), v9
+    others = {prefix for prefix in v6 | v9 if prefix not in (".hoodie/", ".hoodie/timeline/")}
+    assert {p: v9[p] for p in others} == {p: v6[p] for p in others}, (v6, v9)
+
+
 @pytest.mark.parametrize("version", ["8", "9"])
 def test_a_write_rolled_forward_after_its_commit_decision_keeps_its_completion_time(
     backend: Backend, version: str

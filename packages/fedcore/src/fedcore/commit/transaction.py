@@ -280,6 +280,14 @@ class Transaction:
             self._claim(f"{file_id}_{base}")
         self._hook("claims")
         naming = self.table.layout.instants
+        # Listed here, after the claims, not taken from the listing that requested the instant:
+        # that one showed no time later than the instant's own (``new_instant``), so it would
+        # give "now" and nothing more. A compaction planned without this instant since then
+        # conflicts with it on a claim only if it is fed's (Apache Hudi's scheduler takes
+        # none), and an instant that completed since (named by a clock ahead of this one, or
+        # past "now" by its own listing) must also come before it by completion time, or an
+        # incremental query that read up to it would never see this one. This listing leaves
+        # only the moment between the claims and the completion to the clocks.
         completion = (
             completion_time(self._fs, self.table.path, naming, self.instant, self.table.config.timeline_zone)
             if naming.completion_times

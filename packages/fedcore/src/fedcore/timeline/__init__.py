@@ -267,6 +267,14 @@ def _names_in(fs: AbstractFileSystem, folder: str) -> list[str]:
         return []
 
 
+def _last_time(fs: AbstractFileSystem, table_path: str, naming: InstantNaming) -> str | None:
+    """``Timeline.last_time`` of the timeline as listed now, from the instants' folder alone:
+    fed's pointer files say nothing of times, so on versions 8 and 9, whose instants are
+    listed from a folder of their own, one listing where ``Timeline.load`` makes two."""
+    names = _names_in(fs, naming.folder(table_path))
+    return Timeline(instant for instant in map(naming.parse, names) if instant is not None).last_time()
+
+
 def heartbeat_path(table_path: str, time: str) -> str:
     return f"{table_path}/{HOODIE_FOLDER}/.heartbeat/{time}"
 
@@ -315,7 +323,7 @@ def new_instant(
             with storage_errors(beating):
                 fs.rm_file(beating)
             continue
-        last = Timeline.load(fs, table_path, naming).last_time()
+        last = _last_time(fs, table_path, naming)
         if last == instant.time:
             return instant
         with storage_errors(beating):  # a later instant is there: withdraw ours, go past it
@@ -342,7 +350,7 @@ def completion_time(
     it on a claim (``fedcore.commit.transaction``). The time is chosen once, recorded with the
     commit decision, and a writer that rolls the instant forward uses it, so the instant has one
     completed file whoever writes it."""
-    last = Timeline.load(fs, table_path, naming).last_time() or instant.time
+    last = _last_time(fs, table_path, naming) or instant.time
     later = parse_instant_time(max(last, instant.time), zone) + timedelta(milliseconds=1)
     return instant_time(max(datetime.now(timezone.utc), later), zone)
 
