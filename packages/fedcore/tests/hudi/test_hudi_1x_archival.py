@@ -241,3 +241,44 @@ def test_fed_upgrade_adds_fed_archive_to_hudi_1x_history(tmp_path: Path, table_t
             assert row["metadata"].startswith(b"Obj\x01"), "Avro, as version 9 encodes commit metadata"
             assert codec.decode(row["metadata"], row["instantTime"]).stats
     assert rows(upgraded.scan().to_arrow()) == before
+
+
+def test_an_append_that_died_before_version_or_lost_a_race_to_it_leaves_a_history_that_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crash between a manifest and ``_version_`` leaves ``_version_`` behind: the next
+    append builds on the greatest manifest and points ``_version_`` at its own. An archival that
+    publishes while another is about to point ``_version_`` at an older manifest is not undone:
+    ``_version_`` ends at the greatest, every row held."""
+    folder = str(tmp_path / "history")
+    os.makedirs(folder)
+    times = [f"2026010100000{n:02d}00" for n in range(6)]
+    lsm.append_history(LOCAL, folder, _rows(times[:1]))
+    replace = lsm.replace_atomic
+
+    def crash(*args: object) -> None:
+        raise OSError("the process died here")
+
+    monkeypatch.setattr(lsm, "replace_atomic", crash)
+    with pytest.raises(OSError, match="died"):
+        lsm.append_history(LOCAL, folder, _rows(times[1:2]))
+    monkeypatch.setattr(lsm, "replace_atomic", replace)
+    assert (tmp_path / "history" / "_version_").read_text() == "1", "the crash left it behind"
+    lsm.append_history(LOCAL, folder, _rows(times[1:2]))  # archival runs again
+    lsm.append_history(LOCAL, folder, _rows(times[2:3]))
+    assert lsm.read_history(LOCAL, folder).column("instantTime").to_pylist() == times[:3]
+
+    raced: list[bool] = []
+
+    def late(fs: object, path: str, data: bytes) -> None:
+        if not raced:  # another archival publishes and points first
+            raced.append(True)
+            lsm.append_history(LOCAL, folder, _rows(times[4:5]))
+        replace(fs, path, data)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(lsm, "replace_atomic", late)
+    lsm.append_history(LOCAL, folder, _rows(times[3:4]))
+    monkeypatch.setattr(lsm, "replace_atomic", replace)
+    snapshot = lsm.history_snapshot(LOCAL, folder)
+    assert snapshot.version == max(int(n[9:]) for n in os.listdir(folder) if n.startswith("manifest_"))
+    assert lsm.read_history(LOCAL, folder).column("instantTime").to_pylist() == times[:5]

@@ -172,7 +172,7 @@ def _convert_archive(table: TableHandle, old: TableLayout, new: TableLayout) -> 
                 continue
             if instant.is_completed:
                 instant = Instant(instant.time, instant.action, COMPLETED, completion_time=instant.time)
-                content = _reencoded(instant, content, old, new)
+            content = _reencoded(instant, content, old, new)  # an inflight plan too, as Hudi's upgrade
             instants.append(instant)
             contents.append(content)
     append_history(fs, history, history_rows(instants, contents))

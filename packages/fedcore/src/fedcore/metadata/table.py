@@ -410,7 +410,10 @@ class MetadataTable(FileIndex):
                 # Without a manifest every delta applies, but only the active timeline's: if
                 # archival moved instants out (it drops their deltas and the start pointer),
                 # their files would silently go missing from the view.
-                moved = archived_through(self.fs, self.table_path, self.layout.instants)
+                # fed's archival (its archive files, or the marker it leaves before it moves
+                # instants into Hudi 1.x's history); what a Hudi writer archived is taken in
+                # from its archive below (``_hudi_archived``).
+                moved = archived_through(self.fs, self.table_path) or timeline.archived_through
                 if moved is not None:
                     raise MetadataTableError(
                         f"no metadata-table manifest covers the instants archived through {moved}"

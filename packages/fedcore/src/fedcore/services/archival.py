@@ -115,9 +115,10 @@ def archive(
         return []
     files = _instant_files(table, {i.time for i in doomed})
     try:
-        _write_archive(table, boundary.instant, doomed[-1].time, files)
+        contents = read_objects(table.fs.table_fs, files)
     except FileNotFoundError:
         return []  # another writer's archival is moving these instants out right now
+    _write_archive(table, boundary.instant, doomed[-1].time, files, contents)
     _mark_archived(table, timeline, boundary.instant)
     reached("written")
     completed_names = {table.layout.instants.file_name(i) for i in doomed}
@@ -202,12 +203,13 @@ def _remove(table: TableHandle, paths: list[str]) -> None:
     remove_files(table.fs.table_fs, paths)
 
 
-def _write_archive(table: TableHandle, boundary: str, newest: str, files: list[str]) -> None:
+def _write_archive(
+    table: TableHandle, boundary: str, newest: str, files: list[str], contents: list[bytes]
+) -> None:
     """Write the archived instants' files where the table version keeps them: Hudi 1.x's
     archived timeline, else an archive file of the instants up to ``newest`` that
     ``boundary`` lets go (named after both, since two archivals may share a boundary: the
     second moves out what a pending instant held back the first time)."""
-    contents = read_objects(table.fs.table_fs, files)
     naming = table.layout.instants
     instants: list[Instant] = [naming.parse(path.rsplit("/", 1)[-1]) for path in files]  # type: ignore[misc]
     history = naming.history_folder(table.path)

@@ -26,7 +26,9 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import random
 import re
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -177,17 +179,39 @@ def history_rows(instants: list[Instant], contents: list[bytes]) -> pa.Table:
     )
 
 
-def history_snapshot(fs: AbstractFileSystem, folder: str) -> Snapshot:
-    """The history's latest snapshot (no files: there is no history)."""
-    with storage_errors(folder):
-        try:
-            names = frozenset(str(p).rsplit("/", 1)[-1] for p in fs.ls(folder, detail=False, refresh=True))
-        except FileNotFoundError:
-            return Snapshot(0, (), frozenset())
-        version = _latest_version(fs, folder, names)
-        if version is None:
-            return Snapshot(0, (), names)
-        return Snapshot(version, _manifest(fs, folder, version), names)
+def history_snapshot(fs: AbstractFileSystem, folder: str, *, newest: bool = False) -> Snapshot:
+    """The history's latest snapshot (no files: there is no history): the one ``_version_``
+    names, as Hudi's readers take it; ``newest``: the greatest manifest's, as a writer builds
+    on it (each manifest is made whole from the one before it, so the greatest holds every
+    file, even when a crash or a concurrent writer left ``_version_`` behind it).
+
+    A manifest a concurrent clean removed between the listing and its read makes it list
+    again (a few times; then the storage error stands)."""
+    for attempt in range(_ATTEMPTS):
+        with storage_errors(folder):
+            try:
+                names = frozenset(
+                    str(p).rsplit("/", 1)[-1] for p in fs.ls(folder, detail=False, refresh=True)
+                )
+            except FileNotFoundError:
+                return Snapshot(0, (), frozenset())
+            version = _greatest_manifest(names) if newest else _latest_version(fs, folder, names)
+            if version is None:
+                return Snapshot(0, (), names)
+            try:
+                return Snapshot(version, _manifest(fs, folder, version), names)
+            except FileNotFoundError:
+                if attempt == _ATTEMPTS - 1:
+                    raise
+    raise AssertionError("unreachable")
+
+
+#: Times a reader lists the history again when a concurrent clean removed what it listed.
+_ATTEMPTS: Final = 5
+
+
+def _greatest_manifest(names: frozenset[str]) -> int | None:
+    return max((int(m[1]) for m in map(_MANIFEST_RE.fullmatch, names) if m is not None), default=None)
 
 
 def _manifest(fs: AbstractFileSystem, folder: str, version: int) -> tuple[HistoryFile, ...]:
@@ -208,9 +232,30 @@ def read_history(
     snapshot: Snapshot | None = None,
 ) -> pa.Table:
     """The rows of the history's latest snapshot (``columns`` of them), in requested-time
-    order; ``covering``: only of the files whose names say they may hold that instant."""
-    snapshot = history_snapshot(fs, folder) if snapshot is None else snapshot
+    order; ``covering``: only of the files whose names say they may hold that instant. A file
+    a concurrent clean removed makes it take the snapshot again (not a given ``snapshot``)."""
     wanted = list(SCHEMA.names if columns is None else columns)
+    parts: list[pa.Table] = []
+    for attempt in range(_ATTEMPTS):
+        taken = history_snapshot(fs, folder) if snapshot is None else snapshot
+        try:
+            parts = _read_files(fs, folder, taken, wanted, covering)
+            break
+        except FileNotFoundError:
+            if snapshot is not None or attempt == _ATTEMPTS - 1:
+                raise
+    if not parts:
+        return pa.schema([SCHEMA.field(c) for c in wanted]).empty_table()
+    rows = pa.concat_tables(parts)
+    if "instantTime" not in wanted:
+        return rows
+    return rows.take(pc.sort_indices(rows, [("instantTime", "ascending")]))
+
+
+def _read_files(
+    fs: AbstractFileSystem, folder: str, snapshot: Snapshot, wanted: list[str], covering: str | None
+) -> list[pa.Table]:
+    """The ``wanted`` columns of the snapshot's files; FileNotFoundError for one gone."""
     parts = []
     for entry in snapshot.files:
         first, last = entry.times
@@ -219,12 +264,7 @@ def read_history(
         path = f"{folder}/{entry.name}"
         with storage_errors(path, data=True), fs.open(path, "rb") as handle:
             parts.append(pq.read_table(handle, columns=wanted).replace_schema_metadata(None))
-    if not parts:
-        return pa.schema([SCHEMA.field(c) for c in wanted]).empty_table()
-    rows = pa.concat_tables(parts)
-    if "instantTime" not in wanted:
-        return rows
-    return rows.take(pc.sort_indices(rows, [("instantTime", "ascending")]))
+    return parts
 
 
 def archived_completion_times(fs: AbstractFileSystem, history_folder: str) -> dict[str, str]:
@@ -255,10 +295,10 @@ def append_history(fs: AbstractFileSystem, folder: str, rows: pa.Table) -> None:
     times = rows.column("instantTime").to_pylist()
     if not times:
         return
-    snapshot = history_snapshot(fs, folder)
+    snapshot = history_snapshot(fs, folder, newest=True)
     held = set(read_history(fs, folder, ["instantTime"], snapshot=snapshot).column("instantTime").to_pylist())
     if held.issuperset(times):
-        _point_at(fs, folder, snapshot)
+        _point_at(fs, folder)
         return
     if held:
         rows = rows.filter(pc.invert(pc.is_in(rows.column("instantTime"), pa.array(sorted(held)))))
@@ -310,8 +350,8 @@ def _ordered(files: Files) -> Files:
 def _publish(fs: AbstractFileSystem, folder: str, change: Callable[[Files], Files]) -> Snapshot:
     """Write the manifest after the latest with ``change(files)`` as its files, then point
     ``_version_`` at it; an archival that made that number first makes this one read again."""
-    for _ in range(100):
-        snapshot = history_snapshot(fs, folder)
+    for attempt in range(100):
+        snapshot = history_snapshot(fs, folder, newest=True)
         files = change(snapshot.files)
         if files == snapshot.files:
             return snapshot
@@ -320,23 +360,27 @@ def _publish(fs: AbstractFileSystem, folder: str, change: Callable[[Files], File
         try:
             create_exclusive(fs, f"{folder}/manifest_{version}", body.encode())
         except FileExistsError:
+            time.sleep(random.uniform(0, 0.01 * min(attempt + 1, 20)))  # another archival's: after it
             continue
         published = Snapshot(version, files, snapshot.names | {f"manifest_{version}"})
-        _point_at(fs, folder, published)
+        _point_at(fs, folder)
         return published
     raise UnsupportedTableError(f"{folder}: could not add a manifest to the archived timeline")
 
 
-def _point_at(fs: AbstractFileSystem, folder: str, snapshot: Snapshot) -> None:
-    """``_version_`` := the snapshot's manifest, unless a later one is there (another archival's)."""
-    if snapshot.version == 0:
-        return
-    with storage_errors(folder):
-        later = {
-            m[1] for m in map(_MANIFEST_RE.fullmatch, snapshot.names) if m and int(m[1]) > snapshot.version
-        }
-        if not later:
-            replace_atomic(fs, f"{folder}/{_VERSION_FILE}", str(snapshot.version).encode())
+def _point_at(fs: AbstractFileSystem, folder: str) -> None:
+    """``_version_`` := the greatest manifest. Listed again after each write: another
+    archival may have published a greater one and pointed at it before this write, which must
+    then not leave ``_version_`` behind it."""
+    written = None
+    for _ in range(100):
+        with storage_errors(folder):
+            names = frozenset(str(p).rsplit("/", 1)[-1] for p in fs.ls(folder, detail=False, refresh=True))
+            greatest = _greatest_manifest(names)
+            if greatest is None or greatest == written:
+                return
+            replace_atomic(fs, f"{folder}/{_VERSION_FILE}", str(greatest).encode())
+        written = greatest
 
 
 def _clean(fs: AbstractFileSystem, folder: str, snapshot: Snapshot, keep: int) -> None:
@@ -346,8 +390,13 @@ def _clean(fs: AbstractFileSystem, folder: str, snapshot: Snapshot, keep: int) -
     doomed = [n for n in numbers if n < oldest_kept]
     if not doomed:
         return
-    kept_files = {f.name for n in range(oldest_kept, snapshot.version + 1) for f in _manifest(fs, folder, n)}
-    listed = {f.name for n in doomed for f in _manifest(fs, folder, n)}
+    try:
+        kept_files = {
+            f.name for n in range(oldest_kept, snapshot.version + 1) for f in _manifest(fs, folder, n)
+        }
+        listed = {f.name for n in doomed for f in _manifest(fs, folder, n)}
+    except FileNotFoundError:
+        return  # another archival cleaned meanwhile: the next clean takes what is left
     remove_files(fs, [f"{folder}/{name}" for name in sorted(listed - kept_files)])
     remove_files(fs, [f"{folder}/manifest_{n}" for n in doomed])
 

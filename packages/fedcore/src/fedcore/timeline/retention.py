@@ -28,11 +28,13 @@ from fedcore.timeline.lsm import history_snapshot, read_history
 ARCHIVE_PREFIX: Final = "fed-archive-"
 
 
-def archived_through(fs: AbstractFileSystem, table_path: str, naming: InstantNaming) -> str | None:
+def archived_through(
+    fs: AbstractFileSystem, table_path: str, naming: InstantNaming | None = None
+) -> str | None:
     """The newest instant archival took off the active timeline, if any: fed's archive's
-    boundary, or of a table version with Hudi 1.x's archived timeline, the newest instant
-    there (fed's archival of such tables, or a Hudi 1.x writer's)."""
-    history = naming.history_folder(table_path)
+    boundary, or given the table's ``naming`` and of a table version with Hudi 1.x's archived
+    timeline, the newest instant there (fed's archival of such tables, or a Hudi 1.x writer's)."""
+    history = naming.history_folder(table_path) if naming is not None else None
     newest = history_snapshot(fs, history).newest if history is not None else None
     try:
         with storage_errors(archive_folder(table_path)):
