@@ -53,7 +53,7 @@ def history(path: Path) -> pa.Table:
     return lsm.read_history(LOCAL, str(path / ".hoodie" / "timeline" / "history"))
 
 
-def archiving_table(path: Path, table_type: str) -> Table:
+def archiving_table(path: Path, table_type: str, version: str = "9") -> Table:
     compacting = {str(P.COMPACT_INLINE): "true", str(P.COMPACT_INLINE_MAX_DELTA_COMMITS): "2"}
     return create_table(
         str(path),
@@ -63,7 +63,7 @@ def archiving_table(path: Path, table_type: str) -> Table:
         precombine_field="ts",
         table_type=table_type,
         properties={
-            P.WRITE_TABLE_VERSION: "9",
+            P.WRITE_TABLE_VERSION: version,
             str(P.CLEANER_COMMITS_RETAINED): "2",
             str(P.ARCHIVE_MIN_INSTANTS): "2",
             str(P.ARCHIVE_MAX_INSTANTS): "3",
@@ -207,21 +207,7 @@ def test_fed_upgrade_adds_fed_archive_to_hudi_1x_history(tmp_path: Path, table_t
     once, completed at its requested time, its metadata in version 9's encoding; the table
     reads the same."""
     path = tmp_path / "t"
-    compacting = {str(P.COMPACT_INLINE): "true", str(P.COMPACT_INLINE_MAX_DELTA_COMMITS): "2"}
-    table = create_table(
-        str(path),
-        name="trips",
-        record_key_fields=["id"],
-        partition_fields=["country"],
-        precombine_field="ts",
-        table_type=table_type,
-        properties={
-            str(P.CLEANER_COMMITS_RETAINED): "2",
-            str(P.ARCHIVE_MIN_INSTANTS): "2",
-            str(P.ARCHIVE_MAX_INSTANTS): "3",
-            **(compacting if table_type == "MERGE_ON_READ" else {}),
-        },
-    )
+    table = archiving_table(path, table_type, version="6")
     for step in range(14):
         table.upsert(trips([step % 4, 100 + step], step))
     fed_archive = read_archive(load_table(str(path)).handle).to_pylist()
