@@ -2,7 +2,7 @@
 
 Run by ``benchmarks/spark.py --hudi PYTHON`` in a Python with PySpark 3.5 (Hudi's Spark
 bundles are built for it; ``tox -e hudi`` has one), so both sides are timed in one run:
-``python hudi_writer.py BUNDLE_JAR ROWS PARTITIONS REPEATS`` prints one JSON object of
+``python hudi_writer.py BUNDLE_JAR ROWS PARTITIONS REPEATS CODEC`` prints one JSON object of
 seconds (best of REPEATS): ``parquet`` (this Spark's ``df.write.partitionBy("p").parquet``),
 ``bulk insert`` (a new copy-on-write table), ``upsert 1%`` and ``upsert 10%`` (into it, the
 same sampled rows as fed's), and the rows each upsert changed.
@@ -22,10 +22,13 @@ from spark_rows import best, rows
 OPENS = ("java.lang", "java.lang.invoke", "java.nio", "java.util", "sun.nio.ch", "sun.util.calendar")
 
 
-def hudi(operation: str) -> dict[str, str]:
+def hudi(operation: str, codec: str) -> dict[str, str]:
     """Hudi's options as its quick start gives them, with the metadata table (fed always has
-    one) and Hudi's default index; the shuffle parallelism left to Hudi's defaults."""
+    one) and Hudi's default index; the shuffle parallelism left to Hudi's defaults; base files
+    in ``codec``, as fed's (Hudi 0.x's default is gzip, fed's snappy: the codec alone would
+    make a difference neither writer's work does)."""
     return {
+        "hoodie.parquet.compression.codec": codec,
         "hoodie.table.name": "bench",
         "hoodie.datasource.write.recordkey.field": "id",
         "hoodie.datasource.write.partitionpath.field": "p",
@@ -36,7 +39,7 @@ def hudi(operation: str) -> dict[str, str]:
     }
 
 
-def main(bundle: str, n: int, partitions: int, repeats: int) -> dict[str, float]:
+def main(bundle: str, n: int, partitions: int, repeats: int, codec: str) -> dict[str, float]:
     options = " ".join(f"--add-opens=java.base/{package}=ALL-UNNAMED" for package in OPENS)
     spark = (
         SparkSession.builder.master("local[2]")
@@ -55,10 +58,11 @@ def main(bundle: str, n: int, partitions: int, repeats: int) -> dict[str, float]
     found: dict[str, float] = {}
 
     def parquet(attempt: int) -> None:
-        data.write.partitionBy("p").mode("overwrite").parquet(f"{root}/parquet{attempt}")
+        frame = data.write.partitionBy("p").mode("overwrite").option("compression", codec)
+        frame.parquet(f"{root}/parquet{attempt}")
 
     def bulk(attempt: int) -> None:
-        data.write.format("hudi").options(**hudi("bulk_insert")).mode("overwrite").save(
+        data.write.format("hudi").options(**hudi("bulk_insert", codec)).mode("overwrite").save(
             f"{root}/hudi{attempt}"
         )
 
@@ -72,7 +76,7 @@ def main(bundle: str, n: int, partitions: int, repeats: int) -> dict[str, float]
         updates = rows(spark, n, partitions, ts=2).sample(fraction=fraction, seed=3).limit(changed).cache()
         count = updates.count()
         start = time.perf_counter()
-        updates.write.format("hudi").options(**hudi("upsert")).mode("append").save(f"{root}/hudi0")
+        updates.write.format("hudi").options(**hudi("upsert", codec)).mode("append").save(f"{root}/hudi0")
         found[f"upsert {fraction:.0%}"] = time.perf_counter() - start
         found[f"upsert {fraction:.0%} rows"] = count
         updates.unpersist()
@@ -85,4 +89,4 @@ def main(bundle: str, n: int, partitions: int, repeats: int) -> dict[str, float]
 
 if __name__ == "__main__":
     jar, total, parts, repeats = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-    print(json.dumps(main(jar, total, parts, repeats)))
+    print(json.dumps(main(jar, total, parts, repeats, sys.argv[5])))

@@ -21,6 +21,9 @@ Each case is timed in this one run, beside its baseline, best of ``--repeats``:
   and the two upserts against fed-spark's, and Hudi's bulk insert against its Spark's
   ``df.write.parquet``.
 
+Every side writes its Parquet files in one codec (``--codec``, fed's default snappy; Hudi
+0.x's own default is gzip, which alone costs its writer time fed's would not spend).
+
 Rows: ``id`` long (record key), ``p`` (16 partitions; 1,000 in the partition case), ``ts``
 long (precombine), ``v`` double, ``s`` string.
 
@@ -68,8 +71,13 @@ GOALS = {
 }
 
 
+#: Parquet codec of every side's files (``--codec``): fed's default.
+CODEC = "snappy"
+
+
 def options(name: str, storage: str, operation: str = "bulk_insert") -> dict[str, str]:
     return {
+        "hoodie.parquet.compression.codec": CODEC,
         "hoodie.table.name": name,
         "hoodie.datasource.write.recordkey.field": "id",
         "hoodie.datasource.write.partitionpath.field": "p",
@@ -103,7 +111,8 @@ def main(n: int, repeats: int, hudi_python: str | None) -> dict[str, tuple[float
             frame.mode("append").save(f"{root}/fed{attempt}")
 
         def hive_write(attempt: int) -> None:
-            data.write.partitionBy("p").mode("overwrite").parquet(f"{root}/hive{attempt}")
+            frame = data.write.partitionBy("p").mode("overwrite").option("compression", CODEC)
+            frame.parquet(f"{root}/hive{attempt}")
 
         found["bulk insert"] = (best(fed_write, repeats), best(hive_write, repeats), n)
         # Both wrote every row (checked outside the timings).
@@ -184,7 +193,7 @@ def hudi_writer(python: str, n: int, repeats: int) -> dict[str, float]:
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hudi_writer.py")
     print("Apache Hudi's writer (PySpark 3.5) ...", file=sys.stderr, flush=True)
     done = subprocess.run(
-        [python, script, str(bundle), str(n), str(PARTITIONS), str(repeats)],
+        [python, script, str(bundle), str(n), str(PARTITIONS), str(repeats), CODEC],
         stdout=subprocess.PIPE,
         text=True,
         check=True,
@@ -231,11 +240,18 @@ if __name__ == "__main__":
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--plot", metavar="PNG")
     parser.add_argument(
+        "--codec",
+        default=CODEC,
+        choices=("snappy", "gzip", "zstd"),
+        help="Parquet codec of every side's files (fed's default: snappy; Hudi 0.x's: gzip)",
+    )
+    parser.add_argument(
         "--hudi", metavar="PYTHON", help="a Python with PySpark 3.5: compare with Hudi's writer"
     )
     args = parser.parse_args()
     if args.hudi is not None and not os.path.exists(args.hudi):
         parser.error(f"--hudi {args.hudi}: no such Python (tox -e hudi makes one with PySpark 3.5)")
+    CODEC = args.codec
     results = main(args.rows, args.repeats, args.hudi)
     report(results)
     if args.plot:
