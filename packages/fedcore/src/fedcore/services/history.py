@@ -164,7 +164,8 @@ def load_history(table: TableHandle, timeline: Timeline | None = None) -> Histor
         parsed = table.layout.instants.parse(name)
         if parsed is not None and parsed.is_completed and time not in bodies:
             bodies[time] = (action, content)
-    hudi_archived = read_hudi_archive(fs, list(hudi_archive_files(fs, table.path, table.layout.instants)))
+    # Hudi 0.x's archive log; Hudi 1.x's archived timeline is in ``read_archive``'s.
+    hudi_archived = read_hudi_archive(fs, list(hudi_archive_files(fs, table.path, None)))
     for instant in hudi_archived:  # a Hudi writer's archival (``archived_timeline``)
         if instant.body is not None and instant.time not in bodies:
             bodies[instant.time] = (instant.action, instant.body)

@@ -73,11 +73,14 @@ class ArchivedInstant:
     body: bytes | None
 
 
-def hudi_archive_files(fs: AbstractFileSystem, table_path: str, naming: InstantNaming) -> dict[str, int]:
-    """Hudi's archive log files in the table's archive folder, and the files of Hudi 1.x's
-    archived timeline's latest snapshot where the table version has one: path -> size
-    (none: empty)."""
-    history = naming.history_folder(table_path)
+def hudi_archive_files(
+    fs: AbstractFileSystem, table_path: str, naming: InstantNaming | None
+) -> dict[str, int]:
+    """Hudi's archive log files in the table's archive folder, and given the table's
+    ``naming``, the files of Hudi 1.x's archived timeline's latest snapshot where the table
+    version has one (None: a caller that reads that history itself): path -> size (none:
+    empty)."""
+    history = naming.history_folder(table_path) if naming is not None else None
     found = (
         {f"{history}/{f.name}": f.length for f in history_snapshot(fs, history).files}
         if history is not None

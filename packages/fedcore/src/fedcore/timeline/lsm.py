@@ -386,8 +386,9 @@ def _point_at(fs: AbstractFileSystem, folder: str) -> None:
 def _clean(fs: AbstractFileSystem, folder: str, snapshot: Snapshot, keep: int) -> None:
     """Remove the manifests before the ``keep`` latest, and the files only they listed."""
     oldest_kept = snapshot.version - keep + 1
-    numbers = sorted(int(m[1]) for m in map(_MANIFEST_RE.fullmatch, snapshot.names) if m is not None)
-    doomed = [n for n in numbers if n < oldest_kept]
+    doomed = sorted(
+        int(m[1]) for m in map(_MANIFEST_RE.fullmatch, snapshot.names) if m and int(m[1]) < oldest_kept
+    )
     if not doomed:
         return
     try:
@@ -407,8 +408,7 @@ def _latest_version(fs: AbstractFileSystem, folder: str, names: frozenset[str]) 
         text = bytes(fs.cat_file(f"{folder}/{_VERSION_FILE}")).decode("utf-8", "replace").strip()
         if text.isdigit() and f"manifest_{int(text)}" in names:
             return int(text)
-    numbers = [int(m[1]) for m in map(_MANIFEST_RE.fullmatch, names) if m is not None]
-    return max(numbers, default=None)
+    return _greatest_manifest(names)
 
 
 class ArchivedCompletionTimes:

@@ -84,7 +84,7 @@ def archived_file(
         if wanted in files:
             content: bytes = archived.column("content")[files.index(wanted)].as_py()
             return content
-    hudi = hudi_archive_files(fs, table_path, naming)
+    hudi = hudi_archive_files(fs, table_path, None)  # Hudi 1.x's history: read above
     for entry in read_hudi_archive(fs, sorted(hudi)) if hudi else ():
         if entry.time == instant.time and entry.action == instant.action:
             return entry.body
