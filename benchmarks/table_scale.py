@@ -90,6 +90,7 @@ from fedcore.metadata.format import ADD, Op
 from fedcore.read.planner import ScanPlanner
 from fedcore.schema.avro import to_avro_json
 from fedcore.services.after_commit import run_table_services
+from fedcore.storage.base import table_folder
 from fedcore.table import Table, create_table, load_table
 from fedcore.timeline import COMMIT
 from fedcore.timeline.commit_metadata import CommitMetadata, WriteStat
@@ -321,7 +322,8 @@ class Bench:
 
         def listing() -> set[str]:
             self.storage_fs.invalidate_cache()
-            segment = f"/{self.table.name}/p={partition}/"
+            # the table's own folder under each prefix (``<name>-<table id>``), as the strategy names it
+            segment = f"/{table_folder(self.table.handle.options)}/p={partition}/"
             return {p for p in self.storage_fs.find(self.storage, detail=False) if segment in p}
 
         return self.counted(listing)
