@@ -17,7 +17,13 @@ import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fedcore.io.parquet import open_parquet, read_parquet, read_parquet_schema, read_row_groups
+from fedcore.io.parquet import (
+    footer_from_tail,
+    open_parquet,
+    read_parquet,
+    read_parquet_schema,
+    read_row_groups,
+)
 
 RUNS = 40
 
@@ -68,3 +74,19 @@ def test_a_process_that_reads_just_before_exiting_exits_cleanly(tmp_path: Path) 
         outcomes = list(pool.map(run, range(RUNS)))
     failed = [o for o in outcomes if o[:2] != (0, "2000")]
     assert not failed, f"{len(failed)} of {RUNS} runs failed; first: {failed[0]}"
+
+
+def test_a_footer_is_read_from_a_files_last_bytes_when_they_hold_it(tmp_path: Path) -> None:
+    _sample(tmp_path / "a.parquet")
+    data = (tmp_path / "a.parquet").read_bytes()
+    whole = pq.read_metadata(tmp_path / "a.parquet")
+    length = int.from_bytes(data[-8:-4], "little")
+    for kept in (data, data[-(length + 8) :]):
+        footer = footer_from_tail(kept)
+        assert footer is not None
+        assert footer.equals(whole)
+        assert footer.row_group(2).column(0).statistics.min == 500
+    # Too few bytes to hold the footer, or not a Parquet file's end: read it from the file.
+    assert footer_from_tail(data[-(length + 7) :]) is None
+    assert footer_from_tail(b"") is None
+    assert footer_from_tail(data[:-1]) is None

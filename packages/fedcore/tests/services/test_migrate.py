@@ -271,6 +271,35 @@ def test_a_fedcore_table_moves_to_an_object_store_layout_with_server_side_copies
     assert rows(load_table(f"{tables}/trips", storage_options=options))[0] == ("us", 99.0)
 
 
+def test_a_streamed_copy_takes_its_statistics_from_the_bytes_it_passed_on(
+    s3_server: LoopbackS3, tmp_path: Path
+) -> None:
+    # A local source and an S3 target: every file streams through the process, which keeps
+    # its footer on the way, so the copies are never read back.
+    source = Backend("local", f"file://{tmp_path}/hive_trips", f"file://{tmp_path}/unused", None)
+    table = make_table(source, layout="hive")
+    WriteClient(table).bulk_insert(
+        trips([1, 2, 3, 11, 12, 13, 21, 22, 23], ["us"] * 3 + ["de"] * 3 + ["fr"] * 3)
+    )
+    tables, storage = s3_server.create_bucket("tables"), s3_server.create_bucket("storage")
+    options = s3_server.storage_options()
+    s3_server.requests.reset()
+    report = migrate(
+        source.table_path,
+        f"{tables}/trips",
+        storage=object_store(storage),
+        target_options=options,
+    )
+    assert report.copied == 3
+    target_data = storage.removeprefix("s3://") + "/"
+    assert [key for key in s3_server.requests.gets if key.startswith(target_data)] == []
+    target = load_table(f"{tables}/trips", storage_options=options)
+    assert rows(target) == rows(table)
+    (kept,) = target.scan([("trip_id", "=", 12)]).plan_files()
+    assert kept.partition_path == "country=de"
+    assert len(target.scan([("trip_id", ">", 100)]).plan_files()) == 0
+
+
 def test_copied_files_carry_their_column_statistics_so_scans_skip_them(tmp_path: Path) -> None:
     source = Backend("local", f"file://{tmp_path}/hive_trips", f"file://{tmp_path}/unused", None)
     table = make_table(source, layout="hive")

@@ -152,11 +152,12 @@ def put_data_file(table: TableHandle, relative_path: str, data: bytes) -> None:
 
 
 def copy_data_file(
-    table: TableHandle, relative_path: str, source_fs: AbstractFileSystem, source_path: str
-) -> None:
+    table: TableHandle, relative_path: str, source_fs: AbstractFileSystem, source_path: str, *, tail: int = 0
+) -> bytes | None:
     """A copy of another table's data file (a migration's files that need no change), marked
-    like any other; server-side where the store allows."""
-    table.fs.copy_in(source_fs, source_path, relative_path)
+    like any other; server-side where the store allows. Its last ``tail`` bytes when the copy
+    streamed them through this process (``FederatedFileSystem.copy_in``), else None."""
+    return table.fs.copy_in(source_fs, source_path, relative_path, tail=tail)
 
 
 def relative_path(table: TableHandle, group: FileGroupWrite, naming: FileName, instant: str) -> str:

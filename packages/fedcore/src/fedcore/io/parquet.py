@@ -115,6 +115,23 @@ def read_parquet_metadata(source: Source) -> pq.FileMetaData:
     return open_parquet(source).metadata
 
 
+#: Parquet's magic, which opens and ends every file; the footer's length is the 4 bytes before the last.
+_MAGIC: Final = b"PAR1"
+
+
+def footer_from_tail(tail: bytes) -> pq.FileMetaData | None:
+    """A file's footer from its last bytes (a copy that streamed them already has them), or
+    None when they do not hold all of it (then read it from the file). The footer is parsed
+    as a file of the magic and the footer alone: it names the data pages by offset, and
+    parsing it reads none of them."""
+    if len(tail) < 8 or tail[-4:] != _MAGIC:
+        return None
+    length = int.from_bytes(tail[-8:-4], "little")
+    if length + 8 > len(tail):
+        return None
+    return read_parquet_metadata(_MAGIC + tail[-(length + 8) :])
+
+
 def read_parquet_schema(source: Source) -> pa.Schema:
     """The Arrow schema from the footer alone."""
     return open_parquet(source).schema_arrow

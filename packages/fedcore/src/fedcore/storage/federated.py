@@ -291,20 +291,28 @@ class FederatedFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec s
         ):
             shutil.copyfileobj(reader, writer, _COPY_BUFFER)
 
-    def copy_in(self, source_fs: AbstractFileSystem, source_path: str, path: str) -> None:
+    def copy_in(
+        self, source_fs: AbstractFileSystem, source_path: str, path: str, *, tail: int = 0
+    ) -> bytes | None:
         """Copy an object of another filesystem to the logical ``path``: server-side where both
         are one endpoint with the same options (S3 CopyObject; fsspec shares the instance),
-        else streamed through this process."""
+        else streamed through this process. A streamed copy returns the object's last ``tail``
+        bytes (what its caller would otherwise fetch again, such as a Parquet footer); a
+        server-side copy returns None: no byte passed through here."""
         destination = self._resolve(path, writing=True)
         with self.errors(path, destination):
             if source_fs is destination.fs:
                 destination.fs.cp_file(source_path, destination.path)
-                return
+                return None
+            kept = b""
             with (
                 source_fs.open(source_path, "rb") as reader,
                 destination.fs.open(destination.path, "wb") as writer,
             ):
-                shutil.copyfileobj(reader, writer, _COPY_BUFFER)
+                while chunk := reader.read(_COPY_BUFFER):
+                    writer.write(chunk)
+                    kept = (kept[-tail:] + chunk[-tail:])[-tail:] if tail else b""
+            return kept
 
     def resolve(self, path: str) -> Target:
         """The filesystem serving a logical path, and the physical path to pass it."""

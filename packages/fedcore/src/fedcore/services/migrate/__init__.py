@@ -73,7 +73,7 @@ from fedcore.handle import TableHandle
 from fedcore.handle.config import upgraded_merge_mode
 from fedcore.handle.create import create_handle
 from fedcore.io.filesystems import StorageOptions, open_sized
-from fedcore.io.parquet import file_stats, read_parquet_metadata
+from fedcore.io.parquet import file_stats, footer_from_tail, read_parquet_metadata
 from fedcore.io.uris import is_within, normalize_uri
 from fedcore.keygen.grouping import partition_rows
 from fedcore.keygen.keys import check_keys, check_required_columns, virtual_key_types_error
@@ -317,13 +317,19 @@ def _relative(unit: Unit) -> str:
     return f"{unit.partition}/{unit.name}" if unit.partition else unit.name
 
 
+#: The bytes a streamed copy keeps of a file's end: its footer when it is this small (a
+#: copy with a larger footer reads it from the copy, as a server-side copy does).
+_FOOTER_TAIL: Final = 64 * 2**10
+
+
 def _copy(table: TableHandle, unit: Unit) -> WriteStat:
     """A source file copied as it is (server-side where the stores allow), with the column
-    statistics its footer holds (read from the copy: the source gives no bytes), so scans
-    skip copied files as they skip written ones."""
+    statistics its footer holds, so scans skip copied files as they skip written ones: taken
+    from the bytes a streamed copy passed on, else read from the copy (a server-side copy
+    gives no bytes)."""
     assert unit.name is not None
     relative = _relative(unit)
-    copy_data_file(table, relative, unit.fs, unit.path)
+    tail = copy_data_file(table, relative, unit.fs, unit.path, tail=0 if unit.log_version else _FOOTER_TAIL)
     file_id = data_file_id(unit.name)
     assert file_id is not None
     if unit.log_version:  # a log file: no footer, no statistics
@@ -337,8 +343,11 @@ def _copy(table: TableHandle, unit: Unit) -> WriteStat:
             log_version=unit.log_version,
             base_file=unit.base_file,
         )
-    with table.fs.errors(relative), open_sized(table.fs, relative, unit.size) as handle:
-        footer = read_parquet_metadata(handle)
+    with table.fs.errors(relative):
+        footer = footer_from_tail(tail) if tail is not None else None
+        if footer is None:
+            with open_sized(table.fs, relative, unit.size) as handle:
+                footer = read_parquet_metadata(handle)
     names = footer.schema.to_arrow_schema().names
     return WriteStat(
         file_id=file_id,
