@@ -25,8 +25,9 @@ from fedcore import timeline as timeline_module
 from fedcore.commit.transaction import Transaction
 from fedcore.exceptions import MetadataTableError
 from fedcore.io.cache import BoundedCache
+from fedcore.io.parquet import footer_bytes
 from fedcore.metadata.folding import compact_metadata
-from fedcore.metadata.format import ADD, REMOVE, Manifest, Op, footer_bytes, unpack_footer
+from fedcore.metadata.format import ADD, REMOVE, Manifest, Op, unpack_footer
 from fedcore.metadata.table import IndexCache, MetadataTable
 from fedcore.services.rollback import rollback
 from fedcore.table import Table, create_table, load_table

@@ -20,7 +20,7 @@ from fedcore.exceptions import ConfigError, FedError, TableAlreadyExistsError, T
 from fedcore.schema.meta import META_COLUMNS
 from fedcore.services.migrate import migrate
 from fedcore.services.verify import verify_table
-from fedcore.table import create_table, load_table
+from fedcore.table import Table, create_table, load_table
 from fedcore.write.client import WriteClient
 
 # HUDI_WRITTEN_ZIPS: merge-on-read tables Hudi 0.15 wrote, whose reads by fedcore match Hudi's
@@ -271,16 +271,29 @@ def test_a_fedcore_table_moves_to_an_object_store_layout_with_server_side_copies
     assert rows(load_table(f"{tables}/trips", storage_options=options))[0] == ("us", 99.0)
 
 
-def test_a_streamed_copy_takes_its_statistics_from_the_bytes_it_passed_on(
-    s3_server: LoopbackS3, tmp_path: Path
-) -> None:
-    # A local source and an S3 target: every file streams through the process, which keeps
-    # its footer on the way, so the copies are never read back.
+def three_country_table(tmp_path: Path) -> tuple[Backend, Table]:
+    """A local Hive-layout table of three partitions, one file each, trip ids 1-3, 11-13, 21-23."""
     source = Backend("local", f"file://{tmp_path}/hive_trips", f"file://{tmp_path}/unused", None)
     table = make_table(source, layout="hive")
     WriteClient(table).bulk_insert(
         trips([1, 2, 3, 11, 12, 13, 21, 22, 23], ["us"] * 3 + ["de"] * 3 + ["fr"] * 3)
     )
+    return source, table
+
+
+def assert_scans_skip_by_statistics(target: Table) -> None:
+    """A filter on a data column plans only the file whose column statistics admit it."""
+    (kept,) = target.scan([("trip_id", "=", 12)]).plan_files()
+    assert kept.partition_path == "country=de"
+    assert len(target.scan([("trip_id", ">", 100)]).plan_files()) == 0
+
+
+def test_a_streamed_copy_takes_its_statistics_from_the_bytes_it_passed_on(
+    s3_server: LoopbackS3, tmp_path: Path
+) -> None:
+    # A local source and an S3 target: every file streams through the process, which keeps
+    # its footer on the way, so the copies are never read back.
+    source, table = three_country_table(tmp_path)
     tables, storage = s3_server.create_bucket("tables"), s3_server.create_bucket("storage")
     options = s3_server.storage_options()
     s3_server.requests.reset()
@@ -295,28 +308,19 @@ def test_a_streamed_copy_takes_its_statistics_from_the_bytes_it_passed_on(
     assert [key for key in s3_server.requests.gets if key.startswith(target_data)] == []
     target = load_table(f"{tables}/trips", storage_options=options)
     assert rows(target) == rows(table)
-    (kept,) = target.scan([("trip_id", "=", 12)]).plan_files()
-    assert kept.partition_path == "country=de"
-    assert len(target.scan([("trip_id", ">", 100)]).plan_files()) == 0
+    assert_scans_skip_by_statistics(target)
 
 
 def test_copied_files_carry_their_column_statistics_so_scans_skip_them(tmp_path: Path) -> None:
-    source = Backend("local", f"file://{tmp_path}/hive_trips", f"file://{tmp_path}/unused", None)
-    table = make_table(source, layout="hive")
-    WriteClient(table).bulk_insert(
-        trips([1, 2, 3, 11, 12, 13, 21, 22, 23], ["us"] * 3 + ["de"] * 3 + ["fr"] * 3)
-    )
+    source, _ = three_country_table(tmp_path)
     report = migrate(
         source.table_path, f"file://{tmp_path}/trips", storage=object_store(f"file://{tmp_path}/s")
     )
     assert report.copied == 3
     target = load_table(f"file://{tmp_path}/trips")
     assert len(target.file_slices()) == 3
-    # A filter on a data column: only the file whose statistics admit the value is planned.
-    (kept,) = target.scan([("trip_id", "=", 12)]).plan_files()
-    assert kept.partition_path == "country=de"
+    assert_scans_skip_by_statistics(target)
     assert [r["trip_id"] for r in target.scan([("trip_id", "=", 12)]).to_arrow().to_pylist()] == [12]
-    assert len(target.scan([("trip_id", ">", 100)]).plan_files()) == 0
 
 
 def test_an_existing_target_is_refused_unless_it_is_this_migration(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ import decimal
 import functools
 import json
 import math
+import struct
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, Final, TypeAlias
@@ -116,20 +117,32 @@ def read_parquet_metadata(source: Source) -> pq.FileMetaData:
 
 
 #: Parquet's magic, which opens and ends every file; the footer's length is the 4 bytes before the last.
-_MAGIC: Final = b"PAR1"
+MAGIC: Final = b"PAR1"
+
+
+def footer_bytes(parquet: bytes) -> bytes:
+    """The footer (Thrift ``FileMetaData``) of a whole Parquet file's bytes."""
+    (length,) = struct.unpack("<I", parquet[-8:-4])
+    return parquet[-8 - length : -8]
+
+
+def parse_footer(footer: bytes) -> pq.FileMetaData:
+    """A footer's bytes (``footer_bytes``) as pyarrow's metadata of the file: parsed as a file
+    of the magic and the footer alone (the footer names the data pages by offset; parsing it
+    reads none of them)."""
+    tail = struct.pack("<I", len(footer)) + MAGIC
+    return pq.read_metadata(pa.BufferReader(MAGIC + footer + tail))
 
 
 def footer_from_tail(tail: bytes) -> pq.FileMetaData | None:
     """A file's footer from its last bytes (a copy that streamed them already has them), or
-    None when they do not hold all of it (then read it from the file). The footer is parsed
-    as a file of the magic and the footer alone: it names the data pages by offset, and
-    parsing it reads none of them."""
-    if len(tail) < 8 or tail[-4:] != _MAGIC:
+    None when they do not hold all of it (then read it from the file)."""
+    if len(tail) < 8 or tail[-4:] != MAGIC:
         return None
     length = int.from_bytes(tail[-8:-4], "little")
     if length + 8 > len(tail):
         return None
-    return read_parquet_metadata(_MAGIC + tail[-(length + 8) :])
+    return parse_footer(tail[-8 - length : -8])
 
 
 def read_parquet_schema(source: Source) -> pa.Schema:

@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from fedcore.exceptions import MetadataTableError, TimelineMovedError
 from fedcore.io.atomic import create_exclusive
+from fedcore.io.parquet import footer_bytes
 from fedcore.metadata.file_index import PartitionFiles
 from fedcore.metadata.format import (
     ADD,
@@ -19,7 +20,6 @@ from fedcore.metadata.format import (
     SCHEMA,
     Manifest,
     apply_op,
-    footer_bytes,
     ops_of,
     pack_footer,
     shard_of,

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import base64
 import json
-import struct
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -44,14 +43,13 @@ import xxhash
 
 from fedcore import properties as P
 from fedcore.exceptions import MetadataTableError
-from fedcore.io.parquet import read_parquet
+from fedcore.io.parquet import parse_footer, read_parquet
 from fedcore.metadata.file_index import PartitionFiles
 
 #: The metadata table's folder under the table path (layout 2, ``properties.METADATA_LAYOUT``).
 FOLDER: Final = f"{P.HOODIE_FOLDER}/.fed/metadata"
 #: Where layout 1 kept it: inside Hudi's own metadata-table folder.
 LEGACY_FOLDER: Final = f"{P.HOODIE_FOLDER}/metadata/fed-files"
-MAGIC: Final = b"PAR1"
 SCHEMA_KEY: Final = "fed.schema"
 #: The pointer of a table no compaction has run on yet (older than any instant).
 NO_MANIFEST: Final = "0" * 17
@@ -176,7 +174,7 @@ class Manifest:
         return pack_footer(_b64decode(encoded)) if encoded else None
 
     def footer_bytes(self, shard: int) -> bytes | None:
-        """A shard's footer's bytes (``format.footer_bytes``), packed or (a manifest from
+        """A shard's footer's bytes (``io.parquet.footer_bytes``), packed or (a manifest from
         before ``packed_footers``) whole; None where the manifest has neither. ValueError
         where what the manifest holds does not decode."""
         packed = self.packed_footers[shard] if shard < len(self.packed_footers) else None
@@ -194,12 +192,6 @@ def folder_of(layout: int) -> str:
 def shard_of(partition: str, shard_count: int) -> int:
     digest: int = xxhash.xxh32_intdigest(partition.encode())
     return digest % shard_count
-
-
-def footer_bytes(parquet: bytes) -> bytes:
-    """The footer (Thrift ``FileMetaData``) of a whole Parquet file's bytes."""
-    (length,) = struct.unpack("<I", parquet[-8:-4])
-    return parquet[-8 - length : -8]
 
 
 def conformed(table: pa.Table) -> pa.Table:
@@ -229,12 +221,6 @@ def _b64decode(text: object) -> bytes:
     if not isinstance(text, str):
         raise ValueError(f"a footer that is not base64 text: {text!r:.40}")
     return base64.b64decode(text, validate=True)
-
-
-def parse_footer(footer: bytes) -> pq.FileMetaData:
-    """A footer's bytes (``footer_bytes``) as pyarrow's metadata of the file."""
-    tail = struct.pack("<I", len(footer)) + MAGIC
-    return pq.read_metadata(pa.BufferReader(MAGIC + footer + tail))
 
 
 def parquet_table(data: bytes, path: str) -> pa.Table:

@@ -43,7 +43,7 @@ from fedcore.exceptions import MetadataTableError, TimelineMovedError
 from fedcore.io.atomic import create_exclusive
 from fedcore.io.cache import BoundedCache
 from fedcore.io.filesystems import read_existing, read_found, read_object, read_objects, remove_files
-from fedcore.io.parquet import open_parquet, read_row_groups
+from fedcore.io.parquet import MAGIC, open_parquet, read_row_groups
 from fedcore.io.ranged import RangedFile, ReadStats
 from fedcore.metadata.catch_up import instant_ops
 from fedcore.metadata.file_index import FileIndex, PartitionFiles
@@ -51,7 +51,6 @@ from fedcore.metadata.format import (
     ADD,
     FOLDER,
     LEGACY_FOLDER,
-    MAGIC,
     NO_MANIFEST,
     REPAIR_HINT,
     SCHEMA,
@@ -681,7 +680,7 @@ class MetadataTable(FileIndex):
         return found
 
     def read_footer(self, entry: tuple[str, int, int]) -> bytes:
-        """A shard's footer's bytes (``format.footer_bytes``), read from its tail: for a shard
+        """A shard's footer's bytes (``io.parquet.footer_bytes``), read from its tail: for a shard
         a manifest does not carry the footer of (one a fedcore of before wrote). Mostly in one
         request."""
         name, size, _rows = entry

@@ -22,7 +22,6 @@ silently miss them. Files are found through the table's metadata instead.
 from __future__ import annotations
 
 import contextlib
-import shutil
 from typing import Any, NamedTuple
 
 from fsspec import AbstractFileSystem
@@ -57,6 +56,30 @@ class Target(NamedTuple):
 def _check_name(name: str) -> None:
     if name in (".", "..") or "\\" in name or not name.isprintable():
         check_relative_path(name)  # raises, with the explanation
+
+
+def _copy_across(
+    source_fs: AbstractFileSystem,
+    source_path: str,
+    target_fs: AbstractFileSystem,
+    target_path: str,
+    *,
+    tail: int = 0,
+    **kwargs: Any,
+) -> bytes | None:
+    """One object copied: server-side where one filesystem serves both (S3 CopyObject: fsspec
+    shares the instance between one endpoint's same options; ``kwargs`` go to it), returning
+    None, no byte having passed through here; else streamed through this process, returning
+    its last ``tail`` bytes."""
+    if source_fs is target_fs:
+        target_fs.cp_file(source_path, target_path, **kwargs)
+        return None
+    kept = b""
+    with source_fs.open(source_path, "rb") as reader, target_fs.open(target_path, "wb") as writer:
+        while chunk := reader.read(_COPY_BUFFER):
+            writer.write(chunk)
+            kept = (kept + chunk[-tail:])[-tail:] if tail else b""
+    return kept
 
 
 class FederatedFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec ships no types
@@ -282,37 +305,17 @@ class FederatedFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec s
 
     def cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
         source, destination = self._resolve(path1), self._resolve(path2, writing=True)
-        if source.fs is destination.fs:
-            source.fs.cp_file(source.path, destination.path, **kwargs)
-            return
-        with (
-            source.fs.open(source.path, "rb") as reader,
-            destination.fs.open(destination.path, "wb") as writer,
-        ):
-            shutil.copyfileobj(reader, writer, _COPY_BUFFER)
+        _copy_across(source.fs, source.path, destination.fs, destination.path, **kwargs)
 
     def copy_in(
         self, source_fs: AbstractFileSystem, source_path: str, path: str, *, tail: int = 0
     ) -> bytes | None:
-        """Copy an object of another filesystem to the logical ``path``: server-side where both
-        are one endpoint with the same options (S3 CopyObject; fsspec shares the instance),
-        else streamed through this process. A streamed copy returns the object's last ``tail``
-        bytes (what its caller would otherwise fetch again, such as a Parquet footer); a
-        server-side copy returns None: no byte passed through here."""
+        """Copy an object of another filesystem to the logical ``path`` (``_copy_across``),
+        returning a streamed copy's last ``tail`` bytes (what its caller would otherwise fetch
+        again, such as a Parquet footer), None for a server-side copy."""
         destination = self._resolve(path, writing=True)
         with self.errors(path, destination):
-            if source_fs is destination.fs:
-                destination.fs.cp_file(source_path, destination.path)
-                return None
-            kept = b""
-            with (
-                source_fs.open(source_path, "rb") as reader,
-                destination.fs.open(destination.path, "wb") as writer,
-            ):
-                while chunk := reader.read(_COPY_BUFFER):
-                    writer.write(chunk)
-                    kept = (kept[-tail:] + chunk[-tail:])[-tail:] if tail else b""
-            return kept
+            return _copy_across(source_fs, source_path, destination.fs, destination.path, tail=tail)
 
     def resolve(self, path: str) -> Target:
         """The filesystem serving a logical path, and the physical path to pass it."""
