@@ -28,6 +28,7 @@ from fedcore.services.verify import verify_table
 from fedcore.steps import observe_steps
 from fedcore.table import Table, load_table
 from fedcore.timeline import CLEAN, COMMIT, Instant, heartbeat_path, instant_time, new_instant
+from fedcore.timeline.instant import parse_instant_time
 from fedcore.timeline.retention import last_clean_retained
 from fedcore.write.client import WriteClient
 
@@ -112,6 +113,33 @@ def test_instant_times_are_unique_across_actions(backend: Backend) -> None:
     # Its first pick (now) was requested after a later instant was visible: withdrawn, so a
     # reader that listed the timeline's tail from that later instant on misses nothing.
     assert [i.time for i in table.timeline()] == [instant_time(latest), clean_instant.time]
+
+
+def test_an_instant_time_taken_by_a_completed_instant_is_not_taken_again(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Instant times run ahead of the clock when writers contend, so the clock can reach the
+    time of an instant that completed (its heartbeat gone): a clean taking that time beside the
+    commit would share its outcome, and a writer rolling the commit forward would complete
+    it with the clean's metadata (a soak run did so)."""
+    table = make_table(backend)
+    table.upsert(trips(range(4), ["us", "de"] * 2))
+    fs = table.fs.table_fs
+    taken = table.timeline().last_time()
+    assert taken is not None
+    assert not fs.exists(heartbeat_path(table.path, taken))
+    moment = parse_instant_time(taken)
+
+    class Clock(datetime):  # the clock has reached the commit's time
+        @classmethod
+        def now(cls, tz: object = None) -> Clock:
+            return cls.fromtimestamp(moment.timestamp(), timezone.utc)
+
+    monkeypatch.setattr("fedcore.timeline.datetime", Clock)
+    clean_instant = new_instant(fs, table.path, table.handle.layout.instants, CLEAN)
+    assert clean_instant.time > taken
+    latest = [(i.time, i.action) for i in table.timeline()][-2:]
+    assert latest == [(taken, COMMIT), (clean_instant.time, CLEAN)]
 
 
 def test_two_writers_rolling_back_one_dead_instant_both_succeed(backend: Backend) -> None:

@@ -267,12 +267,12 @@ def _names_in(fs: AbstractFileSystem, folder: str) -> list[str]:
         return []
 
 
-def _last_time(fs: AbstractFileSystem, table_path: str, naming: InstantNaming) -> str | None:
-    """``Timeline.last_time`` of the timeline as listed now, from the instants' folder alone:
-    fed's pointer files say nothing of times, so on versions 8 and 9, whose instants are
-    listed from a folder of their own, one listing where ``Timeline.load`` makes two."""
+def _listed(fs: AbstractFileSystem, table_path: str, naming: InstantNaming) -> Timeline:
+    """The instants as listed now, from the instants' folder alone: fed's pointer files say
+    nothing of instants, so on versions 8 and 9, whose instants are listed from a folder of
+    their own, one listing where ``Timeline.load`` makes two."""
     names = _names_in(fs, naming.folder(table_path))
-    return Timeline(instant for instant in map(naming.parse, names) if instant is not None).last_time()
+    return Timeline(instant for instant in map(naming.parse, names) if instant is not None)
 
 
 def heartbeat_path(table_path: str, time: str) -> str:
@@ -295,7 +295,8 @@ def new_instant(
     creating the instant's heartbeat file exclusively (it holds the first beat, so the
     instant never exists without proof of life), and only then its requested file. Two
     writers that pick the same time both see the reservation, and one moves on to the
-    next millisecond.
+    next millisecond. A heartbeat goes when its instant ends, so the listing below also
+    refuses a time another instant on the timeline has.
 
     The timeline is listed after the requested file exists, not before: if any instant
     later than ours is on it, ours is withdrawn (requested file, then heartbeat) and a
@@ -323,10 +324,14 @@ def new_instant(
             with storage_errors(beating):
                 fs.rm_file(beating)
             continue
-        last = _last_time(fs, table_path, naming)
-        if last == instant.time:
+        listed = _listed(fs, table_path, naming)
+        last = listed.last_time()
+        if last == instant.time and [i for i in listed.instants if i.time == instant.time] == [instant]:
             return instant
-        with storage_errors(beating):  # a later instant is there: withdraw ours, go past it
+        # A later instant is there, or another of this time whose heartbeat had gone (it
+        # completed: instant times run ahead of the clock when writers contend, so the clock
+        # can reach a completed instant's time): withdraw ours, go past it.
+        with storage_errors(beating):
             fs.rm_file(naming.path(table_path, instant))
             fs.rm_file(beating)
         if last is not None:
@@ -350,7 +355,7 @@ def completion_time(
     it on a claim (``fedcore.commit.transaction``). The time is chosen once, recorded with the
     commit decision, and a writer that rolls the instant forward uses it, so the instant has one
     completed file whoever writes it."""
-    last = _last_time(fs, table_path, naming) or instant.time
+    last = _listed(fs, table_path, naming).last_time() or instant.time
     later = parse_instant_time(max(last, instant.time), zone) + timedelta(milliseconds=1)
     return instant_time(max(datetime.now(timezone.utc), later), zone)
 
