@@ -11,11 +11,9 @@ fedcore and fed-spark under test.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
-import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -64,6 +62,11 @@ def _wait(ready: Callable[[], bool], server: ProcessServer, what: str, timeout: 
         raise server.failed(f"{what} (it exited)")
 
 
+def _logged(server: ProcessServer, line: str) -> bool:
+    """Whether ``server``'s log holds ``line``."""
+    return server.log.exists() and line in server.log.read_text(errors="replace")
+
+
 class _Master(ProcessServer):
     def __init__(self) -> None:
         super().__init__()
@@ -78,15 +81,10 @@ class _Master(ProcessServer):
             ],
             env=spark_env(),
         )
-        _wait(lambda: listening(self.port) and listening(self.ui_port), self, "the Spark master", 60)
+        # Its own log says so: a port that answers may be another process's.
+        started = f"Successfully started service 'sparkMaster' on port {self.port}."
+        _wait(lambda: listening(self.port) and _logged(self, started), self, "the Spark master", 60)
         return self
-
-    def alive_workers(self) -> int:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=2) as answer:
-                return int(json.load(answer).get("aliveworkers", 0))
-        except OSError:
-            return 0
 
 
 class _Worker(ProcessServer):
@@ -106,7 +104,10 @@ class _Worker(ProcessServer):
             ],
             env=spark_env(),
         )
-        _wait(lambda: self.master.alive_workers() > 0, self, "the Spark worker", 60)
+        # From the worker's log, not the master's web UI: a CI run once found another page on the
+        # UI's port where the master's JSON should have been.
+        registered = f"Successfully registered with master spark://127.0.0.1:{self.master.port}"
+        _wait(lambda: _logged(self, registered), self, "the Spark worker", 60)
         return self
 
 
